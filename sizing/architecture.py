@@ -1,0 +1,430 @@
+"""One typed description of a model's architecture, read from its Hugging Face config.json.
+
+Every family the catalog holds is read by the same function; the differences between
+families are data (which key holds the expert count, how sliding-window layers are
+marked) rather than code paths. A config the estimator cannot describe raises
+`ConfigError` naming the model and the missing piece: never a silent guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config.json that cannot be sized, with the model and the reason."""
+
+    def __init__(self, model: str, reason: str):
+        super().__init__(f"{model}: {reason}")
+        self.model = model
+        self.reason = reason
+
+
+class LayerKind(StrEnum):
+    FULL = "full_attention"
+    SLIDING = "sliding_attention"
+    CHUNKED = "chunked_attention"
+    LINEAR = "linear_attention"  # Gated DeltaNet: constant per-sequence state
+    MAMBA = "mamba"
+    CONV = "conv"  # LFM2 short convolution
+    MLP_ONLY = "mlp"  # Nemotron-H blocks with no mixer
+
+    @property
+    def has_kv(self) -> bool:
+        return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+
+    @property
+    def has_state(self) -> bool:
+        return self in (LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV)
+
+
+# Names transformers and vendors use in `layer_types` / `hybrid_override_pattern`.
+_LAYER_TYPE_NAMES = {
+    "full_attention": LayerKind.FULL,
+    "attention": LayerKind.FULL,
+    "global": LayerKind.FULL,
+    "sliding_attention": LayerKind.SLIDING,
+    "sliding_window": LayerKind.SLIDING,
+    "local": LayerKind.SLIDING,
+    "chunked_attention": LayerKind.CHUNKED,
+    "linear_attention": LayerKind.LINEAR,
+    "mamba": LayerKind.MAMBA,
+    "conv": LayerKind.CONV,
+    "M": LayerKind.MAMBA,
+    "*": LayerKind.FULL,
+    "-": LayerKind.MLP_ONLY,
+    "E": LayerKind.MLP_ONLY,
+}
+
+
+@dataclass(frozen=True)
+class MoE:
+    n_experts: int
+    n_active: int
+    expert_ffn: int
+    shared_ffn: int  # total intermediate size of the always-on shared expert(s); 0 if none
+    layers: tuple[bool, ...]  # True where the layer's FFN is the expert block
+    router_bias: bool = False  # DeepSeek-style `e_score_correction_bias`
+    shared_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
+
+
+@dataclass(frozen=True)
+class MLA:
+    q_lora_rank: int  # 0: queries projected directly (DeepSeek-V2-Lite)
+    kv_lora_rank: int
+    qk_rope_dim: int
+    qk_nope_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5): conv state plus a k_dim x v_dim state per head."""
+
+    n_k_heads: int
+    n_v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True)
+class Mamba2:
+    d_inner: int
+    d_state: int
+    n_groups: int
+    n_heads: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True)
+class NativeQuant:
+    """Quantization the checkpoint itself ships in (`quantization_config`)."""
+
+    method: str  # "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", ...
+    block: tuple[int, int] | None = None  # FP8 weight_block_size
+    bits: int | None = None
+    group_size: int | None = None
+    skip_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    name: str
+    model_type: str
+    hidden: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    head_dim_v: int
+    vocab: int
+    tied_embeddings: bool
+    ffn: int  # dense FFN intermediate size
+    layer_kinds: tuple[LayerKind, ...]
+    max_context: int
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also yields a per-head output gate
+    fused_qkv: bool = False
+    norms_per_layer: int = 2
+    sliding_window: int = 0
+    chunk_size: int = 0
+    moe: MoE | None = None
+    mla: MLA | None = None
+    linear: LinearAttention | None = None
+    mamba: Mamba2 | None = None
+    conv_cache: int = 0  # LFM2: cached conv inputs per layer (L_cache - 1)
+    n_mtp_layers: int = 0  # multi-token-prediction layers shipped beside the model
+    checkpoint_dtype: str = "bfloat16"
+    native_quant: NativeQuant | None = None
+
+    @property
+    def gqa_ratio(self) -> int:
+        return self.n_heads // max(self.n_kv_heads, 1)
+
+    @property
+    def n_attention_layers(self) -> int:
+        return sum(k.has_kv for k in self.layer_kinds)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+# ---------------------------------------------------------------------------
+# Families: which config keys hold what. Adding a family is adding a row.
+
+_DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "gemma2",
+          "gemma3_text", "granite", "olmo2", "exaone", "internlm2", "glm4", "glm", "ministral",
+          "minicpm", "smollm3", "seed_oss", "apertus", "hunyuan_v1_dense", "ernie4_5",
+          "arcee", "nemotron", "mistral3", "gemma3", "llama4", "lfm2", "qwen3_5",
+          "qwen3_5_text"}
+_MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
+        "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
+        "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
+        "nemotron_h", "gemma4", "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v32",
+        "glm_moe_dsa"}
+SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
+
+# Families whose q/k/v projections carry a bias without a config flag saying so.
+_QKV_BIAS_BY_FAMILY = {"qwen2", "qwen2_moe"}
+# Families with per-head RMS norms on q and k.
+_QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2",
+                     "glm4_moe", "minimax_m2", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                     "qwen3_5_moe_text", "gemma4", "cohere2"}
+# Families that add post-attention and post-FFN norms (four norms per layer).
+_FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "glm4", "olmo2"}
+_FUSED_QKV_FAMILIES = {"phi3"}
+
+
+def _first(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            return v
+    return default
+
+
+def _require(name: str, cfg: Mapping[str, Any], *keys: str) -> Any:
+    v = _first(cfg, *keys)
+    if v is None:
+        raise ConfigError(name, f"missing field {' / '.join(keys)}")
+    return v
+
+
+def _text_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Multimodal checkpoints keep the language model under `text_config`."""
+    text = cfg.get("text_config") or cfg.get("language_config") or cfg.get("llm_config")
+    if not isinstance(text, Mapping):
+        return dict(cfg)
+    merged = {k: v for k, v in cfg.items() if k not in ("text_config", "vision_config")}
+    merged.update(text)
+    return merged
+
+
+def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerKind, ...]:
+    if isinstance(t.get("layer_types"), list):
+        raw = t["layer_types"]
+        try:
+            kinds = tuple(_LAYER_TYPE_NAMES[x] for x in raw)
+        except KeyError as e:
+            raise ConfigError(name, f"unknown layer type {e.args[0]!r} in layer_types") from e
+        if len(kinds) != n_layers:
+            raise ConfigError(name, f"layer_types has {len(kinds)} entries for {n_layers} layers")
+        return kinds
+    pattern = t.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        if len(pattern) != n_layers:
+            raise ConfigError(name, "hybrid_override_pattern length differs from layer count")
+        return tuple(_LAYER_TYPE_NAMES[c] for c in pattern)
+    model_type = t["model_type"]
+    if model_type == "qwen3_next" or "full_attention_interval" in t:
+        every = int(_require(name, t, "full_attention_interval"))
+        return tuple(LayerKind.FULL if (i + 1) % every == 0 else LayerKind.LINEAR
+                     for i in range(n_layers))
+    if model_type in ("llama4", "llama4_text") and t.get("attention_chunk_size"):
+        # Llama 4: every fourth layer is global (NoPE), the rest chunked local attention.
+        no_rope = t.get("no_rope_layers")
+        if isinstance(no_rope, list) and len(no_rope) == n_layers:
+            return tuple(LayerKind.CHUNKED if r else LayerKind.FULL for r in no_rope)
+        return tuple(LayerKind.FULL if (i + 1) % 4 == 0 else LayerKind.CHUNKED
+                     for i in range(n_layers))
+    window = _sliding_window(t)
+    if window:
+        every = t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")
+        if every is None and model_type == "gemma2":
+            every = 2
+        if every:
+            every = int(every)
+            return tuple(LayerKind.FULL if (i + 1) % every == 0 else LayerKind.SLIDING
+                         for i in range(n_layers))
+        return (LayerKind.SLIDING,) * n_layers
+    return (LayerKind.FULL,) * n_layers
+
+
+def _sliding_window(t: Mapping[str, Any]) -> int:
+    window = t.get("sliding_window")
+    if not window or t.get("use_sliding_window") is False:
+        return 0
+    return int(window)
+
+
+def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
+    n_experts = _first(t, "num_local_experts", "num_experts", "n_routed_experts",
+                       "moe_num_experts", "num_experts_per_layer")
+    if isinstance(n_experts, list):  # Hunyuan lists it per layer
+        n_experts = n_experts[0]
+    if not n_experts or int(n_experts) <= 1:
+        return None
+    n_experts = int(n_experts)
+    n_active = _require(name, t, "num_experts_per_tok", "experts_per_token", "moe_k",
+                        "moe_topk", "num_experts_per_token")
+    if isinstance(n_active, list):
+        n_active = n_active[0]
+    expert_ffn = _first(t, "moe_intermediate_size", "expert_intermediate_size")
+    if isinstance(expert_ffn, list):
+        expert_ffn = expert_ffn[0]
+    if expert_ffn is None:  # Mixtral, gpt-oss, MiniMax, Llama 4: experts use intermediate_size
+        expert_ffn = _require(name, t, "intermediate_size")
+    n_shared = int(_first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
+                          "num_shared_expert", default=0) or 0)
+    shared_ffn = int(_first(t, "shared_expert_intermediate_size", default=0) or 0)
+    if not shared_ffn and n_shared:
+        shared_ffn = n_shared * int(expert_ffn)
+    if t["model_type"] in ("llama4", "llama4_text"):
+        shared_ffn = int(expert_ffn)  # one shared expert of the routed size
+    first_dense = int(_first(t, "first_k_dense_replace", "moe_layer_start_index",
+                             "first_k_dense", default=0) or 0)
+    step = int(_first(t, "decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq",
+                      default=1) or 1)
+    mlp_only = set(t.get("mlp_only_layers") or [])
+    layers = tuple(
+        i >= first_dense and i not in mlp_only and (i + 1) % step == 0 for i in range(n_layers)
+    )
+    if isinstance(t.get("moe_layer_freq"), list):
+        layers = tuple(bool(x) for x in t["moe_layer_freq"])
+    return MoE(
+        n_experts=n_experts,
+        n_active=int(n_active),
+        expert_ffn=int(expert_ffn),
+        shared_ffn=shared_ffn,
+        layers=layers,
+        router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
+                                        "minimax_m2", "deepseek_v32", "glm_moe_dsa"),
+        shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
+                                        "qwen3_5_moe_text"),
+    )
+
+
+def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
+    q = t.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    block = q.get("weight_block_size")
+    skip = q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore") or ()
+    return NativeQuant(
+        method=method,
+        block=tuple(block) if block else None,
+        bits=q.get("bits"),
+        group_size=q.get("group_size"),
+        skip_modules=tuple(skip),
+    )
+
+
+def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model") -> ModelArch:
+    """Describe a model from its config.json (a mapping or the JSON text)."""
+    if isinstance(config, (str, bytes)):
+        try:
+            config = json.loads(config)
+        except json.JSONDecodeError as e:
+            raise ConfigError(
+                name, f"config.json is not valid JSON ({e.msg} at line {e.lineno})") from e
+    if not isinstance(config, Mapping):
+        raise ConfigError(name, "config.json is not a JSON object")
+    t = _text_config(config)
+    model_type = t.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ConfigError(name, f"unsupported model_type {model_type!r}")
+
+    hidden = int(_require(name, t, "hidden_size", "d_model", "n_embd"))
+    n_layers = int(_require(name, t, "num_hidden_layers", "n_layers", "num_layers"))
+    n_heads = int(_require(name, t, "num_attention_heads", "n_heads"))
+    n_kv_heads = _first(t, "num_key_value_heads", "num_kv_heads", "multi_query_group_num",
+                        default=n_heads)
+    if isinstance(n_kv_heads, list):
+        n_kv_heads = max(n_kv_heads)
+    vocab = int(_require(name, t, "vocab_size", "padded_vocab_size"))
+    if min(hidden, n_layers, n_heads, int(n_kv_heads), vocab) <= 0:
+        raise ConfigError(name, "sizes must be positive")
+    head_dim = int(_first(t, "head_dim", "head_size", default=0) or hidden // n_heads)
+    kinds = _layer_kinds(name, t, n_layers)
+    moe = _moe(name, t, n_layers)
+    ffn = _first(t, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size",
+                 "block_ff_dim", "n_inner")
+    if ffn is None:
+        if moe is None:
+            raise ConfigError(name, "missing field intermediate_size")
+        ffn = 0
+    mla = None
+    if t.get("kv_lora_rank"):
+        mla = MLA(
+            q_lora_rank=int(t.get("q_lora_rank") or 0),
+            kv_lora_rank=int(t["kv_lora_rank"]),
+            qk_rope_dim=int(_require(name, t, "qk_rope_head_dim")),
+            qk_nope_dim=int(_require(name, t, "qk_nope_head_dim")),
+            v_head_dim=int(_require(name, t, "v_head_dim")),
+        )
+    linear = None
+    if LayerKind.LINEAR in kinds:
+        linear = LinearAttention(
+            n_k_heads=int(_require(name, t, "linear_num_key_heads")),
+            n_v_heads=int(_require(name, t, "linear_num_value_heads")),
+            k_head_dim=int(_require(name, t, "linear_key_head_dim")),
+            v_head_dim=int(_require(name, t, "linear_value_head_dim")),
+            conv_kernel=int(_require(name, t, "linear_conv_kernel_dim")),
+        )
+    mamba = None
+    if LayerKind.MAMBA in kinds:
+        n_mheads = int(_require(name, t, "mamba_num_heads"))
+        mamba = Mamba2(
+            d_inner=n_mheads * int(_require(name, t, "mamba_head_dim")),
+            d_state=int(_require(name, t, "ssm_state_size")),
+            n_groups=int(_require(name, t, "n_groups")),
+            n_heads=n_mheads,
+            conv_kernel=int(_require(name, t, "conv_kernel")),
+        )
+    chunk = int(t.get("attention_chunk_size") or 0) if LayerKind.CHUNKED in kinds else 0
+    max_ctx = int(_first(t, "max_position_embeddings", "seq_length", "max_sequence_length",
+                         default=0) or 0)
+    if max_ctx <= 0:
+        raise ConfigError(name, "missing field max_position_embeddings")
+    rope_scaling = t.get("rope_scaling") or {}
+    if isinstance(rope_scaling, Mapping) and rope_scaling.get("original_max_position_embeddings"):
+        # YaRN-extended models state the extended window in max_position_embeddings.
+        factor = float(rope_scaling.get("factor") or 1)
+        orig = int(rope_scaling["original_max_position_embeddings"])
+        max_ctx = max(max_ctx, int(orig * factor)) if factor > 1 else max_ctx
+    dtype = str(_first(t, "torch_dtype", "dtype", default="bfloat16"))
+    tied = t.get("tie_word_embeddings")
+    if tied is None:  # transformers' PretrainedConfig default
+        tied = True
+    return ModelArch(
+        name=name,
+        model_type=model_type,
+        hidden=hidden,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=int(n_kv_heads) if mla is None else 1,
+        head_dim=head_dim if mla is None else mla.kv_lora_rank + mla.qk_rope_dim,
+        head_dim_v=int(_first(t, "v_head_dim", default=head_dim)) if mla is None else 0,
+        vocab=vocab,
+        tied_embeddings=bool(tied),
+        ffn=int(ffn),
+        layer_kinds=kinds,
+        max_context=max_ctx,
+        qkv_bias=bool(t.get("attention_bias") or t.get("qkv_bias")
+                      or model_type in _QKV_BIAS_BY_FAMILY),
+        o_bias=bool(t.get("attention_bias")) and model_type not in ("qwen2", "glm4_moe"),
+        qk_norm=model_type in _QK_NORM_FAMILIES or bool(t.get("use_qk_norm")),
+        attn_output_gate=bool(t.get("attn_output_gate") or model_type == "qwen3_next"),
+        fused_qkv=model_type in _FUSED_QKV_FAMILIES,
+        norms_per_layer=4 if model_type in _FOUR_NORM_FAMILIES else 2,
+        sliding_window=_sliding_window(t),
+        chunk_size=chunk,
+        moe=moe,
+        mla=mla,
+        linear=linear,
+        mamba=mamba,
+        conv_cache=int(t.get("conv_L_cache") or 0) - 1 if LayerKind.CONV in kinds else 0,
+        n_mtp_layers=int(_first(t, "num_nextn_predict_layers", "mtp_num_hidden_layers",
+                                default=0) or 0),
+        checkpoint_dtype=dtype,
+        native_quant=_native_quant(t),
+    )

@@ -1,0 +1,67 @@
+"""ggml tensor types: elements per block and bytes per block.
+
+Source: ggml's type traits (ggml/src/ggml.c `type_traits`), mirrored in
+gpustack/gguf-parser-go@8dc7a62:ggml.go `_GGMLTypeTraits`; MXFP4 and NVFP4 from
+current ggml. A tensor row of `ne0` elements takes `ne0 / block * bytes` bytes and
+must hold a whole number of blocks (llama-quant.cpp falls back to another type
+when it does not).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GgmlType:
+    name: str
+    block_elems: int
+    block_bytes: int
+
+    @property
+    def bits_per_weight(self) -> float:
+        return 8 * self.block_bytes / self.block_elems
+
+    def row_fits(self, ne0: int) -> bool:
+        return ne0 % self.block_elems == 0
+
+    def tensor_bytes(self, n_elems: int) -> int:
+        return n_elems // self.block_elems * self.block_bytes
+
+
+GGML_TYPES: dict[str, GgmlType] = {
+    t.name: t
+    for t in (
+        GgmlType("F32", 1, 4),
+        GgmlType("F16", 1, 2),
+        GgmlType("BF16", 1, 2),
+        GgmlType("Q8_0", 32, 34),
+        GgmlType("Q6_K", 256, 210),
+        GgmlType("Q5_K", 256, 176),
+        GgmlType("Q5_1", 32, 24),
+        GgmlType("Q5_0", 32, 22),
+        GgmlType("Q4_K", 256, 144),
+        GgmlType("Q4_1", 32, 20),
+        GgmlType("Q4_0", 32, 18),
+        GgmlType("Q3_K", 256, 110),
+        GgmlType("Q2_K", 256, 84),
+        GgmlType("IQ4_XS", 256, 136),
+        GgmlType("IQ4_NL", 32, 18),
+        GgmlType("IQ3_S", 256, 110),
+        GgmlType("IQ3_XXS", 256, 98),
+        GgmlType("IQ2_S", 256, 82),
+        GgmlType("IQ2_XS", 256, 74),
+        GgmlType("IQ2_XXS", 256, 66),
+        GgmlType("IQ1_M", 256, 56),
+        GgmlType("IQ1_S", 256, 50),
+        GgmlType("MXFP4", 32, 17),
+        GgmlType("NVFP4", 64, 36),
+    )
+}
+
+# KV-cache element sizes follow the same traits: q8_0 is 34/32 = 1.0625 bytes per
+# element and q4_0 18/32 = 0.5625, not 1 and 0.5 as several calculators assume.
+KV_CACHE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL")
+
+
+def bytes_per_element(type_name: str) -> float:
+    t = GGML_TYPES[type_name.upper()]
+    return t.block_bytes / t.block_elems

@@ -1,0 +1,204 @@
+"""Memory per configuration row as Polars expressions: KV cache, runtime, placement, verdict.
+
+These expressions are the only implementation of the row-level formulas: the full
+matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
+the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
+columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
+`gpu_memory_gib` and `unified_memory`. Bytes are Float64 bytes; results end in `_gib`.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
+
+LLAMA_CPP, VLLM = "llama.cpp", "vllm"
+ENGINES = (LLAMA_CPP, VLLM)
+
+# KV-cache element sizes (ggml type traits; vLLM fp8 is one byte, "auto" the model's BF16).
+KV_BYTES_PER_ELEMENT = {"f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
+                        "fp8": 1.0, "auto": 2.0}
+KV_DTYPES_BY_ENGINE = {LLAMA_CPP: ("f16", "q8_0", "q4_0"), VLLM: ("auto", "fp8")}
+
+# llama.cpp: n_ubatch default 512 (common/common.h); with flash attention the KV size
+# is padded to 256 cells; the iSWA cache holds pad256(min(n_ctx, n_swa*n_seq + n_ubatch))
+# cells (src/llama-kv-cache-iswa.cpp). Recurrent state is stored in F32.
+LLAMA_CPP_UBATCH = 512
+LLAMA_CPP_KV_PAD = 256
+LLAMA_CPP_STATE_BYTES = 4
+# llama.cpp `--fit` keeps 1024 MiB free per device (ggml-org/llama.cpp PR #16653).
+LLAMA_CPP_FIT_MARGIN_BYTES = 1024 * BYTES_PER_MIB
+# Memory a CUDA device context and cuBLAS take before any tensor: Ollama's measured
+# per-GPU minimum for the CUDA backend, 457 MiB (ollama llm/memory.go).
+DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
+# llama.cpp computes the logits of one micro-batch in F32 on the device; with flash
+# attention this is the largest compute-buffer tensor (n_vocab x n_ubatch x 4 bytes).
+LOGITS_BYTES_PER_VALUE = 4
+
+# vLLM: gpu_memory_utilization default 0.9 (vllm/engine/arg_utils.py EngineArgs);
+# block size 16 tokens; max_num_batched_tokens for `vllm serve` 8192 on >= 70 GiB
+# devices, else 2048 (arg_utils.get_batch_defaults); max_num_seqs 256.
+VLLM_GPU_MEMORY_UTILIZATION = 0.90
+VLLM_BLOCK_TOKENS = 16
+VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL, VLLM_LARGE_GPU_GIB = 8192, 2048, 70
+VLLM_MAX_NUM_SEQS = 256
+# Non-torch allocations (NCCL, cuBLAS workspaces) and CUDA graphs, from vLLM start-up
+# logs: non-torch 0.33-0.39 GiB (vllm#11251, vllm#14452); CUDA graphs 0.21-1.4 GiB
+# (vllm PR #11349, sglang#8538). The midpoints below are labelled estimates.
+VLLM_NON_TORCH_BYTES = 0.4 * BYTES_PER_GIB
+VLLM_CUDA_GRAPH_BYTES = 0.5 * BYTES_PER_GIB
+VLLM_ACTIVATION_BYTES = 2  # BF16 activations in the profiling forward pass
+
+# Unified-memory machines: the GPU may wire about 75 % of RAM by default
+# (macOS iogpu.wired_limit_mb default; Andyyyy64/whichllm#152).
+UNIFIED_GPU_SHARE = 0.75
+
+# Verdict: `fits` leaves at least 5 % of usable memory free (room for longer prompts,
+# fragmentation and driver differences); `tight` fits with less; `exceeds` does not fit.
+TIGHT_HEADROOM_FRACTION = 0.05
+
+
+def _c(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Float64)
+
+
+def _is_llama() -> pl.Expr:
+    return pl.col("engine") == LLAMA_CPP
+
+
+def _ceil_to(x: pl.Expr, step: int) -> pl.Expr:
+    return (x / step).ceil() * step
+
+
+def kv_bytes_per_element() -> pl.Expr:
+    return pl.col("kv_dtype").replace_strict(KV_BYTES_PER_ELEMENT, return_dtype=pl.Float64)
+
+
+def vllm_batched_tokens() -> pl.Expr:
+    return (pl.when(pl.col("gpu_memory_gib") >= VLLM_LARGE_GPU_GIB)
+            .then(VLLM_BATCHED_TOKENS_LARGE).otherwise(VLLM_BATCHED_TOKENS_SMALL)
+            .cast(pl.Float64))
+
+
+def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
+    """Cache cells for full-attention layers: batch sequences of `context` tokens."""
+    return (pl.when(_is_llama())
+            .then(_ceil_to(context * batch, LLAMA_CPP_KV_PAD))
+            .otherwise(_ceil_to(context, VLLM_BLOCK_TOKENS) * batch))
+
+
+def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
+    """Cache cells for sliding-window / chunked layers."""
+    window = _c("kv_window_tokens")
+    llama = _ceil_to(pl.min_horizontal(context * batch, window * batch + LLAMA_CPP_UBATCH),
+                     LLAMA_CPP_KV_PAD)
+    vllm = (_ceil_to(pl.min_horizontal(window - 1 + vllm_batched_tokens(), context),
+                     VLLM_BLOCK_TOKENS) + VLLM_BLOCK_TOKENS) * batch
+    return pl.when(_is_llama()).then(llama).otherwise(vllm)
+
+
+def state_bytes_per_sequence() -> pl.Expr:
+    """Recurrent state of hybrid models: F32 in llama.cpp; vLLM keeps conv state in BF16."""
+    conv_bytes = pl.when(_is_llama()).then(LLAMA_CPP_STATE_BYTES).otherwise(2)
+    return (_c("state_conv_elems_per_seq") * conv_bytes
+            + _c("state_ssm_elems_per_seq") * LLAMA_CPP_STATE_BYTES)
+
+
+def kv_split() -> pl.Expr:
+    """How many ways one KV cache is divided across GPUs.
+
+    llama.cpp splits by layers. vLLM's tensor parallelism splits KV heads, replicating
+    them when there are more GPUs than KV heads (vllm/config/model.py get_num_kv_heads);
+    MLA's single latent head is replicated on every rank.
+    """
+    n = _c("n_gpus")
+    return pl.when(_is_llama()).then(n).otherwise(pl.min_horizontal(n, _c("kv_heads")))
+
+
+def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None) -> pl.Expr:
+    """KV cache plus recurrent state for the whole model (all GPUs together)."""
+    context = _c("context") if context is None else context
+    batch = _c("batch") if batch is None else batch
+    attention = (_c("kv_full_elems_per_token") * kv_cells_full(context, batch)
+                 + _c("kv_window_elems_per_token") * kv_cells_window(context, batch))
+    return attention * kv_bytes_per_element() + state_bytes_per_sequence() * batch
+
+
+def runtime_bytes_per_gpu() -> pl.Expr:
+    """Non-weight, non-KV memory on each GPU.
+
+    llama.cpp: device context plus the compute buffer, whose largest tensor with flash
+    attention is the F32 logits of one micro-batch. vLLM: the profiled activation peak,
+    modelled as one forward pass over max_num_batched_tokens (the gate/up output, two
+    hidden-size buffers for the residual stream and attention, in BF16) plus the
+    sampler's F32 logits and their softmax for max_num_seqs; then non-torch memory and
+    CUDA graphs. The vLLM figure is an estimate of what its profiler measures.
+    """
+    llama = DEVICE_CONTEXT_BYTES + _c("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
+    activations = (vllm_batched_tokens() * (2 * _c("ffn_active_width") + 4 * _c("hidden"))
+                   * VLLM_ACTIVATION_BYTES
+                   + 2 * VLLM_MAX_NUM_SEQS * _c("vocab") * LOGITS_BYTES_PER_VALUE)
+    vllm = DEVICE_CONTEXT_BYTES + VLLM_NON_TORCH_BYTES + VLLM_CUDA_GRAPH_BYTES + activations
+    return pl.when(_is_llama()).then(llama).otherwise(vllm)
+
+
+def weights_on_gpus_bytes() -> pl.Expr:
+    """Weights held in GPU memory (all GPUs together).
+
+    llama.cpp keeps the token embedding in host memory (its input layer always runs
+    on the CPU); the offloaded share of the rest stays in system RAM.
+    """
+    device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("token_embd_bytes")) \
+        .otherwise(_c("weights_bytes"))
+    return device * (1 - _c("offload_frac"))
+
+
+def usable_bytes_per_gpu() -> pl.Expr:
+    capacity = _c("gpu_memory_gib") * BYTES_PER_GIB
+    capacity = pl.when(pl.col("unified_memory")).then(capacity * UNIFIED_GPU_SHARE) \
+        .otherwise(capacity)
+    return (pl.when(_is_llama()).then(capacity - LLAMA_CPP_FIT_MARGIN_BYTES)
+            .otherwise(capacity * VLLM_GPU_MEMORY_UTILIZATION))
+
+
+def memory_columns() -> list[pl.Expr]:
+    """Every memory output column, per GPU, in GiB, plus the verdict."""
+    n = _c("n_gpus")
+    kv_gpu = kv_cache_bytes() * (1 - _c("offload_frac")) / kv_split()
+    weights_gpu = weights_on_gpus_bytes() / n
+    runtime = runtime_bytes_per_gpu()
+    required = weights_gpu + kv_gpu + runtime
+    usable = usable_bytes_per_gpu()
+    headroom = usable - required
+    offload = (_c("weights_bytes") * _c("offload_frac")
+               + kv_cache_bytes() * _c("offload_frac"))
+    # Largest context whose cache still fits: the window layers are bounded, full
+    # layers grow linearly, state does not grow at all.
+    bpe = kv_bytes_per_element()
+    free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - _c("offload_frac")) \
+        - state_bytes_per_sequence() * _c("batch")
+    max_ctx = _c("max_context")
+    window_at_max = _c("kv_window_elems_per_token") * kv_cells_window(max_ctx, _c("batch")) * bpe
+    full_rate = _c("kv_full_elems_per_token") * bpe * _c("batch")
+    ctx_fit = pl.when(full_rate > 0).then((free_for_kv - window_at_max) / full_rate) \
+        .otherwise(pl.when(free_for_kv >= window_at_max).then(max_ctx).otherwise(0))
+    ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
+    per_seq = kv_cache_bytes(batch=pl.lit(1.0))
+    concurrent = pl.max_horizontal((free_for_kv + state_bytes_per_sequence() * _c("batch"))
+                                   / per_seq, 0)
+    return [
+        (weights_gpu / BYTES_PER_GIB).alias("weights_gpu_gib"),
+        (kv_gpu / BYTES_PER_GIB).alias("kv_cache_gib"),
+        (runtime / BYTES_PER_GIB).alias("runtime_gib"),
+        (offload / BYTES_PER_GIB).alias("offload_gib"),
+        (required / BYTES_PER_GIB).alias("total_gib"),
+        (usable / BYTES_PER_GIB).alias("usable_gib"),
+        (headroom / BYTES_PER_GIB).alias("headroom_gib"),
+        pl.when(headroom >= usable * TIGHT_HEADROOM_FRACTION).then(pl.lit("fits"))
+        .when(headroom >= 0).then(pl.lit("tight"))
+        .otherwise(pl.lit("exceeds")).alias("verdict"),
+        ((ctx_fit / LLAMA_CPP_KV_PAD).floor() * LLAMA_CPP_KV_PAD).cast(pl.Int64)
+        .alias("max_context_tokens"),
+        concurrent.floor().cast(pl.Int64).alias("max_concurrent_sequences"),
+    ]

@@ -1,0 +1,98 @@
+"""Per-model and per-(model, format) numbers that the row-level formulas consume.
+
+The matrix joins these small dimension rows onto millions of configuration rows, and
+the single estimate builds one row the same way, so both evaluate the same
+expressions in sizing.memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizing.architecture import LayerKind, ModelArch
+from sizing.tensors import count_params, enumerate_tensors
+from sizing.weights import weight_bytes
+
+
+def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:
+    """K plus V elements one token adds to the cache over the layers of the given kinds.
+
+    MLA caches one compressed latent plus the RoPE key per layer (kv_lora_rank +
+    qk_rope_dim, K only: llama.cpp and vLLM both store no separate V).
+    """
+    per_layer = (m.head_dim + m.head_dim_v) * m.n_kv_heads
+    return per_layer * sum(k in kinds for k in m.layer_kinds)
+
+
+def _state_elems_per_sequence(m: ModelArch) -> tuple[int, int]:
+    """(conv-state, recurrent-state) elements one sequence holds, over all layers.
+
+    Gated DeltaNet: conv (kernel - 1) x (2*k_dim + v_dim), state v_heads x k_dim x v_dim
+    (vLLM mamba_utils.gated_delta_net_state_shape; llama.cpp n_embd_r / n_embd_s).
+    Mamba2: conv (kernel - 1) x (d_inner + 2*groups*d_state), state d_inner x d_state.
+    LFM2 short conv: (L_cache - 1) x hidden.
+    """
+    conv = ssm = 0
+    for kind in m.layer_kinds:
+        if kind is LayerKind.LINEAR and m.linear:
+            la = m.linear
+            conv += (la.conv_kernel - 1) * (2 * la.n_k_heads * la.k_head_dim
+                                            + la.n_v_heads * la.v_head_dim)
+            ssm += la.n_v_heads * la.k_head_dim * la.v_head_dim
+        elif kind is LayerKind.MAMBA and m.mamba:
+            s = m.mamba
+            conv += (s.conv_kernel - 1) * (s.d_inner + 2 * s.n_groups * s.d_state)
+            ssm += s.d_inner * s.d_state
+        elif kind is LayerKind.CONV:
+            conv += m.conv_cache * m.hidden
+    return conv, ssm
+
+
+def _ffn_active_width(m: ModelArch) -> int:
+    """Widest FFN intermediate one token passes through (dense, or k experts plus shared)."""
+    if m.moe is None:
+        return m.ffn
+    return max(m.ffn, m.moe.n_active * m.moe.expert_ffn + m.moe.shared_ffn)
+
+
+def model_row(m: ModelArch) -> dict[str, Any]:
+    """The per-model dimension row: parameters and cache geometry."""
+    p = count_params(m)
+    conv, ssm = _state_elems_per_sequence(m)
+    window = m.sliding_window or m.chunk_size
+    return {
+        "model_id": m.name,
+        "model_type": m.model_type,
+        "params_total": p.total,
+        "params_active": p.active,
+        "params_embedding": p.embedding,
+        "n_layers": m.n_layers,
+        "hidden": m.hidden,
+        "n_heads": m.n_heads,
+        "head_dim": m.head_dim,
+        "vocab": m.vocab,
+        "kv_heads": m.n_kv_heads,
+        "max_context": m.max_context,
+        "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,)),
+        "kv_window_elems_per_token": _kv_elems_per_token(
+            m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
+        "kv_window_tokens": window,
+        "state_conv_elems_per_seq": conv,
+        "state_ssm_elems_per_seq": ssm,
+        "ffn_active_width": _ffn_active_width(m),
+        "n_experts": m.moe.n_experts if m.moe else 0,
+        "n_experts_active": m.moe.n_active if m.moe else 0,
+        "is_mla": m.mla is not None,
+    }
+
+
+def format_row(m: ModelArch, fmt: str, imatrix: bool = False) -> dict[str, Any]:
+    """The per-(model, format) dimension row: weight bytes and their parts."""
+    w = weight_bytes(m, enumerate_tensors(m), fmt, imatrix)
+    return {
+        "model_id": m.name,
+        "weight_format": fmt,
+        "weights_bytes": w.total,
+        "token_embd_bytes": w.token_embd,
+        "expert_bytes": w.experts,
+    }

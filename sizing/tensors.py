@@ -1,0 +1,207 @@
+"""The tensors of a model, named and shaped as in a GGUF file, enumerated from its architecture.
+
+Memory is accounted tensor by tensor (as llama.cpp and gguf-parser-go do) because the
+weight formats treat tensors differently: norms and routers stay F32, embeddings keep
+16 bits in AWQ/GPTQ/FP8 checkpoints, llama.cpp promotes some tensors and falls back
+when a row is not a whole number of blocks. `ne0` is the row length (the input
+dimension of a projection), `n_elems` the element count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sizing.architecture import LayerKind, ModelArch
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str  # GGUF name without the ".weight" suffix, e.g. "blk.3.ffn_down_exps"
+    kind: str  # the name without "blk.N.", e.g. "ffn_down_exps"
+    layer: int  # -1 for tensors outside the blocks
+    ne0: int
+    n_elems: int
+    matrix: bool  # a 2-D (or stacked 3-D) weight that weight formats quantize
+    n_experts: int = 1  # > 1 for stacked expert tensors
+
+    @property
+    def is_expert(self) -> bool:
+        return self.n_experts > 1
+
+
+def _w(layer: int, kind: str, ne0: int, ne1: int, n_experts: int = 1) -> Tensor:
+    return Tensor(f"blk.{layer}.{kind}", kind, layer, ne0, ne0 * ne1 * n_experts, True, n_experts)
+
+
+def _v(layer: int, kind: str, n: int) -> Tensor:
+    """A 1-D tensor (norm, bias, scalar per head): kept in F32 by every format."""
+    return Tensor(f"blk.{layer}.{kind}", kind, layer, n, n, False)
+
+
+def _attention(m: ModelArch, i: int) -> list[Tensor]:
+    h = m.hidden
+    out: list[Tensor] = []
+    if m.mla is not None:
+        a = m.mla
+        qk_dim = a.qk_nope_dim + a.qk_rope_dim
+        if a.q_lora_rank:
+            out += [_w(i, "attn_q_a", h, a.q_lora_rank), _v(i, "attn_q_a_norm", a.q_lora_rank),
+                    _w(i, "attn_q_b", a.q_lora_rank, m.n_heads * qk_dim)]
+        else:
+            out.append(_w(i, "attn_q", h, m.n_heads * qk_dim))
+        # llama.cpp's converter splits kv_b into per-head k_b (rows of qk_nope) and v_b.
+        out += [_w(i, "attn_kv_a_mqa", h, a.kv_lora_rank + a.qk_rope_dim),
+                _v(i, "attn_kv_a_norm", a.kv_lora_rank),
+                _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank * m.n_heads),
+                _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim * m.n_heads),
+                _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
+        return out
+    q_dim, kv_dim, v_dim = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, \
+        m.n_kv_heads * m.head_dim_v
+    q_out = 2 * q_dim if m.attn_output_gate else q_dim
+    if m.fused_qkv:
+        out.append(_w(i, "attn_qkv", h, q_dim + kv_dim + v_dim))
+    else:
+        out += [_w(i, "attn_q", h, q_out), _w(i, "attn_k", h, kv_dim), _w(i, "attn_v", h, v_dim)]
+    if m.qkv_bias:
+        out += [_v(i, "attn_q.bias", q_dim), _v(i, "attn_k.bias", kv_dim),
+                _v(i, "attn_v.bias", v_dim)]
+    if m.qk_norm:
+        out += [_v(i, "attn_q_norm", m.head_dim), _v(i, "attn_k_norm", m.head_dim)]
+    out.append(_w(i, "attn_output", m.n_heads * m.head_dim_v, h))
+    if m.o_bias:
+        out.append(_v(i, "attn_output.bias", h))
+    if m.model_type == "gpt_oss":
+        out.append(_v(i, "attn_sinks", m.n_heads))
+    return out
+
+
+def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
+    """Gated DeltaNet block, with llama.cpp's qwen3next tensor names."""
+    la = m.linear
+    assert la is not None
+    k_dim, v_dim = la.n_k_heads * la.k_head_dim, la.n_v_heads * la.v_head_dim
+    conv_dim = 2 * k_dim + v_dim
+    return [
+        _w(i, "attn_qkv", m.hidden, conv_dim),
+        _w(i, "attn_gate", m.hidden, v_dim),
+        *_gate_projections(m, i),
+        Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, la.conv_kernel,
+               la.conv_kernel * conv_dim, False),
+        _v(i, "ssm_dt", la.n_v_heads),
+        _v(i, "ssm_a", la.n_v_heads),
+        _v(i, "ssm_norm", la.v_head_dim),
+        _w(i, "ssm_out", v_dim, m.hidden),
+    ]
+
+
+def _gate_projections(m: ModelArch, i: int) -> list[Tensor]:
+    """Per-head decay and update gates: fused as ssm_ba in Qwen3-Next, split in Qwen3.5."""
+    n = m.linear.n_v_heads
+    if m.model_type == "qwen3_next":
+        return [_w(i, "ssm_ba", m.hidden, 2 * n)]
+    return [_w(i, "ssm_alpha", m.hidden, n), _w(i, "ssm_beta", m.hidden, n)]
+
+
+def _mamba(m: ModelArch, i: int) -> list[Tensor]:
+    s = m.mamba
+    assert s is not None
+    conv_dim = s.d_inner + 2 * s.n_groups * s.d_state
+    return [
+        _w(i, "ssm_in", m.hidden, 2 * s.d_inner + 2 * s.n_groups * s.d_state + s.n_heads),
+        Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, s.conv_kernel,
+               s.conv_kernel * conv_dim, False),
+        _v(i, "ssm_conv1d.bias", conv_dim),
+        _v(i, "ssm_dt", s.n_heads),
+        _v(i, "ssm_a", s.n_heads),
+        _v(i, "ssm_d", s.n_heads),
+        _v(i, "ssm_norm", s.d_inner),
+        _w(i, "ssm_out", s.d_inner, m.hidden),
+    ]
+
+
+def _short_conv(m: ModelArch, i: int) -> list[Tensor]:
+    """LFM2 gated short convolution."""
+    kernel = m.conv_cache + 1
+    return [
+        _w(i, "shortconv.in_proj", m.hidden, 3 * m.hidden),
+        Tensor(f"blk.{i}.shortconv.conv", "shortconv.conv", i, kernel, kernel * m.hidden, False),
+        _w(i, "shortconv.out_proj", m.hidden, m.hidden),
+    ]
+
+
+def _ffn(m: ModelArch, i: int) -> list[Tensor]:
+    h = m.hidden
+    moe = m.moe
+    if moe is not None and moe.layers[i]:
+        e, f = moe.n_experts, moe.expert_ffn
+        out = [_w(i, "ffn_gate_inp", h, e)]
+        if moe.router_bias:
+            out.append(_v(i, "exp_probs_b", e))
+        out += [_w(i, "ffn_gate_exps", h, f, e), _w(i, "ffn_up_exps", h, f, e),
+                _w(i, "ffn_down_exps", f, h, e)]
+        if m.model_type == "gpt_oss":
+            out += [_v(i, "ffn_gate_inp.bias", e), _v(i, "ffn_gate_exps.bias", f * e),
+                    _v(i, "ffn_up_exps.bias", f * e), _v(i, "ffn_down_exps.bias", h * e)]
+        if moe.shared_ffn:
+            s = moe.shared_ffn
+            out += [_w(i, "ffn_gate_shexp", h, s), _w(i, "ffn_up_shexp", h, s),
+                    _w(i, "ffn_down_shexp", s, h)]
+            if moe.shared_gate:
+                out.append(_v(i, "ffn_gate_inp_shexp", h))
+        return out
+    if m.fused_qkv:  # Phi-3 fuses gate and up as it fuses q, k and v
+        return [_w(i, "ffn_up", h, 2 * m.ffn), _w(i, "ffn_down", m.ffn, h)]
+    return [_w(i, "ffn_gate", h, m.ffn), _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
+
+
+_MIXERS = {
+    LayerKind.FULL: _attention,
+    LayerKind.SLIDING: _attention,
+    LayerKind.CHUNKED: _attention,
+    LayerKind.LINEAR: _linear_attention,
+    LayerKind.MAMBA: _mamba,
+    LayerKind.CONV: _short_conv,
+    LayerKind.MLP_ONLY: lambda m, i: [],
+}
+
+
+def enumerate_tensors(m: ModelArch) -> list[Tensor]:
+    """Every tensor of the language model in GGUF order (multi-token-prediction layers excluded)."""
+    h = m.hidden
+    tensors = [Tensor("token_embd", "token_embd", -1, h, h * m.vocab, True)]
+    for i, kind in enumerate(m.layer_kinds):
+        tensors.append(_v(i, "attn_norm", h))
+        tensors += _MIXERS[kind](m, i)
+        if m.norms_per_layer == 4:
+            tensors += [_v(i, "attn_post_norm", h), _v(i, "ffn_post_norm", h)]
+        if kind is LayerKind.MAMBA and m.moe is None:
+            continue  # Mamba blocks have no FFN of their own
+        tensors.append(_v(i, "ffn_norm", h))
+        tensors += _ffn(m, i)
+    tensors.append(Tensor("output_norm", "output_norm", -1, h, h, False))
+    if not m.tied_embeddings:
+        tensors.append(Tensor("output", "output", -1, h, h * m.vocab, True))
+    return tensors
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    total: int
+    active: int  # per token: routed experts counted k of E
+    embedding: int  # token embedding plus an untied output projection
+
+    @property
+    def non_embedding(self) -> int:
+        return self.total - self.embedding
+
+
+def count_params(m: ModelArch, tensors: list[Tensor] | None = None) -> ParamCounts:
+    tensors = enumerate_tensors(m) if tensors is None else tensors
+    total = sum(t.n_elems for t in tensors)
+    inactive = 0
+    if m.moe is not None:
+        share_idle = 1 - m.moe.n_active / m.moe.n_experts
+        inactive = round(sum(t.n_elems for t in tensors if t.is_expert) * share_idle)
+    embedding = sum(t.n_elems for t in tensors if t.kind in ("token_embd", "output"))
+    return ParamCounts(total=total, active=total - inactive, embedding=embedding)

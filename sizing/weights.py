@@ -1,0 +1,96 @@
+"""Weight bytes of a model in a weight format, summed tensor by tensor.
+
+Formats and what each stores per tensor (sources in docs beside each constant):
+- GGUF file types: the ggml type llama-quantize picks per tensor (sizing.gguf_quant);
+  1-D tensors (norms, biases) stay F32.
+- BF16 / F16: two bytes for every parameter, as the safetensors checkpoint holds them.
+- FP8 (DeepSeek/Qwen block FP8): one byte per linear weight plus an F32 scale per
+  128 x 128 block; embeddings, output head, routers and norms stay BF16.
+- AWQ / GPTQ 4-bit, group 128: packed int4 weights, an F16 scale and a packed 4-bit
+  zero point per group of 128 inputs per output; GPTQ adds an int32 group index per
+  input row. Embeddings and the output head stay 16-bit.
+- MXFP4 (OCP microscaling): 32 four-bit values share one E8M0 scale (17 bytes per 32);
+  applied to the routed experts of MoE models (as gpt-oss ships) and to every linear
+  layer of dense ones.
+- NVFP4: 16 four-bit values share one FP8 scale (4.5 bits), plus one F32 per tensor.
+- NF4 (bitsandbytes, QLoRA): 4-bit blocks of 64 with double-quantized absmax,
+  4.127 bits per weight (QLoRA paper, arXiv 2305.14314); the embeddings and the
+  output head are not converted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sizing.architecture import ModelArch
+from sizing.ggml_types import GGML_TYPES
+from sizing.gguf_quant import GGUF_FTYPES, gguf_tensor_types
+from sizing.tensors import Tensor
+
+BF16_BYTES = 2
+F32_BYTES = 4
+FP8_BLOCK_ELEMS = 128 * 128  # weight_block_size [128, 128] in DeepSeek-V3 / Qwen3 FP8 configs
+INT4_GROUP = 128  # AWQ and GPTQ default group size
+MXFP4_BLOCK_ELEMS, MXFP4_BLOCK_BYTES = 32, 17
+NVFP4_BITS_PER_WEIGHT = 4 + 8 / 16
+NF4_BITS_PER_WEIGHT = 4 + 8 / 64 + 32 / (64 * 256)
+
+CHECKPOINT_FORMATS = ("BF16", "F16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4", "NF4")
+WEIGHT_FORMATS = CHECKPOINT_FORMATS + GGUF_FTYPES
+# Tensors every checkpoint quantizer leaves in 16 bits.
+_KEPT_16_BIT = ("token_embd", "output", "ffn_gate_inp")
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    total: int
+    token_embd: int  # read one row per token, and llama.cpp keeps it in host memory
+    experts: int  # routed expert tensors: only k of E are read per token
+    kinds: tuple[str, ...] = ()  # per-tensor storage type, for reports and tests
+
+    @property
+    def always_read(self) -> int:
+        """Bytes touched by every decoded token besides the routed experts."""
+        return self.total - self.token_embd - self.experts
+
+
+def _linear(t: Tensor) -> bool:
+    return t.matrix and t.kind not in _KEPT_16_BIT
+
+
+def _checkpoint_tensor_bytes(fmt: str, t: Tensor, moe: bool) -> int:
+    n = t.n_elems
+    if not t.matrix or not _linear(t) or fmt in ("BF16", "F16"):
+        return n * BF16_BYTES
+    if fmt == "FP8":
+        return n + -(-n // FP8_BLOCK_ELEMS) * F32_BYTES
+    if fmt in ("AWQ", "GPTQ"):
+        groups = -(-t.ne0 // INT4_GROUP) * (n // t.ne0)
+        extra = t.ne0 * 4 * t.n_experts if fmt == "GPTQ" else 0
+        return n // 2 + groups * (2 + 0.5) + extra
+    if fmt == "MXFP4":
+        if moe and not t.is_expert:
+            return n * BF16_BYTES
+        return -(-n // MXFP4_BLOCK_ELEMS) * MXFP4_BLOCK_BYTES
+    if fmt == "NVFP4":
+        return n * NVFP4_BITS_PER_WEIGHT / 8 + F32_BYTES
+    if fmt == "NF4":
+        return n * NF4_BITS_PER_WEIGHT / 8
+    raise KeyError(f"unknown weight format {fmt!r}")
+
+
+def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str,
+                 imatrix: bool = False) -> WeightBytes:
+    """Bytes of every tensor of `m` stored in `fmt` (a GGUF ftype or a checkpoint format)."""
+    if fmt in GGUF_FTYPES:
+        kinds = gguf_tensor_types(m, tensors, fmt, imatrix)
+        sizes = [GGML_TYPES[k].tensor_bytes(t.n_elems) for t, k in zip(tensors, kinds, strict=True)]
+    elif fmt in CHECKPOINT_FORMATS:
+        kinds = tuple(fmt if _linear(t) else "BF16" for t in tensors)
+        sizes = [_checkpoint_tensor_bytes(fmt, t, m.is_moe) for t in tensors]
+    else:
+        raise KeyError(f"unknown weight format {fmt!r}; known: {', '.join(WEIGHT_FORMATS)}")
+    total = round(sum(sizes))
+    embd = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.kind == "token_embd"))
+    experts = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.is_expert))
+    return WeightBytes(total=total, token_embd=embd, experts=experts, kinds=tuple(kinds))
