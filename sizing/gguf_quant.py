@@ -51,6 +51,7 @@ class _Context:
     is_70b: bool
     imatrix: bool
     tied: bool
+    native_mxfp4: bool
 
 
 def _output_type(ftype: str, ne0: int) -> str:
@@ -108,10 +109,12 @@ def _attn_output_type(c: _Context, default: str) -> str:
 
 def _chosen_type(c: _Context, t: Tensor, attn_v_index: int) -> str:
     default = GGUF_DEFAULT_TYPE[c.ftype]
+    if c.native_mxfp4 and t.is_expert:
+        return "MXFP4"  # gpt-oss: experts ship in MXFP4 and are carried over as they are
     if c.ftype in ("F16", "BF16", "F32"):
         return default
-    if c.ftype == "MXFP4_MOE":
-        return "MXFP4" if t.is_expert else "Q8_0"
+    if c.ftype == "MXFP4_MOE":  # every 3-D tensor (experts, MLA's per-head k_b / v_b)
+        return "MXFP4" if t.ne2 > 1 else "Q8_0"
     if t.kind == "output" or (t.kind == "token_embd" and c.tied):
         return _output_type(c.ftype, t.ne0)
     if t.kind in _ATTN_V_LIKE:
@@ -148,6 +151,7 @@ def gguf_tensor_types(m: ModelArch, tensors: list[Tensor], ftype: str,
         is_70b=m.model_type in _70B_FAMILIES and m.n_layers == 80,
         imatrix=imatrix,
         tied=m.tied_embeddings,
+        native_mxfp4=m.native_quant is not None and m.native_quant.method == "mxfp4",
     )
     types, attn_v_index = [], 0
     for t in tensors:

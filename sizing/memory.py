@@ -82,17 +82,21 @@ def vllm_batched_tokens() -> pl.Expr:
 
 
 def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
-    """Cache cells for full-attention layers: batch sequences of `context` tokens."""
+    """Cache cells for full-attention layers: `batch` sequences of `context` tokens each.
+
+    llama.cpp (llama-server's default, one KV stream per slot) pads each stream to 256
+    cells; vLLM allocates 16-token blocks per sequence.
+    """
     return (pl.when(_is_llama())
-            .then(_ceil_to(context * batch, LLAMA_CPP_KV_PAD))
+            .then(_ceil_to(context, LLAMA_CPP_KV_PAD) * batch)
             .otherwise(_ceil_to(context, VLLM_BLOCK_TOKENS) * batch))
 
 
 def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
-    """Cache cells for sliding-window / chunked layers."""
+    """Cache cells for sliding-window / chunked layers, per stream as for full layers."""
     window = _c("kv_window_tokens")
-    llama = _ceil_to(pl.min_horizontal(context * batch, window * batch + LLAMA_CPP_UBATCH),
-                     LLAMA_CPP_KV_PAD)
+    llama = _ceil_to(pl.min_horizontal(context, window + LLAMA_CPP_UBATCH),
+                     LLAMA_CPP_KV_PAD) * batch
     vllm = (_ceil_to(pl.min_horizontal(window - 1 + vllm_batched_tokens(), context),
                      VLLM_BLOCK_TOKENS) + VLLM_BLOCK_TOKENS) * batch
     return pl.when(_is_llama()).then(llama).otherwise(vllm)

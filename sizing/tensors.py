@@ -23,14 +23,16 @@ class Tensor:
     n_elems: int
     matrix: bool  # a 2-D (or stacked 3-D) weight that weight formats quantize
     n_experts: int = 1  # > 1 for stacked expert tensors
+    ne2: int = 1  # third dimension: experts, or heads of MLA's per-head k_b / v_b
 
     @property
     def is_expert(self) -> bool:
         return self.n_experts > 1
 
 
-def _w(layer: int, kind: str, ne0: int, ne1: int, n_experts: int = 1) -> Tensor:
-    return Tensor(f"blk.{layer}.{kind}", kind, layer, ne0, ne0 * ne1 * n_experts, True, n_experts)
+def _w(layer: int, kind: str, ne0: int, ne1: int, n_experts: int = 1, ne2: int = 1) -> Tensor:
+    return Tensor(f"blk.{layer}.{kind}", kind, layer, ne0, ne0 * ne1 * n_experts * ne2, True,
+                  n_experts, max(ne2, n_experts))
 
 
 def _v(layer: int, kind: str, n: int) -> Tensor:
@@ -52,8 +54,8 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
         # llama.cpp's converter splits kv_b into per-head k_b (rows of qk_nope) and v_b.
         out += [_w(i, "attn_kv_a_mqa", h, a.kv_lora_rank + a.qk_rope_dim),
                 _v(i, "attn_kv_a_norm", a.kv_lora_rank),
-                _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank * m.n_heads),
-                _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim * m.n_heads),
+                _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank, ne2=m.n_heads),
+                _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
                 _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
         return out
     q_dim, kv_dim, v_dim = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, \
