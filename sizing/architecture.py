@@ -168,7 +168,7 @@ _DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "ge
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
-        "nemotron_h", "gemma4", "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v32",
+        "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v32",
         "glm_moe_dsa"}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 

@@ -1,0 +1,73 @@
+"""Resources configured from the environment, with offline defaults."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+import dagster as dg
+
+from warehouse import store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class SnapshotResource(dg.ConfigurableResource):
+    """The bundled (or any recorded) snapshot of raw inputs: configs, listings, responses."""
+
+    path: str = str(ROOT / "data" / "snapshot")
+
+    def manifest(self) -> dict[str, dict]:
+        """Manifest lines of every part of the snapshot, keyed by the file they describe."""
+        entries: dict[str, dict] = {}
+        for f in sorted(Path(self.path).rglob("manifest*.jsonl")):
+            for line in f.read_text().splitlines():
+                if line.strip():
+                    entry = json.loads(line)
+                    entries[entry["path"]] = entry
+        return entries
+
+    def model_configs(self) -> dict[str, Path]:
+        base = Path(self.path) / "hub" / "models"
+        return {str(p.parent.relative_to(base)): p for p in sorted(base.glob("*/*/config.json"))}
+
+
+class CatalogResource(dg.ConfigurableResource):
+    """Curated reference data versioned in the repository (GPUs, aliases)."""
+
+    path: str = str(ROOT / "data" / "catalogs")
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """Where tables are published: a local folder by default, s3://... in production."""
+
+    root: str = store.DEFAULT_ROOT
+    aws_endpoint_url: str | None = None
+
+    def storage_options(self) -> dict[str, str]:
+        if not self.aws_endpoint_url:
+            return {}
+        return {"AWS_ENDPOINT_URL": self.aws_endpoint_url, "AWS_ALLOW_HTTP": "true"}
+
+    def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
+                sources: str) -> dg.MaterializeResult:
+        info = {"dagster_run_id": context.run.run_id, "pipeline_version": _version(),
+                "sources": sources}
+        p = store.publish(table, df, verified_at=verified_at, commit_info=info, base=self.root,
+                          storage_options=self.storage_options())
+        return dg.MaterializeResult(metadata={
+            "rows": dg.MetadataValue.int(p.rows),
+            "delta_version": dg.MetadataValue.int(p.version),
+            "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
+            "path": dg.MetadataValue.path(p.path),
+            "latest_parquet": dg.MetadataValue.path(p.latest_parquet),
+            "preview": dg.MetadataValue.md(f"```\n{df.head(5)}\n```"),
+        })
+
+    def read(self, table: str):
+        return store.read(table, base=self.root, storage_options=self.storage_options())
+
+
+def _version() -> str:
+    return version("llm-sizing")

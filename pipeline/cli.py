@@ -1,0 +1,140 @@
+"""The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one row)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+
+from assets.resources import ROOT
+
+STATE_DIR = ROOT / ".dagster_home"
+
+
+def _use_project_instance() -> None:
+    """Point Dagster at the repository's dagster.yaml and its git-ignored state folder."""
+    os.environ.setdefault("DAGSTER_HOME", str(ROOT))
+    os.environ.setdefault("LLM_SIZING_STATE_DIR", str(STATE_DIR))
+    os.environ.setdefault("LLM_SIZING_COMPUTE_LOG_DIR", str(STATE_DIR / "logs"))
+    os.environ.setdefault("LLM_SIZING_WAREHOUSE", str(ROOT / "warehouse_data"))
+
+
+def refresh(args: argparse.Namespace) -> int:
+    if args.offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    _use_project_instance()
+    import dagster as dg
+
+    from pipeline.definitions import ALL_ASSETS, defs
+    from warehouse import store
+
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize(ALL_ASSETS, resources=defs.resources, instance=instance,
+                                raise_on_error=False)
+    if not result.success:
+        failed = [e.step_key for e in result.all_events if e.is_step_failure]
+        print(f"refresh failed in {', '.join(failed)}; previous table versions stay current",
+              file=sys.stderr)
+        return 1
+    print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
+    for table in ("gpus", "models", "model_quarantine", "weights", "fit_matrix"):
+        latest = store.history(table)[0]
+        rows = store.read(table).height
+        print(f"{table:18} {latest['version']:>7} {rows:>10}  {latest.get('verified_at', '?')}"
+              f"   {store.table_uri(table)}")
+    print(f"plain Parquet exports of the latest versions: {store.root()}/latest/")
+    return 0
+
+
+def _find_gpu(query: str):
+    from assets.catalogs.assets import load_gpus
+    from assets.resources import CatalogResource
+
+    gpus = load_gpus(CatalogResource())
+    q = query.strip().lower()
+    ids = gpus.get_column("gpu_id").to_list()
+    names = [n.lower() for n in gpus.get_column("name").to_list()]
+    hits = [i for i, (g, n) in enumerate(zip(ids, names, strict=True)) if q in (g, n)]
+    if not hits:
+        hits = [i for i, n in enumerate(names) if q in n]
+    if len(hits) != 1:
+        close = difflib.get_close_matches(q, ids + names, n=5, cutoff=0.4)
+        if len(hits) > 1:
+            close = [ids[i] for i in hits]
+        what = "ambiguous" if len(hits) > 1 else "unknown"
+        raise SystemExit(f"error: {what} GPU {query!r}; close matches: {', '.join(close)}")
+    return gpus.row(hits[0], named=True)
+
+
+def estimate_command(args: argparse.Namespace) -> int:
+    from sizing.architecture import ConfigError, parse_config
+    from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+
+    if args.config:
+        path, name = Path(args.config), Path(args.config).parent.name or args.config
+    else:
+        path = ROOT / "data" / "snapshot" / "hub" / "models" / args.model / "config.json"
+        name = args.model
+        if not path.exists():
+            raise SystemExit(f"error: {args.model} is not in the bundled snapshot")
+    try:
+        m = parse_config(path.read_bytes(), name)
+    except (ConfigError, OSError) as e:
+        raise SystemExit(f"error: {e}") from None
+    gpu = _find_gpu(args.gpu)
+    device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"])
+    kv = args.kv_dtype or ("f16" if args.engine == "llama.cpp" else "auto")
+    conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
+                         args.offload / 100)
+    try:
+        r = estimate(m, conf, device)
+    except InvalidConfiguration as e:
+        raise SystemExit(f"error: {e}") from None
+    keys = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
+            "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
+            "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences")
+    out = {k: r[k] for k in keys}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{name} · {args.quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
+          f"{args.gpus}x {gpu['name']} ({gpu['memory_gib']:g} GiB) · {args.engine}")
+    print(f"  parameters        {r['params_total'] / 1e9:.2f} B total, "
+          f"{r['params_active'] / 1e9:.2f} B active")
+    print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
+          f"{r['weights_gpu_gib']:.2f} GiB per GPU")
+    for label, key in (("KV cache & state", "kv_cache_gib"), ("runtime buffers", "runtime_gib"),
+                       ("offloaded to RAM", "offload_gib"), ("total per GPU", "total_gib"),
+                       ("usable per GPU", "usable_gib"), ("headroom", "headroom_gib")):
+        print(f"  {label:17} {r[key]:.2f} GiB")
+    print(f"  verdict           {r['verdict']}")
+    print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
+    print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="llm-sizing", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("refresh", help="materialize every asset and publish the tables")
+    r.add_argument("--offline", action="store_true", help="use the bundled snapshot only")
+    r.set_defaults(func=refresh)
+    e = sub.add_parser("estimate", help="size one model on one GPU configuration")
+    src = e.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="repository id from the bundled snapshot")
+    src.add_argument("--config", help="path to any config.json")
+    e.add_argument("--quant", default="Q4_K_M")
+    e.add_argument("--context", type=int, default=8192)
+    e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
+    e.add_argument("--batch", type=int, default=1)
+    e.add_argument("--gpu", required=True, help="catalog id or name, case-insensitive")
+    e.add_argument("--gpus", type=int, default=1)
+    e.add_argument("--engine", default="llama.cpp", choices=("llama.cpp", "vllm"))
+    e.add_argument("--offload", type=float, default=0.0, help="percent of layers in system RAM")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=estimate_command)
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,66 @@
+"""The default configuration grid of the published fit matrix (documented in warehouse/README.md).
+
+Rows that cannot exist are not generated: a format the engine cannot load, a context
+beyond the model's maximum, a GPU the engine does not run on, or vLLM tensor
+parallelism that does not divide the attention heads.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from sizing.memory import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, memory_columns
+
+FORMATS_BY_ENGINE = {
+    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
+    VLLM: ("BF16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4"),
+}
+CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+BATCHES = (1, 4, 16, 64)
+
+
+def engine_formats() -> pl.LazyFrame:
+    return pl.LazyFrame(
+        [(e, f) for e, fs in FORMATS_BY_ENGINE.items() for f in fs],
+        schema={"engine": pl.String, "weight_format": pl.String}, orient="row")
+
+
+def engine_kv_dtypes() -> pl.LazyFrame:
+    return pl.LazyFrame(
+        [(e, k) for e, ks in KV_DTYPES_BY_ENGINE.items() for k in ks],
+        schema={"engine": pl.String, "kv_dtype": pl.String}, orient="row")
+
+
+def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
+    """The standard contexts up to each model's maximum, plus the maximum itself."""
+    standard = pl.LazyFrame({"context": CONTEXTS})
+    return pl.concat([
+        models.select("model_id", "max_context").join(standard, how="cross")
+        .filter(pl.col("context") <= pl.col("max_context")).select("model_id", "context"),
+        models.select("model_id", pl.col("max_context").alias("context")),
+    ]).unique()
+
+
+def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (GPU, count, engine) the catalog says exists."""
+    return (gpus.with_columns(pl.col("gpu_count_options").str.split(";").alias("n_gpus"),
+                              pl.col("engines").str.split(";").alias("engine"))
+            .explode("n_gpus").explode("engine")
+            .with_columns(pl.col("n_gpus").cast(pl.Int64))
+            .filter(pl.col("engine").is_in(list(FORMATS_BY_ENGINE)))
+            .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
+                    "unified_memory"))
+
+
+def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:
+    """Every grid row with its memory columns, evaluated by sizing.memory's expressions."""
+    rows = (weights.join(engine_formats(), on="weight_format")
+            .join(models, on="model_id")
+            .join(contexts(models), on="model_id")
+            .join(engine_kv_dtypes(), on="engine")
+            .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
+            .join(gpu_configurations(gpus), on="engine")
+            .filter((pl.col("engine") == LLAMA_CPP)
+                    | (pl.col("n_heads") % pl.col("n_gpus") == 0))
+            .with_columns(pl.lit(0.0).alias("offload_frac")))
+    return rows.with_columns(memory_columns())

@@ -1,0 +1,58 @@
+"""KV cache and recurrent state against sizes engines printed in public logs.
+
+Rows come from tests/data/published_kv_logs.csv, each with its source:
+- vLLM, Llama-3.1-8B-Instruct: "kv_cache_size=3.81GiB ... GPU blocks: 1952" (vllm#10517);
+  1952 blocks x 16 tokens hold 31,232 tokens.
+- llama.cpp MLA cache, DeepSeek-R1 at 32,768 tokens with q8_0: "c^KV (q8_0): 1166.62 MiB"
+  (ikawrakow/ik_llama.cpp#259; the latent layout is mainline's: 61 layers x 576).
+- llama.cpp recurrent state, Qwen3.5-27B, 2 sequences: "R (f32): 11.25 MiB, S (f32):
+  288.00 MiB" (ggml-org/llama.cpp#23792).
+"""
+
+import polars as pl
+import pytest
+
+from sizing.memory import kv_cache_bytes, state_bytes_per_sequence
+from sizing.model_facts import model_row
+from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
+from tests.conftest import load_arch
+
+
+def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1) -> float:
+    row = model_row(load_arch(repo)) | {"engine": engine, "context": context,
+                                         "kv_dtype": kv_dtype, "batch": batch,
+                                         "gpu_memory_gib": 24.0}
+    return pl.DataFrame([row]).select(kv_cache_bytes()).item()
+
+
+def test_vllm_gqa_blocks():
+    kv = _kv("meta-llama/Llama-3.1-8B-Instruct", "vllm", 1952 * 16, "auto")
+    assert kv / BYTES_PER_GIB == pytest.approx(3.81, abs=0.005)
+
+
+def test_llama_cpp_mla_latent_cache_q8_0():
+    kv = _kv("deepseek-ai/DeepSeek-R1", "llama.cpp", 32768, "q8_0")
+    assert kv / BYTES_PER_MIB == pytest.approx(1166.62, abs=0.01)
+
+
+def test_llama_cpp_hybrid_recurrent_state():
+    row = model_row(load_arch("Qwen/Qwen3.5-27B")) | {"engine": "llama.cpp"}
+    per_seq = pl.DataFrame([row]).select(state_bytes_per_sequence()).item()
+    assert 2 * per_seq / BYTES_PER_MIB == pytest.approx(11.25 + 288.00, abs=0.01)
+
+
+def test_hybrid_cache_only_grows_on_attention_layers():
+    """Qwen3.5-27B: 16 of 64 layers attend (4 KV heads x 256), the rest keep fixed state."""
+    short = _kv("Qwen/Qwen3.5-27B", "llama.cpp", 4096, "f16")
+    long = _kv("Qwen/Qwen3.5-27B", "llama.cpp", 8192, "f16")
+    assert long - short == pytest.approx(16 * 4 * 512 * 2 * 4096)
+
+
+def test_sliding_window_layers_are_capped():
+    """gpt-oss-120b: 18 of 36 layers use a 128-token window (llama.cpp iSWA cache)."""
+    at_32k = _kv("openai/gpt-oss-120b", "llama.cpp", 32768, "f16")
+    at_64k = _kv("openai/gpt-oss-120b", "llama.cpp", 65536, "f16")
+    per_token_full = 18 * 8 * 64 * 2 * 2
+    assert at_64k - at_32k == pytest.approx(per_token_full * 32768)
+    window_cells = 768  # pad256(min(ctx, 128 + n_ubatch 512))
+    assert at_32k == pytest.approx(per_token_full * 32768 + 18 * 8 * 64 * 2 * 2 * window_cells)

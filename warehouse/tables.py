@@ -1,0 +1,104 @@
+"""Table contracts: every published table, its grain (key columns) and typed columns.
+
+Text columns are plain strings: Parquet dictionary-encodes them on disk, and delta-rs
+cannot write Polars categoricals (dictionaries of string views).
+
+Units live in column names (`_gib`, `_bytes`, `_tok_s`, `_usd`); warehouse/README.md
+documents each column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class TableContract:
+    name: str
+    keys: tuple[str, ...]
+    schema: dict[str, pl.DataType]
+    not_null: tuple[str, ...] = ()
+    allow_empty: bool = False
+
+    def check(self, df: pl.DataFrame) -> list[str]:
+        """Contract violations of a frame about to be published (empty when none)."""
+        problems = [f"missing column {c}" for c in self.schema if c not in df.columns]
+        problems += [f"{c} is {df.schema[c]}, contract says {t}"
+                     for c, t in self.schema.items() if c in df.columns and df.schema[c] != t]
+        if problems:
+            return problems
+        if df.height == 0 and not self.allow_empty:
+            return ["no rows"]
+        dupes = df.select(self.keys).is_duplicated().sum()
+        if dupes:
+            problems.append(f"{dupes} rows share a key {self.keys}")
+        for c in self.not_null:
+            nulls = df.get_column(c).null_count()
+            if nulls:
+                problems.append(f"{nulls} nulls in {c}")
+        return problems
+
+
+VERIFIED_AT = {"verified_at": pl.Date()}
+
+MODELS = TableContract(
+    "models",
+    keys=("model_id",),
+    schema={"model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
+            "params_active": pl.Int64(), "params_embedding": pl.Int64(),
+            "n_layers": pl.Int64(), "hidden": pl.Int64(), "n_heads": pl.Int64(),
+            "head_dim": pl.Int64(), "vocab": pl.Int64(), "kv_heads": pl.Int64(),
+            "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
+            "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
+            "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
+            "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
+            "n_experts_active": pl.Int64(), "is_mla": pl.Boolean(),
+            "config_sha256": pl.String(), "config_obtained": pl.String()} | VERIFIED_AT,
+    not_null=("model_id", "params_total", "max_context"),
+)
+
+MODEL_QUARANTINE = TableContract(
+    "model_quarantine",
+    keys=("model_id",),
+    schema={"model_id": pl.String(), "reason": pl.String()} | VERIFIED_AT,
+    not_null=("model_id", "reason"),
+    allow_empty=True,
+)
+
+WEIGHTS = TableContract(
+    "weights",
+    keys=("model_id", "weight_format"),
+    schema={"model_id": pl.String(), "weight_format": pl.String(),
+            "weights_bytes": pl.Int64(), "token_embd_bytes": pl.Int64(),
+            "expert_bytes": pl.Int64(), "weights_gib": pl.Float64()} | VERIFIED_AT,
+    not_null=("model_id", "weight_format", "weights_bytes"),
+)
+
+GPUS = TableContract(
+    "gpus",
+    keys=("gpu_id",),
+    schema={"gpu_id": pl.String(), "name": pl.String(), "vendor": pl.String(),
+            "memory_gib": pl.Float64(), "bandwidth_gb_s": pl.Float64(),
+            "fp16_dense_tflops": pl.Float64(), "unified_memory": pl.Boolean(),
+            "engines": pl.String(), "gpu_count_options": pl.String()} | VERIFIED_AT,
+    not_null=("gpu_id", "memory_gib"),
+)
+
+FIT_MATRIX = TableContract(
+    "fit_matrix",
+    keys=("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
+          "n_gpus"),
+    schema={"model_id": pl.String(), "weight_format": pl.String(),
+            "engine": pl.String(), "context": pl.Int32(), "kv_dtype": pl.String(),
+            "batch": pl.Int16(), "gpu_id": pl.String(), "n_gpus": pl.Int8(),
+            "weights_gpu_gib": pl.Float32(), "kv_cache_gib": pl.Float32(),
+            "runtime_gib": pl.Float32(), "total_gib": pl.Float32(),
+            "usable_gib": pl.Float32(), "headroom_gib": pl.Float32(),
+            "verdict": pl.String(), "max_context_tokens": pl.Int32(),
+            "max_concurrent_sequences": pl.Int32()} | VERIFIED_AT,
+    not_null=("model_id", "verdict", "total_gib"),
+)
+
+CONTRACTS = {c.name: c for c in (MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX)}
