@@ -71,7 +71,7 @@ def _find_gpu(query: str):
 
 def estimate_command(args: argparse.Namespace) -> int:
     from sizing.architecture import ConfigError, parse_config
-    from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+    from sizing.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
 
     if args.config:
         path, name = Path(args.config), Path(args.config).parent.name or args.config
@@ -85,18 +85,28 @@ def estimate_command(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
     gpu = _find_gpu(args.gpu)
-    device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"])
+    device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
+                    gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
+                    gpu["price_new_usd"])
     kv = args.kv_dtype or ("f16" if args.engine == "llama.cpp" else "auto")
     conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
-                         args.offload / 100)
+                         args.offload / 100, args.prompt_tokens)
+    usage = Usage(args.price_per_hour, "given on the command line" if args.price_per_hour
+                  else "none given", args.hours_per_day, args.electricity)
     try:
-        r = estimate(m, conf, device)
+        r = estimate(m, conf, device, usage)
     except InvalidConfiguration as e:
         raise SystemExit(f"error: {e}") from None
     keys = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
             "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
-            "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences")
-    out = {k: r[k] for k in keys}
+            "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
+            "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
+            "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
+            "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
+            "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
+            "launch_vllm", "launch_vllm_reason")
+    out = {k: r.get(k) for k in keys}
+    out["cost_per_mtok_usd_reason"] = r.get("cost_per_mtok_usd_reason")
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -113,7 +123,30 @@ def estimate_command(args: argparse.Namespace) -> int:
     print(f"  verdict           {r['verdict']}")
     print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
     print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
+    print(f"  decode            {_fmt(r['decode_tok_s'], '.1f')} tok/s per sequence, "
+          f"{_fmt(r['decode_aggregate_tok_s'], '.1f')} tok/s in all")
+    print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first token "
+          f"{_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    b = r["cost_basis"]
+    if r["cost_per_mtok_usd"] is None:
+        print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")
+    else:
+        print(f"  cost              {r['cost_per_mtok_usd']:.2f} USD per 1M generated tokens at "
+              f"{b['price_per_gpu_hour_usd']} USD/GPU-hour ({b['price_source']})")
+        print(f"  rent vs buy       {r['cloud_monthly_usd']:.2f} USD/month cloud, "
+              f"{_fmt(r['power_monthly_usd'], '.2f')} USD/month power at {b['hours_per_day']:g} "
+              f"h/day and {b['electricity_usd_per_kwh']} USD/kWh; break-even "
+              f"{_fmt(r['break_even_months'], '.1f')} months")
+    for key, label in r["finetune_regimes"].items():
+        print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} "
+              "(seq 2048, micro-batch 1, gradient checkpointing, LoRA r=16)")
+    print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
+                                    or r["launch_vllm_reason"]))
     return 0
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--gpus", type=int, default=1)
     e.add_argument("--engine", default="llama.cpp", choices=("llama.cpp", "vllm"))
     e.add_argument("--offload", type=float, default=0.0, help="percent of layers in system RAM")
+    e.add_argument("--prompt-tokens", type=int, default=4096)
+    e.add_argument("--price-per-hour", type=float, help="USD per GPU-hour")
+    e.add_argument("--hours-per-day", type=float, default=4.0)
+    e.add_argument("--electricity", type=float, default=0.15, help="USD per kWh")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=estimate_command)
     args = parser.parse_args(argv)

@@ -8,20 +8,34 @@ from typing import Any
 import polars as pl
 
 from sizing.architecture import ModelArch
+from sizing.cost import (
+    DEFAULT_ELECTRICITY_USD_PER_KWH,
+    DEFAULT_HOST_POWER_W,
+    DEFAULT_HOURS_PER_DAY,
+    cost_columns,
+)
+from sizing.finetune import finetune_memory
 from sizing.gguf_quant import GGUF_FTYPES
+from sizing.launch import llama_server_command, vllm_serve_command
 from sizing.memory import ENGINES, KV_DTYPES_BY_ENGINE, LLAMA_CPP, memory_columns
 from sizing.model_facts import format_row, model_row
-from sizing.units import gib
+from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
+from sizing.units import BYTES_PER_GIB, gib
 from sizing.weights import WEIGHT_FORMATS
 
 
 @dataclass(frozen=True)
 class Device:
-    """What the memory formulas need to know about one accelerator."""
+    """What the formulas need to know about one accelerator (None: not known)."""
 
     name: str
     memory_gib: float
     unified_memory: bool = False
+    vendor: str = ""
+    bandwidth_gb_s: float | None = None
+    fp16_dense_tflops: float | None = None
+    tdp_w: float | None = None
+    price_new_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,19 @@ class Configuration:
     n_gpus: int = 1
     engine: str = LLAMA_CPP
     offload_frac: float = 0.0
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Inputs of the cost figures; every one is reported next to the result."""
+
+    price_per_gpu_hour_usd: float | None = None
+    price_source: str = "none given"
+    hours_per_day: float = DEFAULT_HOURS_PER_DAY
+    electricity_usd_per_kwh: float = DEFAULT_ELECTRICITY_USD_PER_KWH
+    host_power_w: float = DEFAULT_HOST_POWER_W
 
 
 class InvalidConfiguration(ValueError):
@@ -61,22 +88,60 @@ def validate(m: ModelArch, c: Configuration) -> None:
         raise InvalidConfiguration("batch and GPU count must be positive")
     if not 0 <= c.offload_frac < 1:
         raise InvalidConfiguration(f"offload share must be in [0, 1), got {c.offload_frac}")
+    if c.prompt_tokens <= 0:
+        raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
 
 
-def configuration_frame(m: ModelArch, c: Configuration, d: Device) -> pl.DataFrame:
+def checkpoint_format(m: ModelArch) -> str:
+    """The weight format the model's own repository ships."""
+    method = m.native_quant.method if m.native_quant else ""
+    return {"fp8": "FP8", "mxfp4": "MXFP4", "awq": "AWQ", "gptq": "GPTQ"}.get(method, "BF16")
+
+
+def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> pl.DataFrame:
     row: dict[str, Any] = model_row(m) | format_row(m, c.weight_format)
     row |= {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
-        "n_gpus": c.n_gpus, "offload_frac": c.offload_frac,
+        "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
+        "host_bandwidth_gb_s": c.host_bandwidth_gb_s,
         "gpu_id": d.name, "gpu_memory_gib": d.memory_gib, "unified_memory": d.unified_memory,
+        "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
+        "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
+        "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
+        "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,
+        "electricity_usd_per_kwh": u.electricity_usd_per_kwh, "host_power_w": u.host_power_w,
     }
-    return pl.DataFrame([row])
+    schema_overrides = {k: pl.Float64 for k in ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
+                                                "purchase_usd", "price_per_gpu_hour_usd")}
+    return pl.DataFrame([row], schema_overrides=schema_overrides)
 
 
-def estimate(m: ModelArch, c: Configuration, d: Device) -> dict[str, Any]:
-    """Memory breakdown and verdict for one configuration, as a flat dict."""
+def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
+             gguf_repo: str | None = None) -> dict[str, Any]:
+    """Memory, speed, cost, fine-tuning and launch commands for one configuration."""
     validate(m, c)
-    frame = configuration_frame(m, c, d)
-    out = frame.with_columns(memory_columns()).row(0, named=True)
+    u = u or Usage()
+    frame = configuration_frame(m, c, d, u).with_columns(memory_columns())
+    frame = frame.with_columns(speed_columns()).with_columns(cost_columns())
+    out = frame.row(0, named=True)
     out["weights_gib"] = gib(out["weights_bytes"])
+    out["cost_basis"] = {"price_per_gpu_hour_usd": u.price_per_gpu_hour_usd,
+                         "price_source": u.price_source, "hours_per_day": u.hours_per_day,
+                         "electricity_usd_per_kwh": u.electricity_usd_per_kwh,
+                         "host_power_w": u.host_power_w, "tdp_w": d.tdp_w,
+                         "purchase_usd": out["purchase_usd"]}
+    if u.price_per_gpu_hour_usd is None:
+        out["cost_per_mtok_usd_reason"] = "no hourly price known for this GPU"
+    ft = finetune_memory(m)
+    for key, regime in ft.items():
+        out[f"finetune_{key}_gib"] = regime.total_gib
+    out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
+    out["launch_llama_cpp"] = (llama_server_command(
+        gguf_repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
+        c.offload_frac) if c.engine == LLAMA_CPP else None)
+    vllm, reason = (vllm_serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
+                                       c.kv_dtype, c.batch, c.n_gpus,
+                                       out["offload_gib"] * BYTES_PER_GIB)
+                    if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
+    out["launch_vllm"], out["launch_vllm_reason"] = vllm, reason
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing.memory import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, memory_columns
+from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
 
 FORMATS_BY_ENGINE = {
     LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
@@ -49,11 +50,11 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(pl.col("n_gpus").cast(pl.Int64))
             .filter(pl.col("engine").is_in(list(FORMATS_BY_ENGINE)))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
-                    "unified_memory"))
+                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops"))
 
 
 def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:
-    """Every grid row with its memory columns, evaluated by sizing.memory's expressions."""
+    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed)."""
     rows = (weights.join(engine_formats(), on="weight_format")
             .join(models, on="model_id")
             .join(contexts(models), on="model_id")
@@ -62,5 +63,7 @@ def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) 
             .join(gpu_configurations(gpus), on="engine")
             .filter((pl.col("engine") == LLAMA_CPP)
                     | (pl.col("n_heads") % pl.col("n_gpus") == 0))
-            .with_columns(pl.lit(0.0).alias("offload_frac")))
-    return rows.with_columns(memory_columns())
+            .with_columns(pl.lit(0.0).alias("offload_frac"),
+                          pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
+                          pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
+    return rows.with_columns(memory_columns()).with_columns(speed_columns())

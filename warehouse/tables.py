@@ -81,7 +81,9 @@ GPUS = TableContract(
     keys=("gpu_id",),
     schema={"gpu_id": pl.String(), "name": pl.String(), "vendor": pl.String(),
             "memory_gib": pl.Float64(), "bandwidth_gb_s": pl.Float64(),
-            "fp16_dense_tflops": pl.Float64(), "unified_memory": pl.Boolean(),
+            "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
+            "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
+            "unified_memory": pl.Boolean(),
             "engines": pl.String(), "gpu_count_options": pl.String()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
 )
@@ -97,7 +99,9 @@ FIT_MATRIX = TableContract(
             "runtime_gib": pl.Float32(), "total_gib": pl.Float32(),
             "usable_gib": pl.Float32(), "headroom_gib": pl.Float32(),
             "verdict": pl.String(), "max_context_tokens": pl.Int32(),
-            "max_concurrent_sequences": pl.Int32()} | VERIFIED_AT,
+            "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
+            "decode_aggregate_tok_s": pl.Float32(), "prefill_tok_s": pl.Float32(),
+            "ttft_ms": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
 )
 

@@ -1,0 +1,36 @@
+"""Cost per generated token and rent-versus-buy, as Polars expressions.
+
+Every default is a named input the outputs report, not a fact about the user: change
+them per call. Reads `price_per_gpu_hour_usd`, `n_gpus`, `decode_aggregate_tok_s`,
+`hours_per_day`, `electricity_usd_per_kwh`, `tdp_w`, `host_power_w`, `purchase_usd`.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+DEFAULT_HOURS_PER_DAY = 4.0  # the reference page's default usage profile
+DEFAULT_ELECTRICITY_USD_PER_KWH = 0.15
+DEFAULT_HOST_POWER_W = 150.0  # CPU, board, RAM and PSU losses of the host around the GPUs
+DAYS_PER_MONTH = 365.25 / 12
+
+
+def _c(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Float64)
+
+
+def cost_columns() -> list[pl.Expr]:
+    hourly = _c("price_per_gpu_hour_usd") * _c("n_gpus")
+    tokens_per_hour = _c("decode_aggregate_tok_s") * 3600
+    monthly_hours = _c("hours_per_day") * DAYS_PER_MONTH
+    cloud_month = hourly * monthly_hours
+    power_kw = (_c("tdp_w") * _c("n_gpus") + _c("host_power_w")) / 1000
+    power_month = power_kw * monthly_hours * _c("electricity_usd_per_kwh")
+    saving = cloud_month - power_month
+    return [
+        (hourly / tokens_per_hour * 1e6).alias("cost_per_mtok_usd"),
+        cloud_month.alias("cloud_monthly_usd"),
+        power_month.alias("power_monthly_usd"),
+        pl.when(saving > 0).then(_c("purchase_usd") / saving).otherwise(None)
+        .alias("break_even_months"),
+    ]

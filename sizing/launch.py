@@ -1,0 +1,53 @@
+"""Launch commands for a configuration, with only flags the engine accepts for it.
+
+llama-server (llama.cpp tools/server README): `-hf REPO:QUANT` pulls a GGUF of that type,
+`-c` is the total context of all slots, `-np` the number of parallel slots, `-ngl` the
+layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a quantized V cache
+requires flash attention), `-ts` the split across GPUs.
+vllm serve (vLLM engine arguments): `--max-model-len`, `--gpu-memory-utilization`,
+`--kv-cache-dtype`, `--tensor-parallel-size`, `--max-num-seqs`, `--quantization fp8`
+for on-the-fly FP8 of a 16-bit checkpoint, `--cpu-offload-gb`.
+"""
+
+from __future__ import annotations
+
+from sizing.memory import VLLM_GPU_MEMORY_UTILIZATION
+from sizing.units import BYTES_PER_GIB
+
+# vLLM loads these formats only from a checkpoint already quantized that way.
+PREQUANTIZED_FORMATS = ("AWQ", "GPTQ", "MXFP4", "NVFP4")
+
+
+def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
+                         batch: int, n_gpus: int, n_layers: int, offload_frac: float) -> str:
+    source = f"-hf {gguf_repo}:{quant}" if gguf_repo else f"-m model-{quant}.gguf"
+    gpu_layers = 999 if offload_frac == 0 else round(n_layers * (1 - offload_frac))
+    parts = [f"llama-server {source}", f"-c {context * batch}", f"-np {batch}",
+             f"-ngl {gpu_layers}", "-fa on"]
+    if kv_dtype != "f16":
+        parts.append(f"-ctk {kv_dtype} -ctv {kv_dtype}")
+    if n_gpus > 1:
+        parts.append("-ts " + ",".join(["1"] * n_gpus))
+    return " \\\n  ".join(parts)
+
+
+def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
+                       kv_dtype: str, batch: int, n_gpus: int, offload_bytes: float
+                       ) -> tuple[str | None, str | None]:
+    """(command, None), or (None, reason) when no checkpoint in that format is known."""
+    flags = []
+    if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format:
+        return None, f"no {weight_format} checkpoint of {repo} is known"
+    if weight_format == "FP8" and checkpoint_format != "FP8":
+        flags.append("--quantization fp8")
+    flags += [f"--max-model-len {context}",
+              f"--gpu-memory-utilization {VLLM_GPU_MEMORY_UTILIZATION:.2f}"]
+    if kv_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {kv_dtype}")
+    if n_gpus > 1:
+        flags.append(f"--tensor-parallel-size {n_gpus}")
+    if batch > 1:
+        flags.append(f"--max-num-seqs {batch}")
+    if offload_bytes > 0:
+        flags.append(f"--cpu-offload-gb {offload_bytes / BYTES_PER_GIB / n_gpus:.0f}")
+    return " \\\n  ".join([f"vllm serve {repo}", *flags]), None

@@ -1,0 +1,131 @@
+"""Decode and prefill speed as Polars expressions (one implementation for matrix and estimate).
+
+Decode is bound by memory bandwidth: every generated token reads the weights it
+touches (not the token-embedding table, of which it reads one row; for MoE only the
+experts the batch routes to) plus the KV cache at the running context. It turns
+compute-bound when the batch's arithmetic intensity passes the device's ridge point.
+Prefill is bound by dense tensor throughput: 2 FLOPs per active parameter per token
+plus attention, which grows with the square of the prompt.
+
+Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
+per-layer decode overhead are fitted per engine and vendor on
+tests/data/speed_measurements.csv by sizing.calibration; the constants below are that
+fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
+Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
+`fp8_dense_tflops`, `vendor`, `expert_bytes`, `params_active`, `params_embedding`,
+`n_layers`, `n_heads`, `head_dim`, `prompt_tokens`, `host_bandwidth_gb_s`.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
+
+# Fitted on 63 decode and 53 prefill llama-bench measurements (llama.cpp, 2024-2026),
+# keyed "engine|vendor", or "engine" for the engine's pooled fit. Only NVIDIA has enough
+# rows for its own key: AMD has 2 usable measurements, Apple none whose device the
+# catalog holds, so they take the pooled figures.
+DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.834, "layer_seconds": 74.0e-6},
+              "llama.cpp": {"efficiency": 0.834, "layer_seconds": 76.5e-6}}
+PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.340}, "llama.cpp": {"efficiency": 0.340}}
+# vLLM has no usable single-stream measurements yet: it takes llama.cpp's figures.
+FALLBACK_ENGINE = "llama.cpp"
+
+# Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
+# weights offloaded to system RAM unless the caller gives its own.
+DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
+# Tensor-parallel all-reduce: two per layer per decode step (after attention and after
+# the MLP, Megatron-LM's layout). The per-call latency is a labelled estimate of NCCL's
+# small-message latency on one node.
+ALLREDUCES_PER_LAYER = 2
+ALLREDUCE_LATENCY_S = 10e-6
+DEFAULT_PROMPT_TOKENS = 4096
+
+_GB, _TFLOPS = 1e9, 1e12
+
+
+def _c(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Float64)
+
+
+def _fitted(table: dict[str, dict[str, float]], field: str) -> pl.Expr:
+    """The fitted constant for the row's engine and vendor, else the engine's, else the
+    fallback engine's."""
+    per_vendor = {k: v[field] for k, v in table.items() if "|" in k}
+    per_engine = {k: v[field] for k, v in table.items() if "|" not in k}
+    engine = pl.col("engine").replace_strict(per_engine, default=table[FALLBACK_ENGINE][field],
+                                             return_dtype=pl.Float64)
+    key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
+    return key.replace_strict(per_vendor, default=None, return_dtype=pl.Float64) \
+        .fill_null(engine)
+
+
+def experts_touched_share() -> pl.Expr:
+    """Expected share of a layer's routed experts a batch reads, with uniform routing:
+    1 - (1 - k/E)^B, which is k/E for one sequence."""
+    k_over_e = _c("n_experts_active") / _c("n_experts")
+    return pl.when(_c("n_experts") > 0) \
+        .then(1 - (1 - k_over_e).pow(_c("batch"))).otherwise(0.0)
+
+
+def weight_bytes_read_per_step() -> pl.Expr:
+    always = _c("weights_bytes") - _c("token_embd_bytes") - _c("expert_bytes")
+    return always + _c("expert_bytes") * experts_touched_share()
+
+
+def decode_step_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
+    """Seconds for one decode step of the whole batch.
+
+    `efficiency` replaces the fitted constants (and drops the per-layer overhead): the
+    calibration passes 1 to get the bare roofline."""
+    n = _c("n_gpus")
+    weights = weight_bytes_read_per_step()
+    kv = kv_cache_bytes()
+    device_bytes = (weights + kv) * (1 - _c("offload_frac"))
+    host_bytes = (weights + kv) * _c("offload_frac")
+    eff = _fitted(DECODE_FIT, "efficiency") if efficiency is None else efficiency
+    overhead = _c("n_layers") * _fitted(DECODE_FIT, "layer_seconds") if efficiency is None \
+        else pl.lit(0.0)
+    bw = _c("bandwidth_gb_s") * _GB * eff
+    # llama.cpp splits layers across GPUs and runs them one after another: no speed-up.
+    parallel = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(n)
+    t_mem = device_bytes / (bw * parallel) + host_bytes / (_c("host_bandwidth_gb_s") * _GB)
+    flops = 2 * _c("params_active") * _c("batch")
+    t_compute = flops / (_c("fp16_dense_tflops") * _TFLOPS * parallel
+                         * _fitted(PREFILL_FIT, "efficiency"))
+    t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
+        .then(ALLREDUCES_PER_LAYER * _c("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
+    return pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm
+
+
+def prefill_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
+    """Seconds to process a prompt of `prompt_tokens` (one sequence).
+
+    llama.cpp runs split layers one GPU after another, so only vLLM's tensor
+    parallelism multiplies the compute."""
+    p = _c("prompt_tokens")
+    n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
+    linear = 2 * (_c("params_active") - _c("params_embedding")) * p
+    attention = 2 * _c("n_layers") * p * p * _c("n_heads") * _c("head_dim")
+    eff = _fitted(PREFILL_FIT, "efficiency") if efficiency is None else efficiency
+    peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
+    t_compute = (linear + attention) / peak
+    # llama.cpp re-reads the weights once per micro-batch of 512 tokens.
+    reads = pl.when(pl.col("engine") == LLAMA_CPP).then((p / LLAMA_CPP_UBATCH).ceil()) \
+        .otherwise(1.0)
+    t_weights = reads * weight_bytes_read_per_step() / (_c("bandwidth_gb_s") * _GB * n)
+    # No published dense tensor throughput for the device: no prefill figure either.
+    return pl.when(t_compute.is_null()).then(None) \
+        .otherwise(pl.max_horizontal(t_compute, t_weights))
+
+
+def speed_columns() -> list[pl.Expr]:
+    step = decode_step_seconds()
+    prefill = prefill_seconds()
+    return [
+        (1 / step).alias("decode_tok_s"),
+        (_c("batch") / step).alias("decode_aggregate_tok_s"),
+        (_c("prompt_tokens") / prefill).alias("prefill_tok_s"),
+        ((prefill + step) * 1000).alias("ttft_ms"),
+    ]

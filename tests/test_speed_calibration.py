@@ -1,0 +1,121 @@
+"""Decode and prefill estimates against published llama-bench measurements.
+
+tests/data/speed_measurements.csv holds each measurement with its source and the verbatim
+llama-bench line. Models map to a bundled config with the same tensor shapes; GPUs map to
+catalog rows. The constants in sizing/speed.py are sizing.calibration's fit on these rows; this test
+refits them and bounds the median error of the estimates that use them.
+"""
+
+import polars as pl
+import pytest
+
+from assets.catalogs.assets import load_gpus
+from assets.resources import CatalogResource
+from sizing import speed
+from sizing.calibration import fit, median_abs_relative_error
+from sizing.model_facts import format_row, model_row
+from tests.conftest import TEST_DATA, load_arch
+
+# Base models whose bundled config has identical tensor shapes (layers, widths, vocab).
+SAME_SHAPES = {
+    "meta-llama/Meta-Llama-3-8B": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-8B": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Meta-Llama-3-70B": "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.3-70B-Instruct",
+    "mistralai/Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+    "openai/gpt-oss-20b": "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b": "openai/gpt-oss-120b",
+    "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
+    "microsoft/phi-4": "microsoft/phi-4",
+}
+GPU_IDS = {
+    "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
+    "NVIDIA GeForce RTX 3090": "rtx_3090", "RTX 3090": "rtx_3090", "NVIDIA A40": "a40_48gb",
+    "NVIDIA A100-SXM4-80GB": "a100_sxm4_80gb", "NVIDIA A100 80GB PCIe": "a100_pcie_80gb",
+    "NVIDIA GeForce RTX 3080": "rtx_3080", "NVIDIA RTX 3080": "rtx_3080",
+    "NVIDIA GeForce RTX 3080 Ti": "rtx_3080_ti", "NVIDIA GeForce RTX 3070": "rtx_3070",
+    "AMD Instinct MI300X": "mi300x_192gb", "RX 7900 XTX": "rx_7900_xtx",
+    "Radeon RX 7900 XTX": "rx_7900_xtx", "NVIDIA RTX 4000 Ada Generation": "rtx_4000_ada",
+    "NVIDIA RTX 6000 Ada Generation": "rtx_6000_ada", "NVIDIA RTX A6000": "rtx_a6000",
+    "NVIDIA H100 PCIe": "h100_pcie_80gb", "NVIDIA H100 80GB HBM3": "h100_sxm5_80gb",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx_pro_6000_blackwell",
+}
+QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
+          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
+
+
+def _measurements() -> pl.DataFrame:
+    raw = pl.read_csv(TEST_DATA / "speed_measurements.csv", infer_schema_length=0)
+    tests = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 1)
+    sizes = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64)
+    return (raw.with_columns(kind=tests.replace_strict({"pp": "prefill", "tg": "decode"},
+                                                       default=None),
+                             tokens=sizes,
+                             gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
+                             model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
+                             fmt=pl.col("quant").replace_strict(QUANTS, default=None),
+                             measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64),
+                             n_gpus=pl.col("gpu_count").cast(pl.Int64))
+            .filter(pl.col("engine") == "llama.cpp", ~pl.col("notes").fill_null("")
+                    .str.contains("ANOMALY"))
+            .drop_nulls(["kind", "gpu_id", "model", "fmt", "tokens"]))
+
+
+def _facts(models: list[str], pairs: list[tuple[str, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    archs = {m: load_arch(m) for m in models}
+    model_rows = pl.DataFrame([model_row(a) | {"model": m} for m, a in archs.items()])
+    format_rows = pl.DataFrame([format_row(archs[m], f) | {"model": m, "fmt": f}
+                                for m, f in pairs]).drop("model_id", "weight_format")
+    return model_rows, format_rows
+
+
+@pytest.fixture(scope="module")
+def rows() -> pl.DataFrame:
+    m = _measurements()
+    pairs = m.select("model", "fmt").unique().rows()
+    model_rows, format_rows = _facts(m.get_column("model").unique().to_list(), pairs)
+    gpus = load_gpus(CatalogResource()).select("gpu_id", "vendor", "bandwidth_gb_s",
+                                                "fp16_dense_tflops")
+    frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt"])
+             .join(gpus, on="gpu_id")
+             .with_columns(engine=pl.lit("llama.cpp"), batch=pl.lit(1), kv_dtype=pl.lit("f16"),
+                           offload_frac=pl.lit(0.0), gpu_memory_gib=pl.lit(80.0),
+                           host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
+                           context=pl.col("tokens"), prompt_tokens=pl.col("tokens")))
+    one = pl.lit(1.0)
+    return frame.with_columns(
+        roofline_tok_s=pl.when(pl.col("kind") == "decode")
+        .then(1 / speed.decode_step_seconds(one))
+        .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds(one)),
+        predicted_tok_s=pl.when(pl.col("kind") == "decode")
+        .then(1 / speed.decode_step_seconds())
+        .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()),
+    ).drop_nulls("roofline_tok_s")
+
+
+def test_enough_measurements(rows):
+    counts = dict(rows.group_by("kind").len().iter_rows())
+    assert counts["decode"] >= 40 and counts["prefill"] >= 30
+    assert rows.get_column("vendor").n_unique() >= 2
+
+
+@pytest.mark.parametrize(("kind", "table"), [("decode", speed.DECODE_FIT),
+                                             ("prefill", speed.PREFILL_FIT)])
+def test_published_constants_are_the_fit(rows, kind, table):
+    fitted = fit(rows, kind)
+    assert fitted.keys() == table.keys()
+    for key, constants in table.items():
+        for name, value in constants.items():
+            assert fitted[key][name] == pytest.approx(value, rel=0.01), (key, name)
+
+
+@pytest.mark.parametrize(("kind", "bound"), [("decode", DECODE_BOUND),
+                                             ("prefill", PREFILL_BOUND)])
+def test_median_error_within_bound(rows, kind, bound):
+    r = rows.filter(pl.col("kind") == kind)
+    err = median_abs_relative_error(r.get_column("measured_tok_s"),
+                                    r.get_column("predicted_tok_s"))
+    assert err <= bound, f"{kind}: median error {err:.1%} over {r.height} measurements"
