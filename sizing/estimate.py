@@ -17,7 +17,13 @@ from sizing.cost import (
 from sizing.finetune import finetune_memory
 from sizing.gguf_quant import GGUF_FTYPES
 from sizing.launch import llama_server_command, vllm_serve_command
-from sizing.memory import ENGINES, KV_DTYPES_BY_ENGINE, LLAMA_CPP, memory_columns
+from sizing.memory import (
+    ENGINES,
+    KV_DTYPES_BY_ENGINE,
+    LLAMA_CPP,
+    default_batched_tokens,
+    memory_columns,
+)
 from sizing.model_facts import format_row, model_row
 from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
 from sizing.units import BYTES_PER_GIB, gib
@@ -49,6 +55,7 @@ class Configuration:
     offload_frac: float = 0.0
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S
+    max_num_batched_tokens: int | None = None  # vLLM scheduler budget; None: its default
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,10 @@ def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> 
     }
     schema_overrides = {k: pl.Float64 for k in ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
                                                 "purchase_usd", "price_per_gpu_hour_usd")}
-    return pl.DataFrame([row], schema_overrides=schema_overrides)
+    frame = pl.DataFrame([row], schema_overrides=schema_overrides)
+    budget = pl.lit(c.max_num_batched_tokens) if c.max_num_batched_tokens \
+        else default_batched_tokens()
+    return frame.with_columns(budget.alias("max_num_batched_tokens"))
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from sizing.memory import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, memory_columns
+from sizing.memory import (
+    KV_DTYPES_BY_ENGINE,
+    LLAMA_CPP,
+    VLLM,
+    default_batched_tokens,
+    memory_columns,
+)
 from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
 
 FORMATS_BY_ENGINE = {
@@ -65,5 +71,6 @@ def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) 
                     | (pl.col("n_heads") % pl.col("n_gpus") == 0))
             .with_columns(pl.lit(0.0).alias("offload_frac"),
                           pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
-                          pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
+                          pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
+                          default_batched_tokens().alias("max_num_batched_tokens")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())

@@ -4,7 +4,8 @@ These expressions are the only implementation of the row-level formulas: the ful
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
 the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
 columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
-`gpu_memory_gib` and `unified_memory`. Bytes are Float64 bytes; results end in `_gib`.
+`gpu_memory_gib`, `unified_memory` and `max_num_batched_tokens` (vLLM's scheduler budget,
+`default_batched_tokens()` unless set). Bytes are Float64 bytes; results end in `_gib`.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ VLLM_GPU_MEMORY_UTILIZATION = 0.90
 VLLM_BLOCK_TOKENS = 16
 VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL, VLLM_LARGE_GPU_GIB = 8192, 2048, 70
 VLLM_MAX_NUM_SEQS = 256
-# Non-torch allocations (NCCL, cuBLAS workspaces) and CUDA graphs, from vLLM start-up
-# logs: non-torch 0.33-0.39 GiB (vllm#11251, vllm#14452); CUDA graphs 0.21-1.4 GiB
-# (vllm PR #11349, sglang#8538). The midpoints below are labelled estimates.
+# Non-torch allocations (CUDA context, NCCL, cuBLAS workspaces) and CUDA graphs, from
+# vLLM start-up logs: non-torch 0.33-0.39 GiB (vllm#11251, vllm#14452); CUDA graphs
+# 0.21-1.4 GiB (vllm PR #11349, sglang#8538), counted inside the budget since vLLM
+# 0.21 profiles them. The midpoints below are labelled estimates.
 VLLM_NON_TORCH_BYTES = 0.4 * BYTES_PER_GIB
 VLLM_CUDA_GRAPH_BYTES = 0.5 * BYTES_PER_GIB
 VLLM_ACTIVATION_BYTES = 2  # BF16 activations in the profiling forward pass
@@ -75,10 +77,15 @@ def kv_bytes_per_element() -> pl.Expr:
     return pl.col("kv_dtype").replace_strict(KV_BYTES_PER_ELEMENT, return_dtype=pl.Float64)
 
 
-def vllm_batched_tokens() -> pl.Expr:
+def default_batched_tokens() -> pl.Expr:
+    """vLLM's max_num_batched_tokens for `vllm serve` on the row's GPU: the input column
+    `max_num_batched_tokens` that frames are built with unless the caller sets it."""
     return (pl.when(pl.col("gpu_memory_gib") >= VLLM_LARGE_GPU_GIB)
-            .then(VLLM_BATCHED_TOKENS_LARGE).otherwise(VLLM_BATCHED_TOKENS_SMALL)
-            .cast(pl.Float64))
+            .then(VLLM_BATCHED_TOKENS_LARGE).otherwise(VLLM_BATCHED_TOKENS_SMALL))
+
+
+def vllm_batched_tokens() -> pl.Expr:
+    return _c("max_num_batched_tokens")
 
 
 def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
@@ -137,13 +144,14 @@ def runtime_bytes_per_gpu() -> pl.Expr:
     modelled as one forward pass over max_num_batched_tokens (the gate/up output, two
     hidden-size buffers for the residual stream and attention, in BF16) plus the
     sampler's F32 logits and their softmax for max_num_seqs; then non-torch memory and
-    CUDA graphs. The vLLM figure is an estimate of what its profiler measures.
+    CUDA graphs. The vLLM figure models what its profiler measures; checked against
+    published start-up logs in tests/test_runtime_memory.py.
     """
     llama = DEVICE_CONTEXT_BYTES + _c("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
     activations = (vllm_batched_tokens() * (2 * _c("ffn_active_width") + 4 * _c("hidden"))
                    * VLLM_ACTIVATION_BYTES
                    + 2 * VLLM_MAX_NUM_SEQS * _c("vocab") * LOGITS_BYTES_PER_VALUE)
-    vllm = DEVICE_CONTEXT_BYTES + VLLM_NON_TORCH_BYTES + VLLM_CUDA_GRAPH_BYTES + activations
+    vllm = VLLM_NON_TORCH_BYTES + VLLM_CUDA_GRAPH_BYTES + activations
     return pl.when(_is_llama()).then(llama).otherwise(vllm)
 
 

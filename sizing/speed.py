@@ -96,7 +96,9 @@ def decode_step_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
                          * _fitted(PREFILL_FIT, "efficiency"))
     t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
         .then(ALLREDUCES_PER_LAYER * _c("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
-    return pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm
+    # No published bandwidth for the device: no decode figure either.
+    return pl.when(t_mem.is_null()).then(None) \
+        .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
 
 
 def prefill_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:

@@ -21,7 +21,7 @@ from tests.conftest import load_arch
 def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1) -> float:
     row = model_row(load_arch(repo)) | {"engine": engine, "context": context,
                                          "kv_dtype": kv_dtype, "batch": batch,
-                                         "gpu_memory_gib": 24.0}
+                                         "max_num_batched_tokens": 2048}
     return pl.DataFrame([row]).select(kv_cache_bytes()).item()
 
 

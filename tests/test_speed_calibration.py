@@ -82,7 +82,7 @@ def rows() -> pl.DataFrame:
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt"])
              .join(gpus, on="gpu_id")
              .with_columns(engine=pl.lit("llama.cpp"), batch=pl.lit(1), kv_dtype=pl.lit("f16"),
-                           offload_frac=pl.lit(0.0), gpu_memory_gib=pl.lit(80.0),
+                           offload_frac=pl.lit(0.0), max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
                            context=pl.col("tokens"), prompt_tokens=pl.col("tokens")))
     one = pl.lit(1.0)

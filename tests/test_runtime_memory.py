@@ -1,0 +1,74 @@
+"""Runtime memory and usable memory against what engines printed at start-up.
+
+vLLM (V0 engine, vllm#10517): Llama-3.1-8B-Instruct on an RTX 3090 reporting
+total_gpu_memory=23.58GiB, gpu_memory_utilization=0.90, weights 14.9888 GB (GiB as vLLM
+prints them), and a KV cache of 3.81 GiB at --max-model-len 20000, 2.89 GiB at 29000.
+V0 profiled one forward pass of max(max_model_len, 2048) tokens, and did not count CUDA
+graphs inside the budget (vllm#11251), so the test adds the graph term back.
+llama.cpp: the output buffer on the host is n_vocab x 4 bytes per output row
+("CUDA_Host output buffer size = 0.58 MiB" for Qwen2.5-3B, n_vocab 151936, LLamaSharp#1099);
+the device logits of one micro-batch are 512 such rows.
+"""
+
+import pytest
+
+from sizing.estimate import Configuration, Device, estimate
+from sizing.memory import LLAMA_CPP_UBATCH, VLLM_CUDA_GRAPH_BYTES
+from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
+from tests.conftest import load_arch
+
+RTX_3090_AS_REPORTED = Device("rtx_3090", memory_gib=23.58)
+
+
+@pytest.mark.parametrize(("max_model_len", "kv_gib"), [(20000, 3.81), (29000, 2.89)])
+def test_vllm_kv_pool_from_profiled_budget(max_model_len, kv_gib):
+    m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
+    r = estimate(m, Configuration("BF16", max_model_len, "auto", engine="vllm",
+                                  max_num_batched_tokens=max_model_len), RTX_3090_AS_REPORTED)
+    assert r["weights_gib"] == pytest.approx(14.9888, rel=0.005)
+    pool = r["usable_gib"] - r["weights_gpu_gib"] - r["runtime_gib"] \
+        + VLLM_CUDA_GRAPH_BYTES / BYTES_PER_GIB
+    assert pool == pytest.approx(kv_gib, rel=0.12)
+
+
+def test_llama_cpp_logits_buffer_row():
+    assert 151936 * 4 / BYTES_PER_MIB == pytest.approx(0.58, abs=0.005)
+    m = load_arch("Qwen/Qwen2.5-7B-Instruct")  # same 151936-token vocabulary
+    r = estimate(m, Configuration("Q4_K_M", 4096, "f16"), Device("x", 24.0))
+    logits = m.vocab * 4 * LLAMA_CPP_UBATCH / BYTES_PER_GIB
+    assert r["runtime_gib"] == pytest.approx(logits + 457 / 1024, rel=1e-6)
+
+
+def test_unified_memory_keeps_a_share_for_the_system():
+    m = load_arch("Qwen/Qwen3-8B")
+    mac = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("mac", 64.0, True))
+    card = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("gpu", 64.0, False))
+    assert mac["usable_gib"] == pytest.approx(64.0 * 0.75 - 1.0)
+    assert card["usable_gib"] == pytest.approx(63.0)
+
+
+def test_offload_moves_weights_and_cache_to_host():
+    m = load_arch("Qwen/Qwen2.5-72B-Instruct")
+    gpu = Device("x", 24.0, False, "NVIDIA", 1008.0, 165.0)
+    full = estimate(m, Configuration("Q4_K_M", 8192, "f16"), gpu)
+    half = estimate(m, Configuration("Q4_K_M", 8192, "f16", offload_frac=0.5), gpu)
+    assert half["weights_gpu_gib"] == pytest.approx(full["weights_gpu_gib"] / 2)
+    assert half["offload_gib"] == pytest.approx(full["weights_gib"] / 2 + full["kv_cache_gib"] / 2)
+    assert half["decode_tok_s"] < full["decode_tok_s"] / 4  # host RAM is ~11x slower
+
+
+def test_no_bandwidth_no_speed():
+    m = load_arch("Qwen/Qwen3-8B")
+    r = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("unknown", 48.0))
+    assert r["decode_tok_s"] is None and r["prefill_tok_s"] is None
+
+
+def test_tensor_parallel_replicates_few_kv_heads():
+    """vLLM gives each rank max(1, kv_heads // tp) heads (vllm/config/model.py)."""
+    m = load_arch("Qwen/Qwen3-30B-A3B")  # 4 KV heads
+    c4 = estimate(m, Configuration("BF16", 32768, "auto", n_gpus=4, engine="vllm"),
+                  Device("x", 80.0))
+    c8 = estimate(m, Configuration("BF16", 32768, "auto", n_gpus=8, engine="vllm"),
+                  Device("x", 80.0))
+    assert c8["kv_cache_gib"] == pytest.approx(c4["kv_cache_gib"])
+    assert c8["weights_gpu_gib"] == pytest.approx(c4["weights_gpu_gib"] / 2)
