@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from importlib.metadata import version
 from pathlib import Path
@@ -28,6 +29,26 @@ class SnapshotResource(dg.ConfigurableResource):
                     entries[entry["path"]] = entry
         return entries
 
+    def hub_checks(self) -> dict[str, str]:
+        """Whether each stored config is byte-identical to the Hub's file, where a published
+        size and sha256 of the Hub's file is known (hub/audit-hf-hashes-*.csv)."""
+        checks: dict[str, str] = {}
+        for f in sorted(Path(self.path).glob("hub/audit-hf-hashes-*.csv")):
+            with f.open() as fh:
+                for row in csv.DictReader(fh):
+                    if row["kind"] == "stored":
+                        checks[row["repo_id"]] = {"MATCH": "matches", "DIFF": "differs"}.get(
+                            row["status"], "unchecked")
+        return checks
+
+    def missing_models(self) -> dict[str, str]:
+        """Models searched for but not found, with the reason (hub/missing-*.csv)."""
+        missing: dict[str, str] = {}
+        for f in sorted(Path(self.path).glob("hub/missing-*.csv")):
+            with f.open() as fh:
+                missing |= {r["repo_id"]: r["reason"] for r in csv.DictReader(fh)}
+        return missing
+
     def model_configs(self) -> dict[str, Path]:
         base = Path(self.path) / "hub" / "models"
         return {str(p.parent.relative_to(base)): p for p in sorted(base.glob("*/*/config.json"))}
@@ -52,11 +73,22 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
                 sources: str) -> dg.MaterializeResult:
+        """Commit `df` as the table's next version once its contract holds.
+
+        A broken contract (schema, keys, nulls, plausibility, collapsing row count) fails
+        the step with the reasons; nothing is written and the previous version stays."""
         info = {"dagster_run_id": context.run.run_id, "pipeline_version": _version(),
                 "sources": sources}
-        p = store.publish(table, df, verified_at=verified_at, commit_info=info, base=self.root,
-                          storage_options=self.storage_options())
-        return dg.MaterializeResult(metadata={
+        try:
+            p = store.publish(table, df, verified_at=verified_at, commit_info=info,
+                              base=self.root, storage_options=self.storage_options())
+        except store.ContractViolation as e:
+            raise dg.Failure(description=f"blocking check {contract_check_name(table)} failed, "
+                                         f"nothing published: {e}") from e
+        check = dg.AssetCheckResult(check_name=contract_check_name(table), passed=True,
+                                    asset_key=context.asset_key,
+                                    metadata={"rows": p.rows, "delta_version": p.version})
+        return dg.MaterializeResult(check_results=[check], metadata={
             "rows": dg.MetadataValue.int(p.rows),
             "delta_version": dg.MetadataValue.int(p.version),
             "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
@@ -67,6 +99,19 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def read(self, table: str):
         return store.read(table, base=self.root, storage_options=self.storage_options())
+
+
+def contract_check_name(table: str) -> str:
+    return f"{table}_contract"
+
+
+def contract_checks(asset: str, *tables: str) -> list[dg.AssetCheckSpec]:
+    """The blocking contract check of each table an asset publishes."""
+    return [dg.AssetCheckSpec(contract_check_name(t), asset=asset, blocking=True,
+                              description=f"{t}: schema, unique keys, required values, "
+                                          "plausibility and no collapse in row count, checked "
+                                          "before the version is committed")
+            for t in tables]
 
 
 def _version() -> str:

@@ -40,7 +40,8 @@ def refresh(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
-    for table in ("gpus", "models", "model_quarantine", "weights", "fit_matrix"):
+    for table in ("gpus", "weight_formats", "engines", "models", "model_quarantine", "weights",
+                  "fit_matrix", "coverage"):
         latest = store.history(table)[0]
         rows = store.read(table).height
         print(f"{table:18} {latest['version']:>7} {rows:>10}  {latest.get('verified_at', '?')}"

@@ -4,13 +4,14 @@ import os
 
 import dagster as dg
 
-from assets.catalogs.assets import gpus
+from assets.catalogs.assets import engines, gpus, weight_formats
+from assets.catalogs.coverage import coverage
 from assets.models.assets import models
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.assets import fit_matrix_table, weights
 from warehouse import store
 
-ALL_ASSETS = [gpus, models, weights, fit_matrix_table]
+ALL_ASSETS = [gpus, weight_formats, engines, models, weights, fit_matrix_table, coverage]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 weekly_models = dg.ScheduleDefinition(
     name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

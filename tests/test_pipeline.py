@@ -18,7 +18,8 @@ from warehouse.tables import CONTRACTS
 def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"gpus", "models", "weights", "fit_matrix_table"}
+    assert keys == {"gpus", "weight_formats", "engines", "models", "weights",
+                    "fit_matrix_table", "coverage"}
     assert defs.get_schedule_def("weekly_model_refresh")
 
 
@@ -66,3 +67,27 @@ def test_quarantine_names_each_unsized_model(warehouse_root):
     assert q.filter(pl.col("reason").str.len_chars() == 0).height == 0
     models = store.read("models", base=warehouse_root).get_column("model_id")
     assert not set(q.get_column("model_id")) & set(models)
+
+
+def test_blocking_check_failure_fails_the_run_and_publishes_nothing(warehouse_root, monkeypatch):
+    """A catalog that suddenly loses most of its GPUs must not replace the published one."""
+    import assets.catalogs.assets as catalog_assets
+
+    before = store.history("gpus", base=warehouse_root)[0]["version"]
+    real = catalog_assets.load_gpus
+    monkeypatch.setattr(catalog_assets, "load_gpus", lambda c: real(c).head(3))
+    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=warehouse_root)}
+    result = dg.materialize([catalog_assets.gpus], resources=resources, raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "row count collapsed from 70 to 3" in str(failure.event_specific_data.error)
+    assert store.history("gpus", base=warehouse_root)[0]["version"] == before
+
+
+def test_contract_checks_reported_to_dagster(warehouse_root):
+    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=warehouse_root)}
+    from assets.catalogs.assets import engines
+
+    result = dg.materialize([engines], resources=resources)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed and evaluation.check_name == "engines_contract"

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from warehouse.tables import CONTRACTS
 
@@ -53,30 +54,48 @@ def latest_parquet_uri(table: str, base: str | None = None) -> str:
     return f"{(base or root()).rstrip('/')}/latest/{table}.parquet"
 
 
+# A new version with fewer than half the previous version's rows is refused: a source
+# that silently lost most of its rows must not replace good data.
+MIN_ROWS_RATIO = 0.5
+
+
 def publish(table: str, df: pl.DataFrame, *, verified_at: dt.date,
             commit_info: Mapping[str, str], base: str | None = None,
             storage_options: Mapping[str, str] | None = None) -> Published:
     """Check `df` against its contract, then commit it as the table's next version."""
     contract = CONTRACTS[table]
+    opts = dict(storage_options or {})
     df = df.with_columns(pl.lit(verified_at).alias("verified_at"))
     # Sorted by the key, so that identical inputs give byte-identical versions.
     df = df.select([c for c in contract.schema if c in df.columns]).sort(contract.keys)
     problems = contract.check(df)
+    uri = table_uri(table, base)
+    previous = _row_count(uri, opts)
+    if previous and df.height < MIN_ROWS_RATIO * previous:
+        problems.append(f"row count collapsed from {previous} to {df.height}")
     if problems:
         raise ContractViolation(f"{table}: " + "; ".join(problems))
-    uri = table_uri(table, base)
     if not uri.startswith(("s3://", "gs://", "az://", "abfss://")):
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
     metadata = {"verified_at": verified_at.isoformat(), **commit_info}
-    df.write_delta(uri, mode="overwrite", storage_options=dict(storage_options or {}),
+    df.write_delta(uri, mode="overwrite", storage_options=opts,
                    delta_write_options={
                        "commit_properties": CommitProperties(custom_metadata=metadata),
                        "configuration": _RETENTION,
                    })
-    version = DeltaTable(uri, storage_options=dict(storage_options or {})).version()
+    version = DeltaTable(uri, storage_options=opts).version()
     latest = latest_parquet_uri(table, base)
     _write_latest(df, latest, version, verified_at, storage_options)
     return Published(table, version, df.height, uri, latest, verified_at)
+
+
+def _row_count(uri: str, storage_options: dict[str, str]) -> int | None:
+    """Rows in the table's latest version, from the Delta log's file statistics."""
+    try:
+        table = DeltaTable(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+    return sum(table.get_add_actions(flatten=True).column("num_records").to_pylist())
 
 
 def _write_latest(df: pl.DataFrame, uri: str, version: int, verified_at: dt.date,

@@ -21,6 +21,8 @@ class TableContract:
     schema: dict[str, pl.DataType]
     not_null: tuple[str, ...] = ()
     allow_empty: bool = False
+    # Plausibility rules: (what must hold, an expression true on every row).
+    rules: tuple[tuple[str, pl.Expr], ...] = ()
 
     def check(self, df: pl.DataFrame) -> list[str]:
         """Contract violations of a frame about to be published (empty when none)."""
@@ -38,6 +40,10 @@ class TableContract:
             nulls = df.get_column(c).null_count()
             if nulls:
                 problems.append(f"{nulls} nulls in {c}")
+        for what, rule in self.rules:
+            broken = df.height - df.select(rule.fill_null(True).sum()).item()
+            if broken:
+                problems.append(f"{broken} rows break '{what}'")
         return problems
 
 
@@ -55,8 +61,12 @@ MODELS = TableContract(
             "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
             "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
             "n_experts_active": pl.Int64(), "is_mla": pl.Boolean(),
-            "config_sha256": pl.String(), "config_obtained": pl.String()} | VERIFIED_AT,
+            "config_sha256": pl.String(), "config_obtained": pl.String(),
+            "config_hub_check": pl.String()} | VERIFIED_AT,
     not_null=("model_id", "params_total", "max_context"),
+    rules=(("0 < active <= total parameters",
+            (pl.col("params_active") > 0) & (pl.col("params_active") <= pl.col("params_total"))),
+           ("context is positive", pl.col("max_context") > 0)),
 )
 
 MODEL_QUARANTINE = TableContract(
@@ -74,6 +84,7 @@ WEIGHTS = TableContract(
             "weights_bytes": pl.Int64(), "token_embd_bytes": pl.Int64(),
             "expert_bytes": pl.Int64(), "weights_gib": pl.Float64()} | VERIFIED_AT,
     not_null=("model_id", "weight_format", "weights_bytes"),
+    rules=(("1 to 40 bits per parameter are stored", pl.col("weights_bytes") > 0),),
 )
 
 GPUS = TableContract(
@@ -86,6 +97,9 @@ GPUS = TableContract(
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "gpu_count_options": pl.String()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
+    rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
+           ("bandwidth between 50 and 20000 GB/s",
+            pl.col("bandwidth_gb_s").is_between(50, 20_000))),
 )
 
 FIT_MATRIX = TableContract(
@@ -103,6 +117,39 @@ FIT_MATRIX = TableContract(
             "decode_aggregate_tok_s": pl.Float32(), "prefill_tok_s": pl.Float32(),
             "ttft_ms": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
+    rules=(("memory figures are not negative",
+            (pl.col("weights_gpu_gib") >= 0) & (pl.col("kv_cache_gib") >= 0)
+            & (pl.col("runtime_gib") >= 0)),
+           ("verdict is fits, tight or exceeds", pl.col("verdict").is_in(
+               ["fits", "tight", "exceeds"])),
+           ("decode speed below 100,000 tok/s per sequence",
+            pl.col("decode_tok_s").is_between(0, 100_000, closed="right"))),
 )
 
-CONTRACTS = {c.name: c for c in (MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX)}
+WEIGHT_FORMATS = TableContract(
+    "weight_formats",
+    keys=("weight_format",),
+    schema={"weight_format": pl.String(), "kind": pl.String(),
+            "nominal_bits_per_weight": pl.Float64(), "engines": pl.String(),
+            "default_for": pl.String()} | VERIFIED_AT,
+    not_null=("weight_format", "kind"),
+)
+
+ENGINES = TableContract(
+    "engines",
+    keys=("engine",),
+    schema={"engine": pl.String(), "kv_dtypes": pl.String(), "usable_memory_rule": pl.String(),
+            "launch_flags": pl.String()} | VERIFIED_AT,
+    not_null=("engine", "kv_dtypes"),
+)
+
+COVERAGE = TableContract(
+    "coverage",
+    keys=("kind", "name_on_page"),
+    schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
+            "status": pl.String(), "reason": pl.String()} | VERIFIED_AT,
+    not_null=("kind", "name_on_page", "status"),
+)
+
+CONTRACTS = {c.name: c for c in (MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX,
+                                 WEIGHT_FORMATS, ENGINES, COVERAGE)}

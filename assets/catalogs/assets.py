@@ -6,7 +6,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.resources import CatalogResource, WarehouseResource
+from assets.resources import CatalogResource, WarehouseResource, contract_checks
+from sizing.catalog import engine_catalog_rows, format_catalog_rows
 
 # Date the catalog's facts were last checked against their sources.
 GPU_CATALOG_VERIFIED = dt.date(2026, 11, 30)
@@ -29,10 +30,30 @@ def load_gpus(catalog: CatalogResource) -> pl.DataFrame:
     )
 
 
-@dg.asset(group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+@dg.asset(check_specs=contract_checks("gpus", "gpus"),
+          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
           description="Accelerators with memory, bandwidth, dense tensor throughput and the "
                       "engines that run on them; every fact sourced in data/catalogs/gpus.csv.")
 def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
          warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = load_gpus(catalog)
     return warehouse.publish(context, "gpus", df, GPU_CATALOG_VERIFIED, "data/catalogs/gpus.csv")
+
+
+@dg.asset(check_specs=contract_checks("weight_formats", "weight_formats"),
+          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+          description="Weight formats: their kind, the engines that load them, and each "
+                      "engine's default; built from the sizing library's own tables.")
+def weight_formats(context: dg.AssetExecutionContext,
+                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = pl.DataFrame(format_catalog_rows())
+    return warehouse.publish(context, "weight_formats", df, GPU_CATALOG_VERIFIED, "sizing")
+
+
+@dg.asset(check_specs=contract_checks("engines", "engines"),
+          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+          description="Inference engines: KV-cache types, usable-memory rule, launch flags.")
+def engines(context: dg.AssetExecutionContext,
+            warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = pl.DataFrame(engine_catalog_rows())
+    return warehouse.publish(context, "engines", df, GPU_CATALOG_VERIFIED, "sizing")

@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 import polars as pl
 
-from assets.resources import SnapshotResource, WarehouseResource
+from assets.resources import SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import ConfigError, parse_config
 from sizing.model_facts import model_row
 
@@ -15,12 +15,14 @@ def _date(entry: dict) -> dt.date | None:
     return dt.date.fromisoformat(value[:10]) if value else None
 
 
-@dg.asset(group_name="ingest", kinds={"polars", "deltalake"}, code_version="1",
+@dg.asset(check_specs=contract_checks("models", "models", "model_quarantine"),
+          group_name="ingest", kinds={"polars", "deltalake"}, code_version="1",
           description="One row per model: parameter counts and cache geometry computed from "
                       "its config.json. Configs that cannot be sized go to model_quarantine.")
 def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
            warehouse: WarehouseResource) -> dg.MaterializeResult:
     manifest = snapshot.manifest()
+    hub_checks = snapshot.hub_checks()
     rows, quarantined, dates = [], [], []
     for repo_id, path in snapshot.model_configs().items():
         entry = manifest.get(f"hub/models/{repo_id}/config.json", {})
@@ -30,13 +32,16 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
             quarantined.append({"model_id": repo_id, "reason": e.reason})
             continue
         rows.append(model_row(m) | {"config_sha256": entry.get("sha256"),
-                                    "config_obtained": entry.get("obtained", "unrecorded")})
+                                    "config_obtained": entry.get("obtained", "unrecorded"),
+                                    "config_hub_check": hub_checks.get(repo_id, "unchecked")})
         dates.append(_date(entry))
     verified_at = max((d for d in dates if d), default=dt.date.today())
     df = pl.DataFrame(rows)
     q = pl.DataFrame(quarantined, schema={"model_id": pl.String, "reason": pl.String})
-    warehouse.publish(context, "model_quarantine", q, verified_at, snapshot.path)
+    quarantine = warehouse.publish(context, "model_quarantine", q, verified_at, snapshot.path)
     context.log.info(f"{len(rows)} models sized, {len(quarantined)} quarantined")
     result = warehouse.publish(context, "models", df, verified_at, snapshot.path)
-    return dg.MaterializeResult(metadata={**result.metadata,
-                                          "quarantined": dg.MetadataValue.int(len(quarantined))})
+    return dg.MaterializeResult(
+        metadata={**result.metadata, "seen": dg.MetadataValue.int(len(rows) + len(quarantined)),
+                  "quarantined": dg.MetadataValue.int(len(quarantined))},
+        check_results=[*quarantine.check_results, *result.check_results])

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from assets.resources import SnapshotResource, WarehouseResource
+from assets.resources import SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import parse_config
 from sizing.grid import FORMATS_BY_ENGINE, fit_matrix
 from sizing.model_facts import format_row
@@ -11,7 +11,8 @@ from sizing.units import BYTES_PER_GIB
 from warehouse.tables import FIT_MATRIX
 
 
-@dg.asset(group_name="sizing", kinds={"polars", "deltalake"}, code_version="1", deps=["models"],
+@dg.asset(check_specs=contract_checks("weights", "weights"),
+          group_name="sizing", kinds={"polars", "deltalake"}, code_version="1", deps=["models"],
           description="Weight bytes of every model in every format the engines load, summed "
                       "tensor by tensor (llama.cpp's per-tensor GGUF types, checkpoint formats).")
 def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
@@ -28,7 +29,8 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                              "models")
 
 
-@dg.asset(group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+@dg.asset(check_specs=contract_checks("fit_matrix_table", "fit_matrix"),
+          group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
           deps=["models", "weights", "gpus"],
           description="Memory per GPU, verdict, largest context and concurrency for every "
                       "model x format x context x KV type x batch x GPU x count x engine.")

@@ -1,0 +1,57 @@
+"""Which GPUs and models of the reference page the warehouse covers, and why not."""
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.catalogs.assets import GPU_CATALOG_VERIFIED
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, contract_checks
+
+
+def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataFrame,
+                   quarantine: pl.DataFrame, missing: dict[str, str]) -> pl.DataFrame:
+    gpu_ids = gpus.get_column("gpu_id").implode()
+    reconstructed = models.filter(pl.col("config_obtained") == "reconstructed") \
+        .get_column("model_id").implode()
+    model_ids = models.get_column("model_id").implode()
+    reasons = pl.DataFrame({"id": list(missing), "missing_reason": list(missing.values())},
+                           schema={"id": pl.String, "missing_reason": pl.String})
+    q = quarantine.select("model_id", pl.col("reason").alias("quarantine_reason"))
+    df = (reference.join(reasons, on="id", how="left")
+          .join(q, left_on="id", right_on="model_id", how="left"))
+    is_gpu = pl.col("kind") == "gpu"
+    status = (pl.when(is_gpu & pl.col("id").is_in(gpu_ids)).then(pl.lit("present"))
+              .when(is_gpu).then(pl.lit("missing"))
+              .when(pl.col("id").is_in(reconstructed)).then(pl.lit("reconstructed"))
+              .when(pl.col("id").is_in(model_ids)).then(pl.lit("present"))
+              .when(pl.col("quarantine_reason").is_not_null()).then(pl.lit("quarantined"))
+              .otherwise(pl.lit("missing")))
+    reason = (pl.when(status == "present").then(None)
+              .when(status == "reconstructed").then(pl.lit("config rebuilt from published "
+                                                           "numbers; see the snapshot manifest"))
+              .when(status == "quarantined")
+              .then(pl.concat_str(pl.lit("config not sizable: "), "quarantine_reason"))
+              .otherwise(pl.coalesce("note", "missing_reason",
+                                     pl.lit("no config.json in the bundled snapshot"))))
+    return df.select("kind", "name_on_page", "id", status.alias("status"),
+                     reason.alias("reason"))
+
+
+@dg.asset(check_specs=contract_checks("coverage", "coverage"),
+          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+          deps=["gpus", "models"],
+          description="Each GPU and model named on the reference page: present, "
+                      "reconstructed, quarantined or missing, with the reason.")
+def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
+             snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    reference = pl.read_csv(Path(catalog.path) / "reference_page.csv", infer_schema_length=0)
+    df = coverage_frame(reference, warehouse.read("gpus"), warehouse.read("models"),
+                        warehouse.read("model_quarantine"), snapshot.missing_models())
+    counts = dict(df.group_by("status").len().iter_rows())
+    context.log.info(f"reference-page coverage: {counts}")
+    result = warehouse.publish(context, "coverage", df, GPU_CATALOG_VERIFIED,
+                               "data/catalogs/reference_page.csv")
+    return dg.MaterializeResult(
+        metadata={**result.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
+        check_results=result.check_results)

@@ -1,0 +1,67 @@
+"""The weight-format and engine catalogs, derived from the tables the formulas use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizing.ggml_types import GGML_TYPES
+from sizing.gguf_quant import GGUF_DEFAULT_TYPE
+from sizing.grid import FORMATS_BY_ENGINE
+from sizing.memory import (
+    KV_DTYPES_BY_ENGINE,
+    LLAMA_CPP,
+    LLAMA_CPP_FIT_MARGIN_BYTES,
+    UNIFIED_GPU_SHARE,
+    VLLM,
+    VLLM_GPU_MEMORY_UTILIZATION,
+)
+from sizing.units import BYTES_PER_MIB
+from sizing.weights import (
+    MXFP4_BLOCK_BYTES,
+    MXFP4_BLOCK_ELEMS,
+    NF4_BITS_PER_WEIGHT,
+    NVFP4_BITS_PER_WEIGHT,
+)
+
+DEFAULT_FORMAT = {LLAMA_CPP: "Q4_K_M", VLLM: "BF16"}
+_CHECKPOINT_KINDS = {
+    "BF16": ("16-bit checkpoint", 16.0), "F16": ("16-bit checkpoint", 16.0),
+    "FP8": ("FP8 with 128x128 block scales", 8 + 32 / (128 * 128)),
+    "AWQ": ("int4, group 128 (AWQ)", 4 + 20 / 128),
+    "GPTQ": ("int4, group 128 (GPTQ)", 4 + 20 / 128),
+    "MXFP4": ("FP4 microscaling, block 32", 8 * MXFP4_BLOCK_BYTES / MXFP4_BLOCK_ELEMS),
+    "NVFP4": ("FP4 with FP8 block-16 scales", NVFP4_BITS_PER_WEIGHT),
+    "NF4": ("bitsandbytes NF4 (QLoRA base)", NF4_BITS_PER_WEIGHT),
+}
+
+
+def format_catalog_rows() -> list[dict[str, Any]]:
+    rows = []
+    for fmt, base in GGUF_DEFAULT_TYPE.items():
+        engines = [e for e, fs in FORMATS_BY_ENGINE.items() if fmt in fs]
+        rows.append({"weight_format": fmt, "kind": "GGUF type mix (llama-quantize)",
+                     "nominal_bits_per_weight": GGML_TYPES[base].bits_per_weight,
+                     "engines": ";".join(engines or [LLAMA_CPP]),
+                     "default_for": ";".join(e for e, f in DEFAULT_FORMAT.items() if f == fmt)})
+    for fmt, (kind, bits) in _CHECKPOINT_KINDS.items():
+        if fmt in GGUF_DEFAULT_TYPE:
+            continue  # BF16 / F16 exist as GGUF types too; listed once
+        engines = [e for e, fs in FORMATS_BY_ENGINE.items() if fmt in fs]
+        rows.append({"weight_format": fmt, "kind": kind, "nominal_bits_per_weight": bits,
+                     "engines": ";".join(engines),
+                     "default_for": ";".join(e for e, f in DEFAULT_FORMAT.items() if f == fmt)})
+    return rows
+
+
+def engine_catalog_rows() -> list[dict[str, Any]]:
+    return [
+        {"engine": LLAMA_CPP, "kv_dtypes": ";".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP]),
+         "usable_memory_rule": f"device memory minus {LLAMA_CPP_FIT_MARGIN_BYTES // BYTES_PER_MIB}"
+                               f" MiB (--fit margin); unified memory x {UNIFIED_GPU_SHARE} first",
+         "launch_flags": "-c -np -ngl -fa on -ctk -ctv -ts (quantized V cache needs -fa on)"},
+        {"engine": VLLM, "kv_dtypes": ";".join(KV_DTYPES_BY_ENGINE[VLLM]),
+         "usable_memory_rule": f"device memory x gpu_memory_utilization "
+                               f"{VLLM_GPU_MEMORY_UTILIZATION}",
+         "launch_flags": "--max-model-len --gpu-memory-utilization --kv-cache-dtype "
+                         "--tensor-parallel-size --max-num-seqs --quantization --cpu-offload-gb"},
+    ]

