@@ -8,6 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from warehouse import store
 
@@ -94,8 +95,12 @@ class WarehouseResource(dg.ConfigurableResource):
             "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
             "path": dg.MetadataValue.path(p.path),
             "latest_parquet": dg.MetadataValue.path(p.latest_parquet),
-            "preview": dg.MetadataValue.md(f"```\n{df.head(5)}\n```"),
+            "preview": dg.MetadataValue.md(f"```\n{self.preview(p.latest_parquet)}\n```"),
         })
+
+    def preview(self, parquet_uri: str, rows: int = 5) -> pl.DataFrame:
+        return pl.scan_parquet(parquet_uri, storage_options=self.storage_options() or None) \
+            .head(rows).collect()
 
     def read(self, table: str):
         return store.read(table, base=self.root, storage_options=self.storage_options())

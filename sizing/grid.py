@@ -7,6 +7,8 @@ parallelism that does not divide the attention heads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import polars as pl
 
 from sizing.memory import (
@@ -74,3 +76,16 @@ def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) 
                           pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
                           default_batched_tokens().alias("max_num_batched_tokens")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())
+
+
+def fit_matrix_batches(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
+                       columns: list[pl.Expr], models_per_batch: int = 4
+                       ) -> Iterator[pl.DataFrame]:
+    """The fit matrix a few models at a time, with only `columns`: memory stays that of one
+    batch however many models there are, and each batch is written as it is produced."""
+    gpus_lazy = gpus.lazy()
+    for chunk in models.iter_slices(models_per_batch):
+        ids = chunk.get_column("model_id").implode()
+        rows = fit_matrix(chunk.lazy(), weights.lazy().filter(pl.col("model_id").is_in(ids)),
+                          gpus_lazy)
+        yield rows.select(columns).collect()

@@ -39,7 +39,8 @@ def test_published_tables_meet_their_contract(warehouse_root, table):
     assert not CONTRACTS[table].check(df)
     history = store.history(table, base=warehouse_root)
     assert history[0]["version"] == 1 and history[0]["verified_at"]
-    assert store.read(table, version=0, base=warehouse_root).equals(df)
+    keys = list(CONTRACTS[table].keys)  # a Delta version is a set of files: compare sorted
+    assert store.read(table, version=0, base=warehouse_root).sort(keys).equals(df.sort(keys))
 
 
 def test_duckdb_reads_the_latest_export(warehouse_root):

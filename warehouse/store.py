@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from warehouse.tables import CONTRACTS
+from warehouse.tables import CONTRACTS, TableContract
 
 DEFAULT_ROOT = "warehouse_data"
 # Keep every version's files and log for ten years: consumers time-travel.
@@ -59,34 +59,79 @@ def latest_parquet_uri(table: str, base: str | None = None) -> str:
 MIN_ROWS_RATIO = 0.5
 
 
-def publish(table: str, df: pl.DataFrame, *, verified_at: dt.date,
-            commit_info: Mapping[str, str], base: str | None = None,
+def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
+            verified_at: dt.date, commit_info: Mapping[str, str], base: str | None = None,
             storage_options: Mapping[str, str] | None = None) -> Published:
-    """Check `df` against its contract, then commit it as the table's next version."""
+    """Check the rows against the table's contract and commit them as its next version.
+
+    `frames` is one frame or a stream of frames partitioned by the contract's first key
+    column (the fit matrix arrives one group of models at a time): each is checked and
+    written as it comes, so memory holds one partition, and the commit happens only after
+    the last one passed. The plain "latest" Parquet is then streamed from the new version.
+    """
     contract = CONTRACTS[table]
     opts = dict(storage_options or {})
-    df = df.with_columns(pl.lit(verified_at).alias("verified_at"))
-    # Sorted by the key, so that identical inputs give byte-identical versions.
-    df = df.select([c for c in contract.schema if c in df.columns]).sort(contract.keys)
-    problems = contract.check(df)
     uri = table_uri(table, base)
     previous = _row_count(uri, opts)
-    if previous and df.height < MIN_ROWS_RATIO * previous:
-        problems.append(f"row count collapsed from {previous} to {df.height}")
-    if problems:
-        raise ContractViolation(f"{table}: " + "; ".join(problems))
-    if not uri.startswith(("s3://", "gs://", "az://", "abfss://")):
+    refused: list[ContractViolation] = []
+    stream = _checked_batches(contract, [frames] if isinstance(frames, pl.DataFrame) else frames,
+                              verified_at, previous, refused)
+    if not uri.startswith(_OBJECT_STORES):
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
     metadata = {"verified_at": verified_at.isoformat(), **commit_info}
-    df.write_delta(uri, mode="overwrite", storage_options=opts,
-                   delta_write_options={
-                       "commit_properties": CommitProperties(custom_metadata=metadata),
-                       "configuration": _RETENTION,
-                   })
+    schema = pl.DataFrame(schema=contract.schema).to_arrow().schema
+    reader = pa.RecordBatchReader.from_batches(schema, stream)
+    try:
+        write_deltalake(uri, reader, mode="overwrite", storage_options=opts or None,
+                        configuration=_RETENTION,
+                        commit_properties=CommitProperties(custom_metadata=metadata))
+    except Exception:
+        if refused:  # delta-rs wraps the stream's exception: give the reason back
+            raise refused[0] from None
+        raise
     version = DeltaTable(uri, storage_options=opts).version()
     latest = latest_parquet_uri(table, base)
-    _write_latest(df, latest, version, verified_at, storage_options)
-    return Published(table, version, df.height, uri, latest, verified_at)
+    rows = _write_latest(uri, latest, version, verified_at, opts)
+    return Published(table, version, rows, uri, latest, verified_at)
+
+
+_OBJECT_STORES = ("s3://", "gs://", "az://", "abfss://")
+
+
+def _checked_batches(contract: TableContract, frames: Iterable[pl.DataFrame],
+                     verified_at: dt.date, previous_rows: int | None,
+                     refused: list[ContractViolation]) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of each frame once its contract holds; a violation is recorded in
+    `refused` and raised, which stops the write before its commit."""
+    try:
+        yield from _checked(contract, frames, verified_at, previous_rows)
+    except ContractViolation as e:
+        refused.append(e)
+        raise
+
+
+def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_at: dt.date,
+             previous_rows: int | None) -> Iterator[pa.RecordBatch]:
+    rows, seen = 0, set()
+    partition_key = contract.keys[0]
+    for frame in frames:
+        df = frame.with_columns(pl.lit(verified_at).alias("verified_at"))
+        # Sorted by the key, so that identical inputs give identical versions.
+        df = df.select([c for c in contract.schema if c in df.columns]).sort(contract.keys)
+        problems = contract.check(df, allow_empty=True)
+        partitions = set(df.get_column(partition_key).unique()) if not problems else set()
+        if partitions & seen:
+            problems.append(f"{partition_key} values repeat across partitions")
+        if problems:
+            raise ContractViolation(f"{contract.name}: " + "; ".join(problems))
+        seen |= partitions
+        rows += df.height
+        yield from df.to_arrow().to_batches()
+    if rows == 0 and not contract.allow_empty:
+        raise ContractViolation(f"{contract.name}: no rows")
+    if previous_rows and rows < MIN_ROWS_RATIO * previous_rows:
+        raise ContractViolation(
+            f"{contract.name}: row count collapsed from {previous_rows} to {rows}")
 
 
 def _row_count(uri: str, storage_options: dict[str, str]) -> int | None:
@@ -98,20 +143,22 @@ def _row_count(uri: str, storage_options: dict[str, str]) -> int | None:
     return sum(table.get_add_actions(flatten=True).column("num_records").to_pylist())
 
 
-def _write_latest(df: pl.DataFrame, uri: str, version: int, verified_at: dt.date,
-                  storage_options: Mapping[str, str] | None) -> None:
-    """A single Parquet file for readers without Delta, tagged with the Delta version."""
-    arrow = df.to_arrow()
-    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}),
-                                           b"delta_version": str(version).encode(),
-                                           b"verified_at": verified_at.isoformat().encode()})
-    if storage_options:
-        df.write_parquet(uri, storage_options=dict(storage_options))
-        return
-    Path(uri).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{uri}.tmp"
-    pq.write_table(arrow, tmp)
-    os.replace(tmp, uri)  # readers never see a half-written file
+def _write_latest(uri: str, latest: str, version: int, verified_at: dt.date,
+                  storage_options: dict[str, str]) -> int:
+    """Stream the committed version into one Parquet file for readers without Delta,
+    tagged with its Delta version; written aside and renamed, so readers never see half
+    a file. Returns its row count."""
+    local = not latest.startswith(_OBJECT_STORES)
+    target = f"{latest}.tmp" if local else latest
+    if local:
+        Path(latest).parent.mkdir(parents=True, exist_ok=True)
+    pl.scan_delta(uri, version=version, storage_options=storage_options or None).sink_parquet(
+        target, storage_options=storage_options or None,
+        metadata={"delta_version": str(version), "verified_at": verified_at.isoformat()})
+    if local:
+        os.replace(target, latest)
+    return pl.scan_parquet(latest, storage_options=storage_options or None) \
+        .select(pl.len()).collect().item()
 
 
 def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = None,

@@ -24,14 +24,15 @@ class TableContract:
     # Plausibility rules: (what must hold, an expression true on every row).
     rules: tuple[tuple[str, pl.Expr], ...] = ()
 
-    def check(self, df: pl.DataFrame) -> list[str]:
+    def check(self, df: pl.DataFrame, allow_empty: bool | None = None) -> list[str]:
         """Contract violations of a frame about to be published (empty when none)."""
+        allow_empty = self.allow_empty if allow_empty is None else allow_empty
         problems = [f"missing column {c}" for c in self.schema if c not in df.columns]
         problems += [f"{c} is {df.schema[c]}, contract says {t}"
                      for c, t in self.schema.items() if c in df.columns and df.schema[c] != t]
         if problems:
             return problems
-        if df.height == 0 and not self.allow_empty:
+        if df.height == 0 and not allow_empty:
             return ["no rows"]
         dupes = df.select(self.keys).is_duplicated().sum()
         if dupes:

@@ -5,7 +5,7 @@ import polars as pl
 
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import parse_config
-from sizing.grid import FORMATS_BY_ENGINE, fit_matrix
+from sizing.grid import FORMATS_BY_ENGINE, fit_matrix_batches
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse.tables import FIT_MATRIX
@@ -36,10 +36,11 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                       "model x format x context x KV type x batch x GPU x count x engine.")
 def fit_matrix_table(context: dg.AssetExecutionContext,
                      warehouse: WarehouseResource) -> dg.MaterializeResult:
-    models, weights_df, gpus = (warehouse.read(t) for t in ("models", "weights", "gpus"))
-    verified_at = max(t.get_column("verified_at").max() for t in (models, weights_df, gpus))
-    rows = fit_matrix(models.lazy().drop("verified_at"), weights_df.lazy().drop("verified_at"),
-                      gpus.lazy().drop("verified_at"))
-    df = rows.select([pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items()
-                      if c != "verified_at"]).collect()
-    return warehouse.publish(context, "fit_matrix", df, verified_at, "models,weights,gpus")
+    models, weights_df, gpus = (warehouse.read(t).drop("verified_at")
+                                for t in ("models", "weights", "gpus"))
+    verified_at = max(warehouse.read(t).get_column("verified_at").max()
+                      for t in ("models", "weights", "gpus"))
+    columns = [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
+    batches = fit_matrix_batches(models, weights_df, gpus, columns)
+    return warehouse.publish(context, "fit_matrix", batches, verified_at,
+                             "models,weights,gpus")
