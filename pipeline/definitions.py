@@ -1,6 +1,13 @@
-"""The Dagster code location: assets, schedules, resources wired from the environment."""
+"""The Dagster code location: assets, checks, schedules, executor and resources, all
+configured from the environment with offline defaults.
+
+LLM_SIZING_EXECUTOR picks where steps run: `in_process` (default; one small machine),
+`multiprocess` (steps in parallel processes on one host) or `k8s` (each step in its own
+Kubernetes pod through dagster-k8s; see deploy/k8s/).
+"""
 
 import os
+from collections.abc import Mapping
 
 import dagster as dg
 
@@ -18,20 +25,37 @@ weekly_models = dg.ScheduleDefinition(
     default_status=dg.DefaultScheduleStatus.RUNNING)
 
 
-def _resources() -> dict:
-    snapshot = os.environ.get("LLM_SIZING_SNAPSHOT")
+def _executor(name: str) -> dg.ExecutorDefinition:
+    if name == "multiprocess":
+        return dg.multiprocess_executor.configured({"max_concurrent": 2})
+    if name == "k8s":
+        from dagster_k8s import k8s_job_executor  # the optional `deploy` extra
+
+        return k8s_job_executor
+    if name == "in_process":
+        return dg.in_process_executor
+    raise ValueError(f"LLM_SIZING_EXECUTOR must be in_process, multiprocess or k8s, not {name!r}")
+
+
+def _resources(environ: Mapping[str, str]) -> dict:
+    snapshot = environ.get("LLM_SIZING_SNAPSHOT")
     return {
         "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
         "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=store.root(),
-                                       aws_endpoint_url=os.environ.get("AWS_ENDPOINT_URL")),
+        "warehouse": WarehouseResource(root=environ.get("LLM_SIZING_WAREHOUSE",
+                                                        store.DEFAULT_ROOT),
+                                       aws_endpoint_url=environ.get("AWS_ENDPOINT_URL")),
     }
 
 
-defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    jobs=[refresh_job],
-    schedules=[weekly_models],
-    resources=_resources(),
-    executor=dg.in_process_executor,
-)
+def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
+    return dg.Definitions(
+        assets=ALL_ASSETS,
+        jobs=[refresh_job],
+        schedules=[weekly_models],
+        resources=_resources(environ),
+        executor=_executor(environ.get("LLM_SIZING_EXECUTOR", "in_process")),
+    )
+
+
+defs = build_defs()

@@ -22,10 +22,16 @@ from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
     default_batched_tokens,
+    kv_bytes_per_element_column,
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
-from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
+from sizing.speed import (
+    DEFAULT_HOST_BANDWIDTH_GB_S,
+    DEFAULT_PROMPT_TOKENS,
+    efficiency_columns,
+    speed_columns,
+)
 from sizing.units import BYTES_PER_GIB, gib
 from sizing.weights import WEIGHT_FORMATS
 
@@ -123,7 +129,8 @@ def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> 
     frame = pl.DataFrame([row], schema_overrides=schema_overrides)
     budget = pl.lit(c.max_num_batched_tokens) if c.max_num_batched_tokens \
         else default_batched_tokens()
-    return frame.with_columns(budget.alias("max_num_batched_tokens"))
+    return frame.with_columns(budget.alias("max_num_batched_tokens"),
+                              kv_bytes_per_element_column(), *efficiency_columns())
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,

@@ -16,9 +16,15 @@ from sizing.memory import (
     LLAMA_CPP,
     VLLM,
     default_batched_tokens,
+    kv_bytes_per_element_column,
     memory_columns,
 )
-from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS, speed_columns
+from sizing.speed import (
+    DEFAULT_HOST_BANDWIDTH_GB_S,
+    DEFAULT_PROMPT_TOKENS,
+    efficiency_columns,
+    speed_columns,
+)
 
 FORMATS_BY_ENGINE = {
     LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
@@ -37,7 +43,8 @@ def engine_formats() -> pl.LazyFrame:
 def engine_kv_dtypes() -> pl.LazyFrame:
     return pl.LazyFrame(
         [(e, k) for e, ks in KV_DTYPES_BY_ENGINE.items() for k in ks],
-        schema={"engine": pl.String, "kv_dtype": pl.String}, orient="row")
+        schema={"engine": pl.String, "kv_dtype": pl.String}, orient="row",
+    ).with_columns(kv_bytes_per_element_column())
 
 
 def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
@@ -58,7 +65,8 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(pl.col("n_gpus").cast(pl.Int64))
             .filter(pl.col("engine").is_in(list(FORMATS_BY_ENGINE)))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
-                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops"))
+                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
+            .with_columns(efficiency_columns()))
 
 
 def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:

@@ -4,8 +4,9 @@ These expressions are the only implementation of the row-level formulas: the ful
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
 the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
 columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
-`gpu_memory_gib`, `unified_memory` and `max_num_batched_tokens` (vLLM's scheduler budget,
-`default_batched_tokens()` unless set). Bytes are Float64 bytes; results end in `_gib`.
+`gpu_memory_gib`, `unified_memory`, `kv_bytes_per_element` (kv_bytes_per_element_column())
+and `max_num_batched_tokens` (vLLM's scheduler budget, `default_batched_tokens()` unless
+set). Bytes are Float64 bytes; results end in `_gib`.
 """
 
 from __future__ import annotations
@@ -73,8 +74,14 @@ def _ceil_to(x: pl.Expr, step: int) -> pl.Expr:
     return (x / step).ceil() * step
 
 
+def kv_bytes_per_element_column() -> pl.Expr:
+    """The input column `kv_bytes_per_element`, evaluated on the (engine, KV type) table."""
+    return pl.col("kv_dtype").replace_strict(KV_BYTES_PER_ELEMENT, return_dtype=pl.Float64) \
+        .alias("kv_bytes_per_element")
+
+
 def kv_bytes_per_element() -> pl.Expr:
-    return pl.col("kv_dtype").replace_strict(KV_BYTES_PER_ELEMENT, return_dtype=pl.Float64)
+    return _c("kv_bytes_per_element")
 
 
 def default_batched_tokens() -> pl.Expr:

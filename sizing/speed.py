@@ -12,8 +12,8 @@ per-layer decode overhead are fitted per engine and vendor on
 tests/data/speed_measurements.csv by sizing.calibration; the constants below are that
 fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
-`fp8_dense_tflops`, `vendor`, `expert_bytes`, `params_active`, `params_embedding`,
-`n_layers`, `n_heads`, `head_dim`, `prompt_tokens`, `host_bandwidth_gb_s`.
+`expert_bytes`, `params_active`, `params_embedding`, `n_layers`, `n_heads`, `head_dim`,
+`prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of efficiency_columns().
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _c(name: str) -> pl.Expr:
 
 def _fitted(table: dict[str, dict[str, float]], field: str) -> pl.Expr:
     """The fitted constant for the row's engine and vendor, else the engine's, else the
-    fallback engine's."""
+    fallback engine's. Evaluated on the small (GPU, engine) dimension table, not per row."""
     per_vendor = {k: v[field] for k, v in table.items() if "|" in k}
     per_engine = {k: v[field] for k, v in table.items() if "|" not in k}
     engine = pl.col("engine").replace_strict(per_engine, default=table[FALLBACK_ENGINE][field],
@@ -74,26 +74,31 @@ def weight_bytes_read_per_step() -> pl.Expr:
     return always + _c("expert_bytes") * experts_touched_share()
 
 
-def decode_step_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
-    """Seconds for one decode step of the whole batch.
+def efficiency_columns() -> list[pl.Expr]:
+    """The fitted constants for a row's engine and vendor, as the input columns
+    `decode_efficiency`, `decode_layer_seconds` and `prefill_efficiency`. (The calibration
+    sets them to 1, 0 and 1 to get the bare roofline.)"""
+    return [_fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
+            _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
+            _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency")]
 
-    `efficiency` replaces the fitted constants (and drops the per-layer overhead): the
-    calibration passes 1 to get the bare roofline."""
+
+def decode_step_seconds() -> pl.Expr:
+    """Seconds for one decode step of the whole batch."""
     n = _c("n_gpus")
     weights = weight_bytes_read_per_step()
     kv = kv_cache_bytes()
     device_bytes = (weights + kv) * (1 - _c("offload_frac"))
     host_bytes = (weights + kv) * _c("offload_frac")
-    eff = _fitted(DECODE_FIT, "efficiency") if efficiency is None else efficiency
-    overhead = _c("n_layers") * _fitted(DECODE_FIT, "layer_seconds") if efficiency is None \
-        else pl.lit(0.0)
+    eff = _c("decode_efficiency")
+    overhead = _c("n_layers") * _c("decode_layer_seconds")
     bw = _c("bandwidth_gb_s") * _GB * eff
     # llama.cpp splits layers across GPUs and runs them one after another: no speed-up.
     parallel = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(n)
     t_mem = device_bytes / (bw * parallel) + host_bytes / (_c("host_bandwidth_gb_s") * _GB)
     flops = 2 * _c("params_active") * _c("batch")
     t_compute = flops / (_c("fp16_dense_tflops") * _TFLOPS * parallel
-                         * _fitted(PREFILL_FIT, "efficiency"))
+                         * _c("prefill_efficiency"))
     t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
         .then(ALLREDUCES_PER_LAYER * _c("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
     # No published bandwidth for the device: no decode figure either.
@@ -101,7 +106,7 @@ def decode_step_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
 
 
-def prefill_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
+def prefill_seconds() -> pl.Expr:
     """Seconds to process a prompt of `prompt_tokens` (one sequence).
 
     llama.cpp runs split layers one GPU after another, so only vLLM's tensor
@@ -110,7 +115,7 @@ def prefill_seconds(efficiency: pl.Expr | None = None) -> pl.Expr:
     n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
     attention = 2 * _c("n_layers") * p * p * _c("n_heads") * _c("head_dim")
-    eff = _fitted(PREFILL_FIT, "efficiency") if efficiency is None else efficiency
+    eff = _c("prefill_efficiency")
     peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
     t_compute = (linear + attention) / peak
     # llama.cpp re-reads the weights once per micro-batch of 512 tokens.

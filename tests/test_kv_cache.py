@@ -12,7 +12,7 @@ Rows come from tests/data/published_kv_logs.csv, each with its source:
 import polars as pl
 import pytest
 
-from sizing.memory import kv_cache_bytes, state_bytes_per_sequence
+from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes, state_bytes_per_sequence
 from sizing.model_facts import model_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import load_arch
@@ -22,7 +22,8 @@ def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1) -> 
     row = model_row(load_arch(repo)) | {"engine": engine, "context": context,
                                          "kv_dtype": kv_dtype, "batch": batch,
                                          "max_num_batched_tokens": 2048}
-    return pl.DataFrame([row]).select(kv_cache_bytes()).item()
+    return pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        .select(kv_cache_bytes()).item()
 
 
 def test_vllm_gqa_blocks():

@@ -13,6 +13,7 @@ from assets.catalogs.assets import load_gpus
 from assets.resources import CatalogResource
 from sizing import speed
 from sizing.calibration import fit, median_abs_relative_error
+from sizing.memory import kv_bytes_per_element_column
 from sizing.model_facts import format_row, model_row
 from tests.conftest import TEST_DATA, load_arch
 
@@ -85,15 +86,15 @@ def rows() -> pl.DataFrame:
                            offload_frac=pl.lit(0.0), max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
                            context=pl.col("tokens"), prompt_tokens=pl.col("tokens")))
-    one = pl.lit(1.0)
-    return frame.with_columns(
-        roofline_tok_s=pl.when(pl.col("kind") == "decode")
-        .then(1 / speed.decode_step_seconds(one))
-        .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds(one)),
-        predicted_tok_s=pl.when(pl.col("kind") == "decode")
-        .then(1 / speed.decode_step_seconds())
-        .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()),
-    ).drop_nulls("roofline_tok_s")
+    frame = frame.with_columns(kv_bytes_per_element_column())
+    speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
+                .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
+    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0}
+    return (frame.with_columns(pl.lit(v).alias(k) for k, v in bare.items())
+            .with_columns(speed_of.alias("roofline_tok_s"))
+            .with_columns(speed.efficiency_columns())
+            .with_columns(speed_of.alias("predicted_tok_s"))
+            .drop_nulls("roofline_tok_s"))
 
 
 def test_enough_measurements(rows):

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Queue
+from threading import Thread
 
 import polars as pl
 import pyarrow as pa
@@ -74,8 +76,9 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
     uri = table_uri(table, base)
     previous = _row_count(uri, opts)
     refused: list[ContractViolation] = []
-    stream = _checked_batches(contract, [frames] if isinstance(frames, pl.DataFrame) else frames,
-                              verified_at, previous, refused)
+    single = isinstance(frames, pl.DataFrame)
+    stream = _checked_batches(contract, [frames] if single else _prefetched(frames),
+                              verified_at, previous, refused, sort=single)
     if not uri.startswith(_OBJECT_STORES):
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
     metadata = {"verified_at": verified_at.isoformat(), **commit_info}
@@ -98,26 +101,48 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
 _OBJECT_STORES = ("s3://", "gs://", "az://", "abfss://")
 
 
+def _prefetched(frames: Iterable[pl.DataFrame], depth: int = 1) -> Iterator[pl.DataFrame]:
+    """Produce the next partition in a background thread while the current one is being
+    written (Polars and delta-rs both release the GIL, so the two overlap on two cores)."""
+    done = object()
+    queue: Queue = Queue(maxsize=depth)
+
+    def produce() -> None:
+        try:
+            for frame in frames:
+                queue.put(frame)
+            queue.put(done)
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            queue.put(e)
+
+    Thread(target=produce, daemon=True).start()
+    while (item := queue.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def _checked_batches(contract: TableContract, frames: Iterable[pl.DataFrame],
                      verified_at: dt.date, previous_rows: int | None,
-                     refused: list[ContractViolation]) -> Iterator[pa.RecordBatch]:
+                     refused: list[ContractViolation], sort: bool) -> Iterator[pa.RecordBatch]:
     """Arrow batches of each frame once its contract holds; a violation is recorded in
     `refused` and raised, which stops the write before its commit."""
     try:
-        yield from _checked(contract, frames, verified_at, previous_rows)
+        yield from _checked(contract, frames, verified_at, previous_rows, sort)
     except ContractViolation as e:
         refused.append(e)
         raise
 
 
 def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_at: dt.date,
-             previous_rows: int | None) -> Iterator[pa.RecordBatch]:
+             previous_rows: int | None, sort: bool) -> Iterator[pa.RecordBatch]:
     rows, seen = 0, set()
     partition_key = contract.keys[0]
     for frame in frames:
         df = frame.with_columns(pl.lit(verified_at).alias("verified_at"))
-        # Sorted by the key, so that identical inputs give identical versions.
-        df = df.select([c for c in contract.schema if c in df.columns]).sort(contract.keys)
+        df = df.select([c for c in contract.schema if c in df.columns])
+        if sort:  # a whole table in one frame is stored sorted by its key
+            df = df.sort(contract.keys)
         problems = contract.check(df, allow_empty=True)
         partitions = set(df.get_column(partition_key).unique()) if not problems else set()
         if partitions & seen:

@@ -1,0 +1,118 @@
+"""Benchmark: build and publish the fit matrix for N models, and compare the vectorised
+path with the single-estimate path per row.
+
+    uv run python benchmarks/matrix.py --sweep 10,100,1000
+
+Each N runs in its own process (so peak resident memory is that run's), on the bundled
+snapshot's models; above the number of bundled models, models are synthetic copies of
+the real configs under new ids. Prints one JSON line per run and a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from assets.catalogs.assets import load_gpus  # noqa: E402
+from assets.resources import CatalogResource, SnapshotResource  # noqa: E402
+from sizing.architecture import ConfigError, parse_config  # noqa: E402
+from sizing.estimate import Configuration, Device, estimate  # noqa: E402
+from sizing.grid import FORMATS_BY_ENGINE, fit_matrix_batches  # noqa: E402
+from sizing.model_facts import format_row, model_row  # noqa: E402
+from warehouse import store  # noqa: E402
+from warehouse.tables import FIT_MATRIX  # noqa: E402
+
+
+def _dimension_tables(n_models: int):
+    archs = []
+    for repo_id, path in SnapshotResource().model_configs().items():
+        try:
+            archs.append(parse_config(path.read_bytes(), repo_id))
+        except ConfigError:
+            continue
+    models = pl.DataFrame([model_row(a) for a in archs])
+    weights = pl.DataFrame([format_row(a, f) for a in archs
+                            for fs in FORMATS_BY_ENGINE.values() for f in fs])
+    copies = -(-n_models // models.height)
+    suffix = [pl.lit(f"#{k}" if k else "") for k in range(copies)]
+    models = pl.concat([models.with_columns(pl.col("model_id") + s) for s in suffix]).head(n_models)
+    weights = pl.concat([weights.with_columns(pl.col("model_id") + s) for s in suffix]) \
+        .filter(pl.col("model_id").is_in(models.get_column("model_id").implode()))
+    return archs, models, weights
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def run(n_models: int) -> dict:
+    archs, models, weights = _dimension_tables(n_models)
+    gpus = load_gpus(CatalogResource())
+    columns = [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        published = store.publish("fit_matrix", fit_matrix_batches(models, weights, gpus, columns),
+                                  verified_at=dt.date.today(), commit_info={}, base=tmp)
+        wall = time.perf_counter() - start
+        disk = _du(Path(tmp))
+    return {"models": n_models, "rows": published.rows, "wall_s": round(wall, 2),
+            "rows_per_s": round(published.rows / wall), "bytes_on_disk": disk,
+            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "single_estimate_rows_per_s": round(_single_estimate_rate(archs, gpus), 1)}
+
+
+def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
+    """Rows per second through sizing.estimate, one configuration at a time."""
+    rng = random.Random(0)
+    devices = [Device(g["gpu_id"], g["memory_gib"], g["unified_memory"], g["vendor"],
+                      g["bandwidth_gb_s"], g["fp16_dense_tflops"])
+               for g in gpus.iter_rows(named=True)]
+    start = time.perf_counter()
+    for _ in range(rows):
+        m = rng.choice(archs)
+        ctx = rng.choice([c for c in (4096, 8192, 32768) if c <= m.max_context])
+        estimate(m, Configuration("Q4_K_M", ctx, "f16", rng.choice([1, 4, 16])),
+                 rng.choice(devices))
+    return rows / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--models", type=int)
+    group.add_argument("--sweep", help="comma-separated model counts, one process each")
+    args = parser.parse_args()
+    if args.models:
+        print(json.dumps(run(args.models)))
+        return
+    results = []
+    for n in (int(x) for x in args.sweep.split(",")):
+        out = subprocess.run([sys.executable, __file__, "--models", str(n)], check=True,
+                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        print(out, flush=True)
+        results.append(json.loads(out))
+    print("\n| models | rows | wall s | rows/s | peak RSS GiB | on disk MB | "
+          "single-estimate rows/s | vectorised / single |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['models']} | {r['rows']:,} | {r['wall_s']} | {r['rows_per_s']:,} | "
+              f"{r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
+              f"{r['single_estimate_rows_per_s']} | "
+              f"{r['rows_per_s'] / r['single_estimate_rows_per_s']:,.0f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The warehouse on an S3 endpoint, and the Dagster webserver, each run for real on
+127.0.0.1 and stopped by process id."""
+
+import datetime as dt
+from pathlib import Path
+
+import boto3
+import httpx
+import polars as pl
+import pytest
+
+from tests.services import free_port, process, python_module
+from warehouse import store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)),
+                 f"{url}/moto-api/"):
+        yield url
+
+
+def test_publish_to_s3_and_read_back(s3_endpoint, monkeypatch):
+    creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+             "AWS_REGION": "us-east-1"}
+    for k, v in creds.items():
+        monkeypatch.setenv(k, v)
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="warehouse")
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", **creds}
+    engines = pl.DataFrame({"engine": ["llama.cpp", "vllm"], "kv_dtypes": ["f16", "auto"],
+                            "usable_memory_rule": ["", ""], "launch_flags": ["", ""]})
+    base = "s3://warehouse/llm-sizing"
+    for day in (1, 2):
+        p = store.publish("engines", engines, verified_at=dt.date(2026, 11, day),
+                          commit_info={"run": str(day)}, base=base, storage_options=options)
+    assert p.version == 1
+    back = store.read("engines", base=base, storage_options=options)
+    assert back.get_column("verified_at").to_list() == [dt.date(2026, 11, 2)] * 2
+    first = store.read("engines", version=0, base=base, storage_options=options)
+    assert first.get_column("verified_at").unique().item() == dt.date(2026, 11, 1)
+    latest = pl.read_parquet(p.latest_parquet, storage_options=options)
+    assert latest.height == 2
+
+
+def test_webserver_serves_the_asset_graph(tmp_path):
+    port = free_port()
+    env = {"DAGSTER_HOME": str(ROOT), "LLM_SIZING_STATE_DIR": str(tmp_path),
+           "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
+           "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse")}
+    argv = python_module("dagster_webserver", "-m", "pipeline.definitions",
+                         "-h", "127.0.0.1", "-p", str(port))
+    url = f"http://127.0.0.1:{port}"
+    with process(argv, f"{url}/server_info", seconds=90, env=env):
+        query = "{ assetNodes { assetKey { path } groupName hasAssetChecks } }"
+        nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
+    by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes["data"]["assetNodes"]}
+    assert {"gpus", "models", "weights", "fit_matrix_table", "coverage"} <= set(by_key)
+    assert by_key["models"]["groupName"] == "ingest"
+    assert all(n["hasAssetChecks"] for n in by_key.values())
