@@ -41,12 +41,42 @@ def refresh(args: argparse.Namespace) -> int:
         return 1
     print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
     for table in ("gpus", "weight_formats", "engines", "models", "model_quarantine", "weights",
-                  "fit_matrix", "coverage"):
+                  "fit_matrix", "coverage", "prices_runpod", "prices_vastai", "prices_vultr",
+                  "prices_digitalocean", "gpu_prices", "price_quarantine", "cheapest_offers"):
         latest = store.history(table)[0]
         rows = store.read(table).height
         print(f"{table:18} {latest['version']:>7} {rows:>10}  {latest.get('verified_at', '?')}"
               f"   {store.table_uri(table)}")
     print(f"plain Parquet exports of the latest versions: {store.root()}/latest/")
+    return 0
+
+
+def prices(args: argparse.Namespace) -> int:
+    """The cheapest on-demand instance per provider with at least --need-gb of GPU memory."""
+    _use_project_instance()
+    import polars as pl
+
+    from sizing.cost import DAYS_PER_MONTH
+    from warehouse import store
+
+    try:
+        offers = store.read("cheapest_offers")
+    except Exception:  # noqa: BLE001 - no table yet
+        raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
+    best = (offers.filter(pl.col("total_vram_gb") >= args.need_gb)
+            .sort("price_per_instance_hour_usd")
+            .group_by("provider", maintain_order=True).first())
+    if best.is_empty():
+        print(f"no offer has {args.need_gb:g} GB of GPU memory")
+        return 1
+    print(f"{'provider':13} {'instance':28} {'VRAM GB':>8} {'USD/h':>7} "
+          f"{'USD/month':>10}  billing      verified")
+    for r in best.iter_rows(named=True):
+        monthly = r["price_per_instance_hour_usd"] * args.hours_per_day * DAYS_PER_MONTH
+        print(f"{r['provider']:13} {str(r['gpu_count']) + 'x ' + r['gpu_id']:28} "
+              f"{r['total_vram_gb']:>8g} {r['price_per_instance_hour_usd']:>7.2f} "
+              f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
+    print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
     return 0
 
 
@@ -174,5 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--electricity", type=float, default=0.15, help="USD per kWh")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=estimate_command)
+    p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
+    p.add_argument("--need-gb", type=float, required=True, help="GPU memory needed, in GB")
+    p.add_argument("--hours-per-day", type=float, default=4.0)
+    p.set_defaults(func=prices)
     args = parser.parse_args(argv)
     return args.func(args)

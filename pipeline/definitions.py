@@ -14,14 +14,22 @@ import dagster as dg
 from assets.catalogs.assets import engines, gpus, weight_formats
 from assets.catalogs.coverage import coverage
 from assets.models.assets import models
+from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
+from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.assets import fit_matrix_table, weights
 from warehouse import store
 
-ALL_ASSETS = [gpus, weight_formats, engines, models, weights, fit_matrix_table, coverage]
+ALL_ASSETS = [gpus, weight_formats, engines, models, weights, fit_matrix_table, coverage,
+              *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
+prices_job = dg.define_asset_job(
+    "refresh_prices", selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices))
 weekly_models = dg.ScheduleDefinition(
     name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
+    default_status=dg.DefaultScheduleStatus.RUNNING)
+daily_prices = dg.ScheduleDefinition(
+    name="daily_price_refresh", job=prices_job, cron_schedule="0 6 * * *",
     default_status=dg.DefaultScheduleStatus.RUNNING)
 
 
@@ -39,8 +47,14 @@ def _executor(name: str) -> dg.ExecutorDefinition:
 
 def _resources(environ: Mapping[str, str]) -> dict:
     snapshot = environ.get("LLM_SIZING_SNAPSHOT")
+    offline = environ.get("LLM_SIZING_OFFLINE", environ.get("HF_HUB_OFFLINE", "1")) != "0"
+    base_urls = {p: environ[f"LLM_SIZING_{p.upper()}_URL"] for p in PROVIDERS
+                 if f"LLM_SIZING_{p.upper()}_URL" in environ}
     return {
         "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
+        "price_sources": PriceSourcesResource(offline=offline, base_urls=base_urls,
+                                              **({"snapshot_path": snapshot} if snapshot
+                                                 else {})),
         "catalog": CatalogResource(),
         "warehouse": WarehouseResource(root=environ.get("LLM_SIZING_WAREHOUSE",
                                                         store.DEFAULT_ROOT),
@@ -51,8 +65,8 @@ def _resources(environ: Mapping[str, str]) -> dict:
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
-        jobs=[refresh_job],
-        schedules=[weekly_models],
+        jobs=[refresh_job, prices_job],
+        schedules=[weekly_models, daily_prices],
         resources=_resources(environ),
         executor=_executor(environ.get("LLM_SIZING_EXECUTOR", "in_process")),
     )

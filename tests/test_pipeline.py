@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+from assets.prices.sources import PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from pipeline.definitions import ALL_ASSETS, defs
 from warehouse import store
@@ -19,15 +20,18 @@ def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "models", "weights",
-                    "fit_matrix_table", "coverage"}
+                    "fit_matrix_table", "coverage", "prices_runpod", "prices_vastai",
+                    "prices_vultr", "prices_digitalocean", "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
+    assert defs.get_schedule_def("daily_price_refresh")
 
 
 @pytest.fixture(scope="module")
 def warehouse_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("warehouse"))
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
-                 "warehouse": WarehouseResource(root=root)}
+                 "warehouse": WarehouseResource(root=root),
+                 "price_sources": PriceSourcesResource()}
     for _ in range(2):  # twice: the second run must give version 1 with the same data
         assert dg.materialize(ALL_ASSETS, resources=resources).success
     return root

@@ -139,8 +139,13 @@ def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_a
     rows, seen = 0, set()
     partition_key = contract.keys[0]
     for frame in frames:
-        df = frame.with_columns(pl.lit(verified_at).alias("verified_at"))
+        # Rows may carry their own date (prices keep each provider's); else the table's.
+        df = frame if "verified_at" in frame.columns else \
+            frame.with_columns(pl.lit(verified_at).alias("verified_at"))
         df = df.select([c for c in contract.schema if c in df.columns])
+        # An all-null column has no type of its own: it takes the contract's.
+        df = df.with_columns(pl.col(c).cast(contract.schema[c]) for c, t in df.schema.items()
+                             if t == pl.Null)
         if sort:  # a whole table in one frame is stored sorted by its key
             df = df.sort(contract.keys)
         problems = contract.check(df, allow_empty=True)

@@ -92,7 +92,8 @@ GPUS = TableContract(
     "gpus",
     keys=("gpu_id",),
     schema={"gpu_id": pl.String(), "name": pl.String(), "vendor": pl.String(),
-            "memory_gib": pl.Float64(), "bandwidth_gb_s": pl.Float64(),
+            "memory_gib": pl.Float64(), "memory_gb_marketed": pl.Float64(),
+            "bandwidth_gb_s": pl.Float64(),
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
             "unified_memory": pl.Boolean(),
@@ -152,5 +153,60 @@ COVERAGE = TableContract(
     not_null=("kind", "name_on_page", "status"),
 )
 
+PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")
+_OFFER_SCHEMA = {
+    "provider": pl.String(), "source": pl.String(), "offer_id": pl.String(), "tier": pl.String(),
+    "gpu_name": pl.String(), "gpu_count": pl.Int64(),
+    "vram_per_gpu_gb": pl.Float64(), "price_per_instance_hour_usd": pl.Float64(),
+    "price_per_gpu_hour_usd": pl.Float64(), "currency": pl.String(),
+    "billing_mode": pl.String(), "region": pl.String(), "fractional": pl.Boolean(),
+    "fetched_at": pl.Datetime("us", "UTC"), "source_url": pl.String(), "raw_ref": pl.String(),
+}
+# A per-GPU hourly price outside this band is a parsing error or a placeholder, not an
+# offer. The recorded responses (data/snapshot/prices) range from 0.06 USD per GPU-hour
+# (RunPod RTX A2000, community spot) to 6.39 USD (RunPod B200, secure).
+PLAUSIBLE_GPU_HOUR_USD = (0.02, 30.0)
+
+
+_PER_GPU_CONSISTENT = ("per-instance = per-GPU x GPUs",
+                       ((pl.col("price_per_gpu_hour_usd") * pl.col("gpu_count")
+                         - pl.col("price_per_instance_hour_usd")).abs() < 1e-6))
+# One provider's offers as parsed, before catalog mapping (sizing.assets maps them).
+PROVIDER_PRICES = tuple(TableContract(
+    f"prices_{p}", keys=("provider", "offer_id"), schema=_OFFER_SCHEMA | VERIFIED_AT,
+    not_null=("provider", "offer_id", "gpu_name", "gpu_count", "price_per_instance_hour_usd",
+              "billing_mode"),
+    rules=(_PER_GPU_CONSISTENT,)) for p in PRICE_PROVIDERS)
+# All providers' offers that map to a catalog GPU at a plausible price.
+GPU_PRICES = TableContract(
+    "gpu_prices", keys=("provider", "offer_id"),
+    schema={**_OFFER_SCHEMA, "gpu_id": pl.String()} | VERIFIED_AT,
+    not_null=("provider", "offer_id", "gpu_id", "gpu_count", "price_per_instance_hour_usd",
+              "billing_mode"),
+    rules=(("per-GPU price in the plausible band",
+            pl.col("price_per_gpu_hour_usd").is_between(*PLAUSIBLE_GPU_HOUR_USD)),
+           _PER_GPU_CONSISTENT))
+
+PRICE_QUARANTINE = TableContract(
+    "price_quarantine",
+    keys=("provider", "offer_id"),
+    schema={"provider": pl.String(), "offer_id": pl.String(), "gpu_name": pl.String(),
+            "price_per_gpu_hour_usd": pl.Float64(), "reason": pl.String(),
+            "raw_ref": pl.String()} | VERIFIED_AT,
+    not_null=("provider", "offer_id", "reason"),
+    allow_empty=True,
+)
+
+CHEAPEST_OFFERS = TableContract(
+    "cheapest_offers",
+    keys=("provider", "total_vram_gb"),
+    schema={"provider": pl.String(), "total_vram_gb": pl.Float64(), "gpu_id": pl.String(),
+            "gpu_count": pl.Int64(), "tier": pl.String(), "offer_id": pl.String(),
+            "price_per_instance_hour_usd": pl.Float64(), "billing_mode": pl.String()}
+    | VERIFIED_AT,
+    not_null=("provider", "total_vram_gb", "price_per_instance_hour_usd"),
+)
+
 CONTRACTS = {c.name: c for c in (MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX,
-                                 WEIGHT_FORMATS, ENGINES, COVERAGE)}
+                                 WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
+                                 PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

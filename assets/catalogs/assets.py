@@ -18,6 +18,7 @@ def load_gpus(catalog: CatalogResource) -> pl.DataFrame:
     return raw.select(
         pl.col("id").alias("gpu_id"), "name", "vendor",
         pl.col("memory_gib").cast(pl.Float64),
+        pl.col("memory_gb_marketed").cast(pl.Float64),
         pl.col("bandwidth_gb_s").cast(pl.Float64),
         pl.col("fp16_dense_tflops").cast(pl.Float64),
         pl.col("fp8_dense_tflops").cast(pl.Float64),

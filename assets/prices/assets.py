@@ -1,0 +1,155 @@
+"""Cloud GPU prices: one asset per provider, then the combined table, its quarantine and
+the cheapest instance per provider and memory size.
+
+A provider that fails (unreachable, layout changed, no offers) publishes nothing: its
+previous version stays current with its old verification date, the combined table keeps
+using it, and the run says so in a warning-level `fresh` check and the metadata.
+"""
+
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.catalogs.assets import load_gpus
+from assets.prices.http import FetchError
+from assets.prices.parsers import LayoutChanged
+from assets.prices.sources import PriceSourcesResource
+from assets.resources import (
+    CatalogResource,
+    WarehouseResource,
+    contract_check_name,
+    contract_checks,
+)
+from warehouse import store
+from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
+
+PRICE_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=dt.timedelta(days=7),
+                                                 warn_window=dt.timedelta(days=2))
+
+
+def _provider_asset(provider: str) -> dg.AssetsDefinition:
+    table = f"prices_{provider}"
+
+    @dg.asset(name=table, group_name="prices", kinds={"httpx", "deltalake"}, pool=table,
+              code_version="1", freshness_policy=PRICE_FRESHNESS,
+              check_specs=[*contract_checks(table, table), dg.AssetCheckSpec(
+                  "fresh", asset=table, description=f"{provider} answered with offers")],
+              description=f"{provider} offers as the provider lists them: per instance and "
+                          "per GPU, tier, billing mode, raw response they came from.")
+    def prices(context: dg.AssetExecutionContext, price_sources: PriceSourcesResource,
+               warehouse: WarehouseResource) -> dg.MaterializeResult:
+        try:
+            got = price_sources.collect(provider)
+            if not got.offers:
+                raise LayoutChanged(f"{provider}: the response holds no offers")
+        except (FetchError, LayoutChanged) as e:
+            return _kept_previous(context, table, str(e), warehouse)
+        fetched_at = dt.datetime.combine(got.verified_at, dt.time(), dt.UTC)
+        df = pl.DataFrame(got.offers, infer_schema_length=None) \
+            .with_columns(pl.lit(fetched_at).alias("fetched_at"))
+        result = warehouse.publish(context, table, df, got.verified_at, ",".join(got.raw_refs))
+        fresh = dg.AssetCheckResult(check_name="fresh", passed=True,
+                                    metadata={"skipped": "; ".join(got.skipped) or "none"})
+        return dg.MaterializeResult(metadata=result.metadata,
+                                    check_results=[*result.check_results, fresh])
+
+    return prices
+
+
+def _kept_previous(context: dg.AssetExecutionContext, table: str, reason: str,
+                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Nothing new is published; report which earlier version stays current."""
+    try:
+        latest = store.history(table, base=warehouse.root)[0]
+        kept = f"version {latest['version']} verified {latest.get('verified_at')}"
+    except Exception:  # no earlier version at all  # noqa: BLE001
+        kept = "no earlier version"
+    context.log.warning(f"{table}: {reason}; keeping {kept}")
+    evidence = {"reason": reason, "kept": kept}
+    return dg.MaterializeResult(
+        metadata={"status": f"failed: {reason}", "kept": kept},
+        check_results=[
+            dg.AssetCheckResult(check_name=contract_check_name(table), passed=False,
+                                severity=dg.AssetCheckSeverity.WARN,
+                                description="nothing new to check: the previous version stays",
+                                metadata=evidence),
+            dg.AssetCheckResult(check_name="fresh", passed=False,
+                                severity=dg.AssetCheckSeverity.WARN, metadata=evidence)])
+
+
+PROVIDER_ASSETS = [_provider_asset(p) for p in PRICE_PROVIDERS]
+
+
+def aliases(catalog: CatalogResource) -> dict[str, str]:
+    table = pl.read_csv(Path(catalog.path) / "gpu_aliases.csv", infer_schema_length=0)
+    return dict(zip(table.get_column("alias"), table.get_column("gpu_id"), strict=True))
+
+
+def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Offers with a catalog GPU id and a plausible price, and the rest with a reason.
+    Offers that do not state their memory take the catalog's."""
+    low, high = PLAUSIBLE_GPU_HOUR_USD
+    memory = gpus.select("gpu_id", pl.col("memory_gb_marketed").alias("catalog_gb"))
+    df = (offers.with_columns(pl.col("gpu_name").replace_strict(names, default=None)
+                              .alias("gpu_id"))
+          .join(memory, on="gpu_id", how="left")
+          .with_columns(pl.col("vram_per_gpu_gb").fill_null(pl.col("catalog_gb")))
+          .drop("catalog_gb"))
+    reason = (pl.when(pl.col("gpu_id").is_null())
+              .then(pl.format("GPU name '{}' maps to no catalog id", "gpu_name"))
+              .when(~pl.col("price_per_gpu_hour_usd").is_between(low, high))
+              .then(pl.lit(f"price per GPU-hour outside {low}-{high} USD")))
+    df = df.with_columns(reason.alias("reason"))
+    return (df.filter(pl.col("reason").is_null()).drop("reason"),
+            df.filter(pl.col("reason").is_not_null()))
+
+
+INTERRUPTIBLE_TIERS = "spot|interruptible|preemptible"
+
+
+def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
+    """Per provider and instance memory size, the cheapest whole-GPU on-demand instance
+    (spot, interruptible and preemptible offers can be taken away and are left out)."""
+    return (prices.filter(~pl.col("fractional") & pl.col("vram_per_gpu_gb").is_not_null()
+                          & ~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
+            .with_columns((pl.col("vram_per_gpu_gb") * pl.col("gpu_count"))
+                          .alias("total_vram_gb"))
+            .sort("price_per_instance_hour_usd")
+            .group_by("provider", "total_vram_gb", maintain_order=True).first()
+            .select("provider", "total_vram_gb", "gpu_id", "gpu_count", "tier", "offer_id",
+                    "price_per_instance_hour_usd", "billing_mode", "verified_at"))
+
+
+@dg.asset(group_name="prices", kinds={"polars", "deltalake"}, code_version="1",
+          deps=[a.key for a in PROVIDER_ASSETS],
+          check_specs=contract_checks("gpu_prices", "gpu_prices", "price_quarantine",
+                                      "cheapest_offers"),
+          description="Every provider's offers on catalog GPUs at plausible prices, each "
+                      "with its provider's verification date; the rest quarantined with the "
+                      "reason; and the cheapest instance per provider and memory size.")
+def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
+               warehouse: WarehouseResource) -> dg.MaterializeResult:
+    frames = []
+    for provider in PRICE_PROVIDERS:
+        try:
+            frames.append(warehouse.read(f"prices_{provider}"))
+        except Exception as e:  # never published yet  # noqa: BLE001
+            context.log.warning(f"no prices from {provider} yet: {e}")
+    offers = pl.concat(frames, how="diagonal_relaxed")
+    good, bad = split_offers(offers, aliases(catalog), load_gpus(catalog))
+    verified_at = offers.get_column("verified_at").max()
+    results = [
+        warehouse.publish(context, "price_quarantine", bad, verified_at, "prices_*"),
+        warehouse.publish(context, "gpu_prices", good, verified_at, "prices_*"),
+        warehouse.publish(context, "cheapest_offers", cheapest_by_memory(good), verified_at,
+                          "gpu_prices"),
+    ]
+    by_provider = dict(good.group_by("provider").len().iter_rows())
+    return dg.MaterializeResult(
+        metadata={**results[1].metadata, "quarantined": bad.height,
+                  **{f"offers_{k}": v for k, v in by_provider.items()}},
+        check_results=[c for r in results for c in r.check_results])

@@ -1,0 +1,231 @@
+"""Provider responses to offer rows: one row per (offer, tier), per-GPU and per-instance
+prices both explicit.
+
+Each parser takes the raw response body as it was recorded and returns rows with the
+provider's own GPU name; mapping names to catalog ids is the caller's (the alias table).
+A body that no longer has the fields a parser relies on raises LayoutChanged: the
+provider's previous prices then stay published. Field meanings and pitfalls follow
+../shared/reference/gpu-price-sources.md (sections 5.1-5.6).
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import json
+from typing import Any
+
+from bs4 import BeautifulSoup
+
+
+class LayoutChanged(ValueError):
+    """The response no longer has the shape the parser knows; names what is missing."""
+
+
+def _json(body: bytes, provider: str) -> Any:
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise LayoutChanged(f"{provider}: body is not JSON ({e})") from e
+
+
+def _require(row: dict, keys: tuple[str, ...], provider: str) -> None:
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise LayoutChanged(f"{provider}: field(s) {', '.join(missing)} missing from an offer")
+
+
+def _offer(**fields: Any) -> dict[str, Any]:
+    count = fields["gpu_count"]
+    instance = fields.pop("price_per_instance_hour_usd")
+    return fields | {"price_per_instance_hour_usd": instance,
+                     "price_per_gpu_hour_usd": instance / count if count else None,
+                     "currency": "USD"}
+
+
+# RunPod ---------------------------------------------------------------------------------
+# GraphQL gpuTypes prices are per GPU-hour ("Hourly price per GPU", RunPod SDK docs). A
+# price is published only for a cloud the GPU is offered in: the API fills placeholder
+# prices (0.50, 0.44...) for clouds where `secureCloud` / `communityCloud` is false.
+_RUNPOD_FIELDS = ("id", "displayName", "memoryInGb", "secureCloud", "communityCloud",
+                  "securePrice", "communityPrice", "maxGpuCount")
+# Pods come with 1 to maxGpuCount GPUs at the per-GPU price; the table lists the usual sizes.
+_RUNPOD_POD_SIZES = (1, 2, 4, 8)
+_RUNPOD_TIERS = (("secure", "securePrice", "on-demand"), ("community", "communityPrice",
+                                                          "on-demand"),
+                 ("secure", "secureSpotPrice", "spot"), ("community", "communitySpotPrice",
+                                                         "spot"))
+
+
+def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
+    data = _json(body, "runpod")
+    rows = data.get("data", {}).get("gpuTypes") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise LayoutChanged("runpod: no data.gpuTypes list in the response")
+    offers = []
+    for row in rows:
+        _require(row, _RUNPOD_FIELDS, "runpod")
+        if row["id"] == "unknown":
+            continue
+        for cloud, field, mode in _RUNPOD_TIERS:
+            price = row.get(field)
+            if not row[f"{cloud}Cloud"] or not price or price <= 0:
+                continue
+            for n in (n for n in _RUNPOD_POD_SIZES if n <= (row["maxGpuCount"] or 1)):
+                offers.append(_offer(
+                    provider="runpod", source="api", offer_id=f"{row['id']}|{cloud}|{mode}|{n}",
+                    tier=f"{cloud} {mode}", gpu_name=row["id"], gpu_count=n,
+                    vram_per_gpu_gb=float(row["memoryInGb"]), price_per_instance_hour_usd=price * n,
+                    billing_mode="per-second", region=None, fractional=False))
+    return offers
+
+
+def parse_runpod_pricing_html(body: bytes) -> list[dict[str, Any]]:
+    """runpod.io/pricing: prices sit in data-* attributes; the visible text is a script-
+    filled 0 (gpu-price-sources.md 1.1 C)."""
+    soup = BeautifulSoup(body, "html.parser")
+    rows = soup.select("[data-secure-cloud-price], [data-community-cloud-price]")
+    if not rows:
+        raise LayoutChanged("runpod html: no element carries data-*-cloud-price")
+    offers = []
+    for el in rows:
+        card = el.find_parent(class_="gpu-pricing-row") or el
+        name_el = card.select_one(".gpu-pricing-row__model-wrapper")
+        if name_el is None:
+            raise LayoutChanged("runpod html: price without a .gpu-pricing-row__model-wrapper")
+        name = name_el.get_text(" ", strip=True)
+        for cloud in ("secure", "community"):
+            raw = el.get(f"data-{cloud}-cloud-price")
+            if raw in (None, "", "0", "0.00"):
+                continue
+            offers.append(_offer(
+                provider="runpod", source="html", offer_id=f"{name}|{cloud}|on-demand",
+                tier=f"{cloud} on-demand", gpu_name=name, gpu_count=1, vram_per_gpu_gb=None,
+                price_per_instance_hour_usd=float(raw), billing_mode="per-second", region=None,
+                fractional=False))
+    return offers
+
+
+# Vast.ai --------------------------------------------------------------------------------
+# Offers are per machine slice of `num_gpus` GPUs. `dph_base` is the compute price;
+# `dph_total` adds storage for the disk the search asked for. `min_bid` is the
+# interruptible floor. `verification` ("verified"/"unverified"/...) keeps tiers apart.
+_VAST_FIELDS = ("id", "gpu_name", "num_gpus", "dph_base", "min_bid", "verification")
+
+
+def parse_vastai_offers(body: bytes) -> list[dict[str, Any]]:
+    data = _json(body, "vastai")
+    rows = data.get("offers") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise LayoutChanged("vastai: no offers list in the response")
+    offers = []
+    for row in rows:
+        _require(row, _VAST_FIELDS, "vastai")
+        n = int(row["num_gpus"])
+        ram_mb = row.get("gpu_ram") or 0
+        base = dict(provider="vastai", source="api", gpu_name=row["gpu_name"], gpu_count=n,
+                    vram_per_gpu_gb=round(ram_mb / 1024, 1) if ram_mb else None,
+                    billing_mode="per-second", region=row.get("geolocation"),
+                    fractional=False)
+        offers.append(_offer(**base, offer_id=f"{row['id']}|on-demand",
+                             tier=f"{row['verification']} on-demand",
+                             price_per_instance_hour_usd=float(row["dph_base"])))
+        if row["min_bid"] and float(row["min_bid"]) <= float(row["dph_base"]):
+            offers.append(_offer(**base, offer_id=f"{row['id']}|interruptible",
+                                 tier=f"{row['verification']} interruptible",
+                                 price_per_instance_hour_usd=float(row["min_bid"])))
+    return offers
+
+
+# Vultr ----------------------------------------------------------------------------------
+# `hourly_cost` is per plan. Cloud GPU plans name the GPU (`gpu_type`) and the plan's
+# VRAM (`gpu_vram_gb`); a plan with less VRAM than one whole GPU is a fractional slice.
+# Bare-metal plans are identified by id and carry a preemptible price.
+_GPU_VRAM_GB = {"NVIDIA_A100": 80, "NVIDIA_A40": 48, "NVIDIA_A16": 16, "NVIDIA_L40S": 48,
+                "NVIDIA_H100": 80, "AMD_MI300X": 192}
+
+
+def python_fixture(body: bytes) -> dict[str, Any]:
+    """gpuhunt keeps Vultr and DigitalOcean responses as Python literals in its tests."""
+    try:
+        tree = ast.parse(body.decode())
+    except (SyntaxError, UnicodeDecodeError) as e:
+        raise LayoutChanged(f"recorded fixture does not parse ({e})") from e
+    return {t.id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+
+
+def parse_vultr_plans(body: bytes) -> list[dict[str, Any]]:
+    data = _json(body, "vultr") if body.lstrip().startswith(b"{") else _merged(body)
+    if "plans" not in data and "plans_metal" not in data:
+        raise LayoutChanged("vultr: neither plans nor plans_metal in the response")
+    offers = []
+    for plan in data.get("plans", []):
+        _require(plan, ("id", "hourly_cost"), "vultr")
+        if "gpu_type" not in plan:
+            continue  # a CPU plan
+        whole = _GPU_VRAM_GB.get(plan["gpu_type"])
+        vram = float(plan.get("gpu_vram_gb") or 0)
+        fractional = whole is not None and vram < whole
+        count = 1 if fractional or not whole else max(1, round(vram / whole))
+        offers.append(_offer(
+            provider="vultr", source="api", offer_id=plan["id"], tier="cloud gpu",
+            gpu_name=plan["gpu_type"], gpu_count=count,
+            vram_per_gpu_gb=vram if fractional else (vram / count if vram else None),
+            price_per_instance_hour_usd=float(plan["hourly_cost"]), billing_mode="hourly",
+            region=",".join(plan.get("locations", [])), fractional=fractional))
+    for plan in data.get("plans_metal", []):
+        _require(plan, ("id", "hourly_cost"), "vultr")
+        if "gpu" not in plan["id"]:
+            continue
+        count = int(plan["id"].split("-")[3]) if plan["id"].count("-") >= 5 else 1
+        base = dict(provider="vultr", source="api", gpu_name=plan["id"], gpu_count=count,
+                    vram_per_gpu_gb=None, billing_mode="hourly",
+                    region=",".join(plan.get("locations", [])), fractional=False)
+        offers.append(_offer(**base, offer_id=plan["id"], tier="bare metal",
+                             price_per_instance_hour_usd=float(plan["hourly_cost"])))
+        if plan.get("hourly_cost_preemptible"):
+            offers.append(_offer(**base, offer_id=f"{plan['id']}|preemptible",
+                                 tier="bare metal preemptible",
+                                 price_per_instance_hour_usd=float(
+                                     plan["hourly_cost_preemptible"])))
+    return offers
+
+
+def _merged(body: bytes) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for value in python_fixture(body).values():
+        if isinstance(value, dict):
+            merged |= value
+    return merged
+
+
+# DigitalOcean ---------------------------------------------------------------------------
+# /v2/sizes: `price_hourly` is per droplet; `gpu_info.vram.amount` is the total over its
+# GPUs. Billing changed from hourly to per-second on 2026-01-01.
+DO_PER_SECOND_FROM = dt.date(2026, 1, 1)
+
+
+def do_billing_mode(on: dt.date) -> str:
+    return "per-second" if on >= DO_PER_SECOND_FROM else "hourly"
+
+
+def parse_digitalocean_sizes(body: bytes, recorded_on: dt.date) -> list[dict[str, Any]]:
+    data = _json(body, "digitalocean") if body.lstrip().startswith(b"{") else _merged(body)
+    if "sizes" not in data:
+        raise LayoutChanged("digitalocean: no sizes list in the response")
+    offers = []
+    for size in data["sizes"]:
+        _require(size, ("slug", "price_hourly"), "digitalocean")
+        gpu = size.get("gpu_info")
+        if not gpu:
+            continue
+        count = int(gpu["count"])
+        offers.append(_offer(
+            provider="digitalocean", source="api", offer_id=size["slug"], tier="gpu droplet",
+            gpu_name=gpu["model"], gpu_count=count,
+            vram_per_gpu_gb=float(gpu["vram"]["amount"]) / count,
+            price_per_instance_hour_usd=float(size["price_hourly"]),
+            billing_mode=do_billing_mode(recorded_on), region=",".join(size.get("regions", [])),
+            fractional=False))
+    return offers
