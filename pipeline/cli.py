@@ -40,7 +40,8 @@ def refresh(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
-    for table in ("gpus", "weight_formats", "engines", "models", "model_quarantine", "weights",
+    for table in ("gpus", "weight_formats", "engines", "hub_models", "gguf_files", "models",
+                  "model_quarantine", "weights",
                   "fit_matrix", "coverage", "prices_runpod", "prices_vastai", "prices_vultr",
                   "prices_digitalocean", "gpu_prices", "price_quarantine", "cheapest_offers"):
         latest = store.history(table)[0]
@@ -78,6 +79,29 @@ def prices(args: argparse.Namespace) -> int:
               f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
     print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
     return 0
+
+
+def record(args: argparse.Namespace) -> int:
+    """Fetch from the Hub and the price providers and write a fresh snapshot."""
+    os.environ.update({"LLM_SIZING_OFFLINE": "0", "HF_HUB_OFFLINE": "0",
+                       "LLM_SIZING_SNAPSHOT": str(Path(args.snapshot).resolve())})
+    _use_project_instance()
+    import dagster as dg
+
+    from assets.hub.assets import hub_models
+    from assets.prices.assets import PROVIDER_ASSETS
+    from pipeline.definitions import build_defs
+
+    defs = build_defs(os.environ)
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([hub_models, *PROVIDER_ASSETS], resources=defs.resources,
+                                instance=instance, raise_on_error=False)
+    for event in result.get_asset_check_evaluations():
+        if not event.passed:
+            print(f"warning: {event.asset_key.to_user_string()} {event.check_name}: "
+                  f"{event.metadata.get('reason', '')}")
+    print(f"snapshot written to {args.snapshot}")
+    return 0 if result.success else 1
 
 
 def _find_gpu(query: str):
@@ -204,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--electricity", type=float, default=0.15, help="USD per kWh")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=estimate_command)
+    snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
+    snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
+    rec = snap_sub.add_parser("record", help="fetch the Hub and the price providers now")
+    rec.add_argument("--snapshot", default=str(ROOT / "data" / "snapshot"))
+    rec.set_defaults(func=record)
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
     p.add_argument("--need-gb", type=float, required=True, help="GPU memory needed, in GB")
     p.add_argument("--hours-per-day", type=float, default=4.0)

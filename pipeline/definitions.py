@@ -13,6 +13,7 @@ import dagster as dg
 
 from assets.catalogs.assets import engines, gpus, weight_formats
 from assets.catalogs.coverage import coverage
+from assets.hub.assets import HubResource, hub_models
 from assets.models.assets import models
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
@@ -20,7 +21,8 @@ from assets.resources import CatalogResource, SnapshotResource, WarehouseResourc
 from assets.sizing.assets import fit_matrix_table, weights
 from warehouse import store
 
-ALL_ASSETS = [gpus, weight_formats, engines, models, weights, fit_matrix_table, coverage,
+ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_table,
+              coverage,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
@@ -51,6 +53,8 @@ def _resources(environ: Mapping[str, str]) -> dict:
     base_urls = {p: environ[f"LLM_SIZING_{p.upper()}_URL"] for p in PROVIDERS
                  if f"LLM_SIZING_{p.upper()}_URL" in environ}
     return {
+        "hub": HubResource(offline=offline, **({"endpoint": environ["HF_ENDPOINT"]}
+                                               if "HF_ENDPOINT" in environ else {})),
         "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
         "price_sources": PriceSourcesResource(offline=offline, base_urls=base_urls,
                                               **({"snapshot_path": snapshot} if snapshot

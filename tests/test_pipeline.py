@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+from assets.hub.assets import HubResource
 from assets.prices.sources import PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from pipeline.definitions import ALL_ASSETS, defs
@@ -19,7 +20,7 @@ from warehouse.tables import CONTRACTS
 def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"gpus", "weight_formats", "engines", "models", "weights",
+    assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_table", "coverage", "prices_runpod", "prices_vastai",
                     "prices_vultr", "prices_digitalocean", "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
@@ -31,7 +32,7 @@ def warehouse_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("warehouse"))
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource()}
+                 "price_sources": PriceSourcesResource(), "hub": HubResource()}
     for _ in range(2):  # twice: the second run must give version 1 with the same data
         assert dg.materialize(ALL_ASSETS, resources=resources).success
     return root

@@ -207,6 +207,32 @@ CHEAPEST_OFFERS = TableContract(
     not_null=("provider", "total_vram_gb", "price_per_instance_hour_usd"),
 )
 
-CONTRACTS = {c.name: c for c in (MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX,
-                                 WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
+HUB_MODELS = TableContract(
+    "hub_models",
+    keys=("repo_id",),
+    schema={"repo_id": pl.String(), "status": pl.String(), "revision": pl.String(),
+            "reason": pl.String(), "last_modified": pl.Datetime("us", "UTC"),
+            "downloads": pl.Int64(), "likes": pl.Int64(), "license": pl.String(),
+            "pipeline_tag": pl.String(), "safetensors_params_total": pl.Int64(),
+            "safetensors_params_by_dtype": pl.String()} | VERIFIED_AT,
+    not_null=("repo_id", "status"),
+    rules=(("status is a known outcome", pl.col("status").is_in(
+        ["fetched", "unchanged", "gated", "removed", "failed", "snapshot"])),
+           ("every non-fetched outcome but snapshot/unchanged has a reason",
+            pl.col("status").is_in(["fetched", "unchanged", "snapshot"])
+            | pl.col("reason").is_not_null())),
+)
+
+GGUF_FILES = TableContract(
+    "gguf_files",
+    keys=("repo_id", "gguf_repo", "quant"),
+    schema={"repo_id": pl.String(), "gguf_repo": pl.String(), "revision": pl.String(),
+            "quant": pl.String(), "file_bytes": pl.Int64(), "n_files": pl.Int64()} | VERIFIED_AT,
+    not_null=("repo_id", "gguf_repo", "quant", "file_bytes"),
+    allow_empty=True,
+    rules=(("a GGUF file holds at least 10 MB", pl.col("file_bytes") > 10_000_000),),
+)
+
+CONTRACTS = {c.name: c for c in (HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS,
+                                 GPUS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
                                  PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

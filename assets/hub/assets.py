@@ -1,0 +1,115 @@
+"""The model index from the Hugging Face Hub: which models exist, at which revision, with
+their configs recorded into the snapshot and their GGUF file sizes.
+
+Offline (HF_HUB_OFFLINE=1, the default here) the index is the snapshot's own listing and
+nothing is fetched. Online, a model whose revision has not changed since the last run is
+not downloaded again, and the asset's data version (a hash of all revisions) stays the
+same, so nothing downstream is marked stale.
+"""
+
+import datetime as dt
+import hashlib
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+from huggingface_hub import HfApi
+
+from assets.hub.client import ModelOutcome, fetch_model
+from assets.resources import SnapshotResource, WarehouseResource, contract_checks
+
+
+class HubResource(dg.ConfigurableResource):
+    """The Hub client. The token comes from HF_TOKEN in the environment only."""
+
+    offline: bool = True
+    endpoint: str = "https://huggingface.co"
+    discover_authors: list[str] = []  # organisations whose top models are added
+    discover_top_n: int = 0
+    min_downloads: int = 10_000
+    timeout_s: float = 20.0
+
+    def api(self) -> HfApi:
+        return HfApi(endpoint=self.endpoint, token=os.environ.get("HF_TOKEN") or False)
+
+    def discovered(self, api: HfApi) -> list[str]:
+        found = []
+        for author in self.discover_authors:
+            for m in api.list_models(author=author, pipeline_tag="text-generation",
+                                     sort="downloads", limit=self.discover_top_n):
+                if (m.downloads or 0) >= self.min_downloads:
+                    found.append(m.id)
+        return found
+
+
+def _previous_revisions(warehouse: WarehouseResource) -> dict[str, str]:
+    try:
+        prev = warehouse.read("hub_models")
+    except Exception:  # first run  # noqa: BLE001
+        return {}
+    return dict(prev.filter(pl.col("revision").is_not_null())
+                .select("repo_id", "revision").iter_rows())
+
+
+def _previous_gguf(warehouse: WarehouseResource) -> pl.DataFrame:
+    try:
+        return warehouse.read("gguf_files")
+    except Exception:  # never listed online  # noqa: BLE001
+        return pl.DataFrame(schema=_GGUF_SCHEMA)
+
+
+def _rows(outcomes: list[ModelOutcome], previous: dict[str, str]) -> pl.DataFrame:
+    return pl.DataFrame([{
+        "repo_id": o.repo_id, "status": o.status,
+        "revision": o.revision or previous.get(o.repo_id), "reason": o.reason,
+        "last_modified": o.info.get("last_modified"), "downloads": o.info.get("downloads"),
+        "likes": o.info.get("likes"), "license": o.info.get("license"),
+        "pipeline_tag": o.info.get("pipeline_tag"),
+        "safetensors_params_total": o.info.get("safetensors_params_total"),
+        "safetensors_params_by_dtype": o.info.get("safetensors_params_by_dtype"),
+    } for o in outcomes], infer_schema_length=None)
+
+
+@dg.asset(group_name="ingest", kinds={"huggingface", "deltalake"}, pool="huggingface_hub",
+          code_version="1",
+          check_specs=contract_checks("hub_models", "hub_models", "gguf_files"),
+          description="Models on the Hub: revision, downloads, licence, exact parameter "
+                      "counts from safetensors, GGUF file sizes per quantization; configs "
+                      "recorded into the snapshot. Offline: the snapshot's own listing.")
+def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
+               snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    previous = _previous_revisions(warehouse)
+    curated = list(snapshot.model_configs())
+    if hub.offline:
+        outcomes = [ModelOutcome(r, "snapshot", previous.get(r)) for r in curated]
+        gguf: list[dict] = []
+    else:
+        api = hub.api()
+        index = list(dict.fromkeys(curated + hub.discovered(api)))
+        outcomes = [fetch_model(api, r, previous.get(r), Path(snapshot.path), hub.timeout_s)
+                    for r in index]
+        gguf = [g for o in outcomes for g in o.gguf_files]
+        unchanged = [o.repo_id for o in outcomes if o.status == "unchanged"]
+        kept = _previous_gguf(warehouse).filter(pl.col("repo_id").is_in(unchanged))
+        gguf += kept.drop("verified_at", strict=False).to_dicts()  # listed when first seen
+        outcomes += [ModelOutcome(r, "removed", previous[r], "no longer listed")
+                     for r in previous if r not in index]
+    today = dt.date.today()
+    table = _rows(outcomes, previous)
+    counts = dict(table.group_by("status").len().iter_rows())
+    gguf_table = pl.DataFrame(gguf, schema=_GGUF_SCHEMA) if not hub.offline \
+        else _previous_gguf(warehouse)  # offline, the last online listing is carried over
+    results = [warehouse.publish(context, "hub_models", table, today, hub.endpoint),
+               warehouse.publish(context, "gguf_files", gguf_table, today, hub.endpoint)]
+    revisions = "\n".join(sorted(f"{r}@{v}" for r, v in table.select("repo_id", "revision")
+                                 .iter_rows()))
+    context.log.info(f"hub models: {counts}")
+    return dg.MaterializeResult(
+        metadata={**results[0].metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
+        check_results=[c for r in results for c in r.check_results],
+        data_version=dg.DataVersion(hashlib.sha256(revisions.encode()).hexdigest()[:16]))
+
+
+_GGUF_SCHEMA = {"repo_id": pl.String, "gguf_repo": pl.String, "revision": pl.String,
+                "quant": pl.String, "file_bytes": pl.Int64, "n_files": pl.Int64}

@@ -1,0 +1,160 @@
+"""Hugging Face ingestion with huggingface_hub running for real against a local server
+(tests/hub_server.py): normal, gated, 429 then success, 500 that stays, timeout,
+malformed config, sharded GGUF listing, and a revision change between two runs."""
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+from huggingface_hub import HfApi
+
+from assets.hub.assets import HubResource, hub_models
+from assets.hub.client import fetch_model, gguf_quant
+from assets.models.assets import models
+from assets.resources import SnapshotResource, WarehouseResource
+from tests.conftest import SNAPSHOT
+from tests.hub_server import LLAMA, HubState, hub_server
+from warehouse import store
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    """A small snapshot holding only the model the stand-in Hub serves."""
+    target = tmp_path / "snapshot" / "hub" / "models" / LLAMA
+    target.mkdir(parents=True)
+    shutil.copy(SNAPSHOT / "hub/models" / LLAMA / "config.json", target / "config.json")
+    return tmp_path / "snapshot"
+
+
+def _api(url: str, token: str | bool = "hf_test") -> HfApi:
+    return HfApi(endpoint=url, token=token)
+
+
+def test_fetched_model_has_exact_params_config_and_summed_gguf_shards(tmp_path):
+    with hub_server(HubState()) as url:
+        got = fetch_model(_api(url), LLAMA, None, tmp_path)
+    assert got.status == "fetched" and got.revision == "0e9e39f249a16976918f6564b8830bc894c89659"
+    assert got.info["safetensors_params_total"] == 8030261248  # the Hub's own count
+    sizes = {g["quant"]: (g["file_bytes"], g["n_files"]) for g in got.gguf_files}
+    assert sizes == {"Q4_K_M": (4920739232, 1), "Q8_0": (8540000000, 2)}  # mmproj left out
+    recorded = json.loads((tmp_path / "hub/manifest.fetched.jsonl").read_text())
+    assert recorded["revision"] == got.revision and recorded["obtained"] == "fetched"
+    assert (tmp_path / "hub/models" / LLAMA / "config.json").read_bytes() == \
+        (SNAPSHOT / "hub/models" / LLAMA / "config.json").read_bytes()
+
+
+def test_gated_without_token_is_recorded_not_fatal(tmp_path):
+    with hub_server(HubState()) as url:
+        got = fetch_model(_api(url, token=False), LLAMA, None, tmp_path)
+    assert got.status == "gated" and "HF_TOKEN" in got.reason
+    assert not (tmp_path / "hub").exists()
+
+
+def test_429_then_success():
+    state = HubState(faults={LLAMA: "429-once"})
+    with hub_server(state) as url:
+        got = fetch_model(_api(url), LLAMA, None, _tmp())
+    assert got.status == "fetched"
+    assert state.calls.count(f"GET /api/models/{LLAMA}") >= 2
+
+
+@pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500 after 4 attempts"),
+                                               ("slow", "after 4 attempts")])
+def test_persistent_faults_fail_the_model_with_a_reason(fault, reason):
+    with hub_server(HubState(faults={LLAMA: fault})) as url:
+        got = fetch_model(_api(url), LLAMA, None, _tmp(), timeout_s=0.5)
+    assert got.status == "failed" and reason in got.reason
+
+
+def test_unknown_repository_is_marked_removed():
+    with hub_server(HubState()) as url:
+        got = fetch_model(_api(url), "nobody/does-not-exist", None, _tmp())
+    assert got.status == "removed"
+
+
+def _tmp() -> Path:
+    return Path(tempfile.mkdtemp())
+
+
+def _run(url, snapshot, root):
+    resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
+                 "snapshot": SnapshotResource(path=str(snapshot)),
+                 "warehouse": WarehouseResource(root=root)}
+    result = dg.materialize([hub_models, models], resources=resources)
+    assert result.success
+    return result
+
+
+def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    root = str(tmp_path / "warehouse")
+    state = HubState()
+    with hub_server(state) as url:
+        first = _run(url, snapshot, root)
+        downloads = [c for c in state.calls if "/resolve/" in c]
+        second = _run(url, snapshot, root)
+        assert [c for c in state.calls if "/resolve/" in c] == downloads  # nothing refetched
+        state.infos[LLAMA] = dict(state.infos[LLAMA], sha="1" * 40)  # a new commit
+        third = _run(url, snapshot, root)
+    table = store.read("hub_models", base=root)
+    assert table.filter(pl.col("repo_id") == LLAMA).get_column("revision").item() == "1" * 40
+    versions = [r.asset_materializations_for_node("hub_models")[0].tags["dagster/data_version"]
+                for r in (first, second, third)]
+    assert versions[0] == versions[1] != versions[2]
+
+
+def test_malformed_config_is_quarantined_and_the_run_goes_on(snapshot, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    root = str(tmp_path / "warehouse")
+    state = HubState()
+    state.configs[LLAMA] = b'{"model_type": "llama", "hidden_size": '
+    extra = snapshot / "hub/models/Qwen/Qwen3-0.6B"
+    extra.mkdir(parents=True)
+    shutil.copy(SNAPSHOT / "hub/models/Qwen/Qwen3-0.6B/config.json", extra / "config.json")
+    with hub_server(state) as url:
+        _run(url, snapshot, root)
+    hub = store.read("hub_models", base=root)
+    assert dict(hub.select("repo_id", "status").iter_rows()) == {
+        LLAMA: "fetched", "Qwen/Qwen3-0.6B": "removed"}  # Qwen is not on this stand-in Hub
+    quarantine = store.read("model_quarantine", base=root)
+    assert "not valid JSON" in quarantine.filter(pl.col("model_id") == LLAMA)["reason"].item()
+    assert store.read("models", base=root).get_column("model_id").to_list() == \
+        ["Qwen/Qwen3-0.6B"]
+
+
+@pytest.mark.parametrize(("name", "quant"), [
+    ("Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
+    ("x/Qwen3-Q8_0-00002-of-00003.gguf", "Q8_0"),
+    ("gpt-oss-120b-MXFP4_MOE.gguf", "MXFP4_MOE"),
+    ("Qwen3-Next-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
+    ("model-IQ4_XS.gguf", "IQ4_XS"),
+    ("README.md", None),
+])
+def test_quant_from_file_name(name, quant):
+    assert gguf_quant(name) == quant
+
+
+def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, monkeypatch):
+    """`llm-sizing snapshot record` against the local stand-ins for the Hub and providers."""
+    from pipeline.cli import main
+    from tests.price_server import price_server
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    for key in ("LLM_SIZING_OFFLINE", "HF_HUB_OFFLINE", "LLM_SIZING_SNAPSHOT"):
+        monkeypatch.setenv(key, "")  # the command sets them; restored after the test
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    with hub_server(HubState()) as hub_url, price_server() as prices_url:
+        monkeypatch.setenv("HF_ENDPOINT", hub_url)
+        for p in ("RUNPOD", "VASTAI", "VULTR", "DIGITALOCEAN"):
+            monkeypatch.setenv(f"LLM_SIZING_{p}_URL", prices_url)
+        assert main(["snapshot", "record", "--snapshot", str(snapshot)]) == 0
+    fetched = (snapshot / "hub/manifest.fetched.jsonl").read_text().splitlines()
+    assert json.loads(fetched[0])["repo_id"] == LLAMA
+    recorded = (snapshot / "prices/manifest.jsonl").read_text().splitlines()
+    assert {json.loads(line)["provider"] for line in recorded} == {"runpod", "vastai", "vultr"}
