@@ -125,6 +125,7 @@ def _find_gpu(query: str):
 
 
 def estimate_command(args: argparse.Namespace) -> int:
+    _use_project_instance()
     from sizing.architecture import ConfigError, parse_config
     from sizing.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
 
@@ -146,8 +147,9 @@ def estimate_command(args: argparse.Namespace) -> int:
     kv = args.kv_dtype or ("f16" if args.engine == "llama.cpp" else "auto")
     conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens)
-    usage = Usage(args.price_per_hour, "given on the command line" if args.price_per_hour
-                  else "none given", args.hours_per_day, args.electricity)
+    offers = _published_offers()
+    price, source = _price_for(args, gpu["gpu_id"], offers)
+    usage = Usage(price, source, args.hours_per_day, args.electricity)
     try:
         r = estimate(m, conf, device, usage)
     except InvalidConfiguration as e:
@@ -162,6 +164,8 @@ def estimate_command(args: argparse.Namespace) -> int:
             "launch_vllm", "launch_vllm_reason")
     out = {k: r.get(k) for k in keys}
     out["cost_per_mtok_usd_reason"] = r.get("cost_per_mtok_usd_reason")
+    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
+    r["recommendations"] = out["recommendations"]
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -197,7 +201,60 @@ def estimate_command(args: argparse.Namespace) -> int:
               "(seq 2048, micro-batch 1, gradient checkpointing, LoRA r=16)")
     print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
                                     or r["launch_vllm_reason"]))
+    rec = r["recommendations"]
+    for key, label in (("cheapest_single_gpu", "cheapest GPU"), ("best_value", "best value"),
+                       ("smallest_unified_memory", "unified memory"),
+                       ("cheapest_cloud", "cloud")):
+        c = rec[key]
+        text = "none fits" if c is None else f"{c['n_gpus']}x {c['name']}"
+        if c and c.get("hardware_usd") or c and c.get("price_new_usd"):
+            text += f", {c.get('hardware_usd') or c.get('price_new_usd'):,.0f} USD new"
+        if c and c.get("price_per_hour_usd"):
+            text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
+                     f"(verified {c['verified_at']})")
+        print(f"  {label:17} {text}")
+    print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
     return 0
+
+
+def _published_offers():
+    """The latest published cloud offers, or None before the first refresh."""
+    from warehouse import store
+
+    try:
+        return store.read("gpu_prices")
+    except Exception:  # noqa: BLE001 - not published yet
+        return None
+
+
+def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | None, str]:
+    if args.price_per_hour:
+        return args.price_per_hour, "given on the command line"
+    if offers is None:
+        return None, "no published prices (run llm-sizing refresh)"
+    import polars as pl
+
+    match = offers.filter((pl.col("gpu_id") == gpu_id) & (pl.col("gpu_count") == args.gpus)
+                          & ~pl.col("tier").str.contains("spot|interruptible|preemptible")) \
+        .sort("price_per_gpu_hour_usd")
+    if match.is_empty():
+        return None, f"no on-demand cloud offer for {args.gpus}x {gpu_id}"
+    best = match.row(0, named=True)
+    return best["price_per_gpu_hour_usd"], (f"cheapest {best['provider']} {best['tier']}, "
+                                            f"verified {best['verified_at']}")
+
+
+def _recommendations(m, conf, gpu_id: str, offers) -> dict:
+    from assets.catalogs.assets import load_gpus
+    from assets.resources import CatalogResource
+    from sizing.recommend import best_format_for_gpu, recommend
+
+    gpus = load_gpus(CatalogResource())
+    rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
+                    offers)
+    rec["best_format_for_this_gpu"] = best_format_for_gpu(
+        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
+    return rec
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -148,7 +148,7 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
                          "host_power_w": u.host_power_w, "tdp_w": d.tdp_w,
                          "purchase_usd": out["purchase_usd"]}
     if u.price_per_gpu_hour_usd is None:
-        out["cost_per_mtok_usd_reason"] = "no hourly price known for this GPU"
+        out["cost_per_mtok_usd_reason"] = f"no hourly price: {u.price_source}"
     ft = finetune_memory(m)
     for key, regime in ft.items():
         out[f"finetune_{key}_gib"] = regime.total_gib

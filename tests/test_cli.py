@@ -16,6 +16,32 @@ def test_estimate_json(capsys):
                         "usable_gib", "headroom_gib", "verdict", "max_context_tokens",
                         "max_concurrent_sequences"}
     assert out["verdict"] != "fits"
+    assert out["decode_tok_s"] is None  # the catalog has no sourced bandwidth for this card
+    assert out["recommendations"]["best_format_for_this_gpu"] == "IQ4_XS"
+    assert out["finetune_qlora_gib"] < out["finetune_lora_gib"] < out["finetune_full_gib"]
+    assert out["launch_llama_cpp"].startswith("llama-server")
+
+
+def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+
+    from assets.catalogs.assets import CatalogResource
+    from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
+    from assets.prices.sources import PriceSourcesResource
+    from assets.resources import WarehouseResource
+
+    root = str(tmp_path / "warehouse")
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", root)
+    dg.materialize([*PROVIDER_ASSETS, gpu_prices],
+                   resources={"catalog": CatalogResource(), "price_sources": PriceSourcesResource(),
+                              "warehouse": WarehouseResource(root=root)})
+    assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:-1]}
+    assert set(rows) == {"runpod", "digitalocean", "vultr"}  # Vast's offers hold 48 GB at most
+    assert all(float(r[3]) >= 150 for r in rows.values())  # provider, Nx, gpu, VRAM GB, ...
+    usd_h, usd_month = float(rows["runpod"][4]), float(rows["runpod"][5])
+    assert usd_month == pytest.approx(usd_h * 4 * 365.25 / 12, abs=0.01)
 
 
 @pytest.mark.parametrize(("argv", "message"), [

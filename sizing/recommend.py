@@ -1,0 +1,84 @@
+"""Recommendations for a model, format and context: which hardware to buy or rent, and which
+format fits a given GPU. Every candidate is sized by the same expressions as the matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from sizing.architecture import ModelArch
+from sizing.grid import gpu_configurations
+from sizing.memory import default_batched_tokens, kv_bytes_per_element_column, memory_columns
+from sizing.model_facts import format_row, model_row
+
+# Formats from the most to the least faithful to the checkpoint, per engine.
+FORMAT_QUALITY_ORDER = {
+    "llama.cpp": ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
+    "vllm": ("BF16", "FP8", "NVFP4", "MXFP4", "AWQ", "GPTQ"),
+}
+
+
+def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
+                  gpus: pl.DataFrame) -> pl.DataFrame:
+    """The configuration sized on every catalog GPU and count the engine runs on."""
+    dims = pl.DataFrame([model_row(m) | format_row(m, fmt)])
+    configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
+    rows = (configs.join(dims, how="cross")
+            .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
+                          pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
+                          default_batched_tokens().alias("max_num_batched_tokens"))
+            .with_columns(kv_bytes_per_element_column())
+            .filter((pl.col("engine") == "llama.cpp")
+                    | (pl.col("n_heads") % pl.col("n_gpus") == 0)))
+    extra = gpus.select("gpu_id", "name", "price_new_usd", "memory_gib")
+    return rows.with_columns(memory_columns()).join(extra, on="gpu_id")
+
+
+def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
+    df = df.sort(by)
+    return df.row(0, named=True) if df.height else None
+
+
+def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
+              gpus: pl.DataFrame, offers: pl.DataFrame | None = None) -> dict[str, Any]:
+    fits = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus) \
+        .filter(pl.col("verdict") == "fits")
+    priced = fits.filter(pl.col("price_new_usd").is_not_null()) \
+        .with_columns((pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd"))
+
+    def card(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        return {"gpu_id": row["gpu_id"], "name": row["name"], "n_gpus": row["n_gpus"],
+                "total_gib": row["total_gib"], "usable_gib": row["usable_gib"], **extra}
+
+    single = _first(priced.filter(pl.col("n_gpus") == 1), "hardware_usd")
+    value = _first(priced, ["hardware_usd", "n_gpus"])
+    unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
+    cloud = None
+    if offers is not None and offers.height:
+        on_demand = offers.filter(~pl.col("tier").str.contains("spot|interruptible|preemptible"))
+        rentable = fits.join(on_demand.rename({"gpu_count": "n_gpus"}), on=["gpu_id", "n_gpus"])
+        row = _first(rentable, "price_per_instance_hour_usd")
+        cloud = card(row, provider=row["provider"], tier=row["tier"],
+                     price_per_hour_usd=row["price_per_instance_hour_usd"],
+                     verified_at=str(row["verified_at"])) if row else None
+    return {
+        "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"]),
+        "best_value": card(value, hardware_usd=value and value["hardware_usd"],
+                           price_basis="launch price new (no dated used prices in the catalog)"),
+        "smallest_unified_memory": card(unified),
+        "cheapest_cloud": cloud,
+    }
+
+
+def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
+                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1) -> str | None:
+    """The most faithful format that fits this GPU and count at this context, if any."""
+    for fmt in FORMAT_QUALITY_ORDER[engine]:
+        rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
+            (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
+        if rows.height and rows.get_column("verdict").item() == "fits":
+            return fmt
+    return None

@@ -1,0 +1,44 @@
+"""Recommendations are the cheapest / smallest among configurations the same expressions
+size as fitting, and the best format is the most faithful one that fits."""
+
+import polars as pl
+
+from assets.catalogs.assets import load_gpus
+from assets.resources import CatalogResource
+from sizing.recommend import FORMAT_QUALITY_ORDER, best_format_for_gpu, fit_over_gpus, recommend
+from tests.conftest import load_arch
+
+GPUS = load_gpus(CatalogResource())
+QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
+
+
+def test_cheapest_single_gpu_is_the_cheapest_that_fits():
+    rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    rows = fit_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    fitting = rows.filter((pl.col("verdict") == "fits") & (pl.col("n_gpus") == 1)
+                          & pl.col("price_new_usd").is_not_null())
+    assert rec["cheapest_single_gpu"]["price_new_usd"] == fitting["price_new_usd"].min()
+    unified = rec["smallest_unified_memory"]
+    assert GPUS.filter(pl.col("gpu_id") == unified["gpu_id"])["unified_memory"].item()
+
+
+def test_cheapest_cloud_offer_fits_and_is_on_demand():
+    offers = pl.DataFrame({
+        "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090"],
+        "gpu_count": [1, 1, 1], "tier": ["secure on-demand", "secure spot", "on-demand"],
+        "provider": ["p1", "p2", "p3"], "price_per_instance_hour_usd": [2.99, 0.9, 0.3],
+        "verified_at": ["2025-06-21"] * 3})
+    cloud = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, offers)["cheapest_cloud"]
+    assert cloud["gpu_id"] == "h100_sxm5_80gb"  # the A100 is spot, the 4090 does not fit
+
+
+def test_best_format_is_the_most_faithful_that_fits():
+    """On the reference page's 48 GB card, Q4_K_M is tight; IQ4_XS is the first that fits
+    (../shared/reference/sizing-formulas.md section 1)."""
+    best = best_format_for_gpu(QWEN_72B, 8192, "f16", "llama.cpp", GPUS, "mtt_s4000_48gb")
+    order = FORMAT_QUALITY_ORDER["llama.cpp"]
+    assert best == "IQ4_XS"
+    for better in order[: order.index(best)]:
+        rows = fit_over_gpus(QWEN_72B, better, 8192, "f16", "llama.cpp", GPUS)
+        assert rows.filter((pl.col("gpu_id") == "mtt_s4000_48gb")
+                           & (pl.col("n_gpus") == 1))["verdict"].item() != "fits"
