@@ -15,7 +15,7 @@ from assets.catalogs.assets import engines, gpus, weight_formats
 from assets.catalogs.coverage import coverage
 from assets.hub.assets import HubResource, hub_models
 from assets.models.assets import models
-from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
+from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.assets import fit_matrix_table, weights
@@ -30,6 +30,13 @@ prices_job = dg.define_asset_job(
 weekly_models = dg.ScheduleDefinition(
     name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
     default_status=dg.DefaultScheduleStatus.RUNNING)
+# Downstream assets carry AutomationCondition.eager(): when a schedule refreshes prices or
+# the model index, what depends on them is recomputed, and nothing else. The sensor that
+# evaluates those conditions runs by default, so `dagster dev` or a headless
+# `dagster-daemon` keeps the warehouse fresh without anyone switching it on.
+automation = dg.AutomationConditionSensorDefinition(
+    "automation", target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING)
 daily_prices = dg.ScheduleDefinition(
     name="daily_price_refresh", job=prices_job, cron_schedule="0 6 * * *",
     default_status=dg.DefaultScheduleStatus.RUNNING)
@@ -69,8 +76,10 @@ def _resources(environ: Mapping[str, str]) -> dict:
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
+        asset_checks=[prices_recent],
         jobs=[refresh_job, prices_job],
         schedules=[weekly_models, daily_prices],
+        sensors=[automation],
         resources=_resources(environ),
         executor=_executor(environ.get("LLM_SIZING_EXECUTOR", "in_process")),
     )

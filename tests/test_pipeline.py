@@ -25,6 +25,7 @@ def test_definitions_load():
                     "prices_vultr", "prices_digitalocean", "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
     assert defs.get_schedule_def("daily_price_refresh")
+    assert defs.get_sensor_def("automation").default_status == dg.DefaultSensorStatus.RUNNING
 
 
 @pytest.fixture(scope="module")

@@ -179,3 +179,17 @@ def test_quarantine_names_unmapped_gpus(tmp_path):
     prices = store.read("gpu_prices", base=root)
     assert prices.get_column("gpu_id").null_count() == 0
     assert set(prices.get_column("provider")) == {"runpod", "vastai", "vultr", "digitalocean"}
+
+
+def test_old_prices_are_flagged_not_hidden(tmp_path):
+    """The bundled recordings are from 2024-2025: published with their dates, and flagged."""
+    from assets.prices.assets import prices_recent
+
+    root = str(tmp_path / "warehouse")
+    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
+                 "price_sources": PriceSourcesResource()}
+    result = dg.materialize([*PROVIDER_ASSETS, gpu_prices, prices_recent], resources=resources)
+    (check,) = [e for e in result.get_asset_check_evaluations()
+                if e.check_name == "prices_recent"]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert "runpod" in check.metadata["days_old"].value

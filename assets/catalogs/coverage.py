@@ -39,6 +39,7 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
 
 
 @dg.asset(check_specs=contract_checks("coverage", "coverage"),
+          automation_condition=dg.AutomationCondition.eager(),
           group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
           deps=["gpus", "models"],
           description="Each GPU and model named on the reference page: present, "

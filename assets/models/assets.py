@@ -16,6 +16,7 @@ def _date(entry: dict) -> dt.date | None:
 
 
 @dg.asset(check_specs=contract_checks("models", "models", "model_quarantine"),
+          automation_condition=dg.AutomationCondition.eager(),
           deps=["hub_models"], group_name="ingest", kinds={"polars", "deltalake"}, code_version="1",
           description="One row per model: parameter counts and cache geometry computed from "
                       "its config.json. Configs that cannot be sized go to model_quarantine.")

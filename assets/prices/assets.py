@@ -8,6 +8,7 @@ using it, and the run says so in a warning-level `fresh` check and the metadata.
 
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -28,6 +29,8 @@ from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
 
 PRICE_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=dt.timedelta(days=7),
                                                  warn_window=dt.timedelta(days=2))
+# Prices whose provider verification date is older than this many days are flagged.
+PRICE_MAX_AGE_DAYS = int(os.environ.get("LLM_SIZING_PRICE_MAX_AGE_DAYS", "3"))
 
 
 def _provider_asset(provider: str) -> dg.AssetsDefinition:
@@ -126,6 +129,7 @@ def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
 
 @dg.asset(group_name="prices", kinds={"polars", "deltalake"}, code_version="1",
           deps=[a.key for a in PROVIDER_ASSETS],
+          automation_condition=dg.AutomationCondition.eager(),
           check_specs=contract_checks("gpu_prices", "gpu_prices", "price_quarantine",
                                       "cheapest_offers"),
           description="Every provider's offers on catalog GPUs at plausible prices, each "
@@ -153,3 +157,17 @@ def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
         metadata={**results[1].metadata, "quarantined": bad.height,
                   **{f"offers_{k}": v for k, v in by_provider.items()}},
         check_results=[c for r in results for c in r.check_results])
+
+
+@dg.asset_check(asset=gpu_prices, description=(
+    "Each provider's prices were verified within LLM_SIZING_PRICE_MAX_AGE_DAYS days "
+    "(default 3); older ones are still published, with their date, and flagged here."))
+def prices_recent(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    ages = (warehouse.read("gpu_prices").group_by("provider")
+            .agg(pl.col("verified_at").max()).sort("provider"))
+    today = dt.date.today()
+    stale = {p: (today - d).days for p, d in ages.iter_rows()
+             if (today - d).days > PRICE_MAX_AGE_DAYS}
+    return dg.AssetCheckResult(passed=not stale, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"days_old": str(stale) or "none",
+                                         "max_age_days": PRICE_MAX_AGE_DAYS})

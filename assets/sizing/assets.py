@@ -12,6 +12,7 @@ from warehouse.tables import FIT_MATRIX
 
 
 @dg.asset(check_specs=contract_checks("weights", "weights"),
+          automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars", "deltalake"}, code_version="1", deps=["models"],
           description="Weight bytes of every model in every format the engines load, summed "
                       "tensor by tensor (llama.cpp's per-tensor GGUF types, checkpoint formats).")
@@ -30,6 +31,7 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
 
 
 @dg.asset(check_specs=contract_checks("fit_matrix_table", "fit_matrix"),
+          automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
           deps=["models", "weights", "gpus"],
           description="Memory per GPU, verdict, largest context and concurrency for every "
