@@ -44,8 +44,8 @@ def _dimension_tables(n_models: int):
         except ConfigError:
             continue
     models = pl.DataFrame([model_row(a) for a in archs])
-    weights = pl.DataFrame([format_row(a, f) for a in archs
-                            for fs in FORMATS_BY_ENGINE.values() for f in fs])
+    weights = pl.DataFrame([format_row(a, f, gguf=engine == "llama.cpp") for a in archs
+                            for engine, fs in FORMATS_BY_ENGINE.items() for f in fs])
     copies = -(-n_models // models.height)
     suffix = [pl.lit(f"#{k}" if k else "") for k in range(copies)]
     models = pl.concat([models.with_columns(pl.col("model_id") + s) for s in suffix]).head(n_models)

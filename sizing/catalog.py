@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import GGUF_DEFAULT_TYPE
+from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE
 from sizing.grid import FORMATS_BY_ENGINE
 from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
@@ -43,6 +43,11 @@ def format_catalog_rows() -> list[dict[str, Any]]:
                      "nominal_bits_per_weight": GGML_TYPES[base].bits_per_weight,
                      "engines": ";".join(engines or [LLAMA_CPP]),
                      "default_for": ";".join(e for e, f in DEFAULT_FORMAT.items() if f == fmt)})
+    for fmt, base in APPROXIMATE_FTYPES.items():
+        rows.append({"weight_format": fmt, "kind": f"Unsloth dynamic GGUF mix, recipe not "
+                                                  f"public: sized as {base} (approximate)",
+                     "nominal_bits_per_weight": GGML_TYPES[GGUF_DEFAULT_TYPE[base]]
+                     .bits_per_weight, "engines": LLAMA_CPP, "default_for": ""})
     for fmt, (kind, bits) in _CHECKPOINT_KINDS.items():
         if fmt in GGUF_DEFAULT_TYPE:
             continue  # BF16 / F16 exist as GGUF types too; listed once

@@ -112,7 +112,8 @@ def checkpoint_format(m: ModelArch) -> str:
 
 
 def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> pl.DataFrame:
-    row: dict[str, Any] = model_row(m) | format_row(m, c.weight_format)
+    row: dict[str, Any] = model_row(m) | format_row(m, c.weight_format,
+                                                    gguf=c.engine == LLAMA_CPP)
     row |= {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,

@@ -27,7 +27,8 @@ from sizing.speed import (
 )
 
 FORMATS_BY_ENGINE = {
-    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
+    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "Q2_K",
+                "UD-Q2_K_XL"),
     VLLM: ("BF16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4"),
 }
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)

@@ -86,9 +86,10 @@ def model_row(m: ModelArch) -> dict[str, Any]:
     }
 
 
-def format_row(m: ModelArch, fmt: str, imatrix: bool = False) -> dict[str, Any]:
+def format_row(m: ModelArch, fmt: str, imatrix: bool = False,
+               gguf: bool = False) -> dict[str, Any]:
     """The per-(model, format) dimension row: weight bytes and their parts."""
-    w = weight_bytes(m, enumerate_tensors(m), fmt, imatrix)
+    w = weight_bytes(m, enumerate_tensors(m), fmt, imatrix, gguf)
     return {
         "model_id": m.name,
         "weight_format": fmt,

@@ -22,7 +22,7 @@ FORMAT_QUALITY_ORDER = {
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                   gpus: pl.DataFrame) -> pl.DataFrame:
     """The configuration sized on every catalog GPU and count the engine runs on."""
-    dims = pl.DataFrame([model_row(m) | format_row(m, fmt)])
+    dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == "llama.cpp")])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
     rows = (configs.join(dims, how="cross")
             .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),

@@ -79,15 +79,18 @@ def _checkpoint_tensor_bytes(fmt: str, t: Tensor, moe: bool) -> int:
     raise KeyError(f"unknown weight format {fmt!r}")
 
 
-def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str,
-                 imatrix: bool = False) -> WeightBytes:
-    """Bytes of every tensor of `m` stored in `fmt` (a GGUF ftype or a checkpoint format)."""
-    if fmt in GGUF_FTYPES:
-        kinds = gguf_tensor_types(m, tensors, fmt, imatrix)
-        sizes = [GGML_TYPES[k].tensor_bytes(t.n_elems) for t, k in zip(tensors, kinds, strict=True)]
-    elif fmt in CHECKPOINT_FORMATS:
+def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = False,
+                 gguf: bool = False) -> WeightBytes:
+    """Bytes of every tensor of `m` stored in `fmt` (a GGUF ftype or a checkpoint format).
+
+    BF16 and F16 are both: the safetensors checkpoint by default, the GGUF file (norms in
+    F32, gpt-oss experts kept in MXFP4) with `gguf=True`."""
+    if fmt in CHECKPOINT_FORMATS and not (gguf and fmt in GGUF_FTYPES):
         kinds = tuple(fmt if _linear(t) else "BF16" for t in tensors)
         sizes = [_checkpoint_tensor_bytes(fmt, t, m.is_moe) for t in tensors]
+    elif fmt in GGUF_FTYPES:
+        kinds = gguf_tensor_types(m, tensors, fmt, imatrix)
+        sizes = [GGML_TYPES[k].tensor_bytes(t.n_elems) for t, k in zip(tensors, kinds, strict=True)]
     else:
         raise KeyError(f"unknown weight format {fmt!r}; known: {', '.join(WEIGHT_FORMATS)}")
     total = round(sum(sizes))

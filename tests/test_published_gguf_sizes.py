@@ -17,6 +17,8 @@ from tests.conftest import TEST_DATA, config_path, load_arch
 UNIT_BYTES = {"B": 1, "GB": 1e9, "GiB": 2**30, "MiB": 2**20}
 QUANT_NAMES = {"FP16": "F16", "MXFP4": "MXFP4_MOE"}
 TARGET = 0.02
+# Unsloth's UD mixes are sized as their base type (recipe not public): a looser bound.
+APPROXIMATE_TARGET = 0.06
 # Published files whose recipe is not llama.cpp's: explained, and excluded from the bound.
 KNOWN_DEVIATIONS = {
     "microsoft/phi-4": "published phi-4 GGUFs come from Unsloth's 'llamafied' re-upload "
@@ -37,7 +39,8 @@ ROWS = list(_rows())
 
 def _relative_error(r) -> tuple[float, float]:
     m = load_arch(r["model_repo"])
-    ours = weight_bytes(m, enumerate_tensors(m), r["quant"], imatrix=r["imatrix"] == "yes").total
+    ours = weight_bytes(m, enumerate_tensors(m), r["quant"], imatrix=r["imatrix"] == "yes",
+                        gguf=True).total
     unit = UNIT_BYTES[r["size_unit"]]
     published = float(r["size_value"]) * unit
     decimals = len(r["size_value"].partition(".")[2])
@@ -49,11 +52,13 @@ def _relative_error(r) -> tuple[float, float]:
                          ids=lambda r: f"{r['model_repo']}:{r['quant']}:{r['quantizer']}")
 def test_within_two_percent(row):
     err, rounding = _relative_error(row)
-    assert abs(err) <= TARGET + rounding, f"{err:+.2%} (source {row['source_url']})"
+    target = APPROXIMATE_TARGET if row["quant"].startswith("UD-") else TARGET
+    assert abs(err) <= target + rounding, f"{err:+.2%} (source {row['source_url']})"
 
 
 def test_enough_models_and_most_within_half_a_percent():
-    checked = [r for r in ROWS if r["model_repo"] not in KNOWN_DEVIATIONS]
+    checked = [r for r in ROWS if r["model_repo"] not in KNOWN_DEVIATIONS
+               and not r["quant"].startswith("UD-")]
     assert len({r["model_repo"] for r in checked}) >= 10
     precise = [r for r in checked if r["size_unit"] == "B" or len(r["size_value"]) >= 5]
     errors = [abs(_relative_error(r)[0]) for r in precise]

@@ -68,7 +68,7 @@ def _measurements() -> pl.DataFrame:
 def _facts(models: list[str], pairs: list[tuple[str, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
     archs = {m: load_arch(m) for m in models}
     model_rows = pl.DataFrame([model_row(a) | {"model": m} for m, a in archs.items()])
-    format_rows = pl.DataFrame([format_row(archs[m], f) | {"model": m, "fmt": f}
+    format_rows = pl.DataFrame([format_row(archs[m], f, gguf=True) | {"model": m, "fmt": f}
                                 for m, f in pairs]).drop("model_id", "weight_format")
     return model_rows, format_rows
 

@@ -6,6 +6,7 @@ import polars as pl
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import parse_config
 from sizing.grid import FORMATS_BY_ENGINE, fit_matrix_batches
+from sizing.memory import LLAMA_CPP
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse.tables import FIT_MATRIX
@@ -23,7 +24,8 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     rows = []
     for repo_id in models.get_column("model_id"):
         m = parse_config(configs[repo_id].read_bytes(), repo_id)
-        rows += [format_row(m, f) for fs in FORMATS_BY_ENGINE.values() for f in fs]
+        rows += [format_row(m, f, gguf=engine == LLAMA_CPP)
+                 for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
     df = pl.DataFrame(rows).with_columns(
         (pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
     return warehouse.publish(context, "weights", df, models.get_column("verified_at").max(),
