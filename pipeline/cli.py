@@ -23,14 +23,17 @@ def _use_project_instance() -> None:
 
 
 def refresh(args: argparse.Namespace) -> int:
-    if args.offline:
-        os.environ["HF_HUB_OFFLINE"] = "1"
+    # --offline replays the snapshot; without it the Hub and price providers are called
+    # (and every response recorded into the snapshot).
+    flag = "1" if args.offline else "0"
+    os.environ["HF_HUB_OFFLINE"] = os.environ["LLM_SIZING_OFFLINE"] = flag
     _use_project_instance()
     import dagster as dg
 
-    from pipeline.definitions import ALL_ASSETS, defs
+    from pipeline.definitions import ALL_ASSETS, build_defs
     from warehouse import store
 
+    defs = build_defs(os.environ)
     with dg.DagsterInstance.get() as instance:
         result = dg.materialize(ALL_ASSETS, resources=defs.resources, instance=instance,
                                 raise_on_error=False)
@@ -62,7 +65,7 @@ def prices(args: argparse.Namespace) -> int:
 
     try:
         offers = store.read("cheapest_offers")
-    except Exception:  # noqa: BLE001 - no table yet
+    except store.TABLE_MISSING:
         raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
     best = (offers.filter(pl.col("total_vram_gb") >= args.need_gb)
             .sort("price_per_instance_hour_usd")
@@ -223,7 +226,7 @@ def _published_offers():
 
     try:
         return store.read("gpu_prices")
-    except Exception:  # noqa: BLE001 - not published yet
+    except store.TABLE_MISSING:
         return None
 
 
@@ -234,8 +237,10 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
         return None, "no published prices (run llm-sizing refresh)"
     import polars as pl
 
+    from sizing.cost import INTERRUPTIBLE_TIERS
+
     match = offers.filter((pl.col("gpu_id") == gpu_id) & (pl.col("gpu_count") == args.gpus)
-                          & ~pl.col("tier").str.contains("spot|interruptible|preemptible")) \
+                          & ~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS)) \
         .sort("price_per_gpu_hour_usd")
     if match.is_empty():
         return None, f"no on-demand cloud offer for {args.gpus}x {gpu_id}"
@@ -265,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-sizing", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("refresh", help="materialize every asset and publish the tables")
-    r.add_argument("--offline", action="store_true", help="use the bundled snapshot only")
+    r.add_argument("--offline", action="store_true",
+                   help="replay the snapshot instead of calling the Hub and price providers")
     r.set_defaults(func=refresh)
     e = sub.add_parser("estimate", help="size one model on one GPU configuration")
     src = e.add_mutually_exclusive_group(required=True)

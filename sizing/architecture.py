@@ -37,10 +37,6 @@ class LayerKind(StrEnum):
     def has_kv(self) -> bool:
         return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
 
-    @property
-    def has_state(self) -> bool:
-        return self in (LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV)
-
 
 # Names transformers and vendors use in `layer_types` / `hybrid_override_pattern`.
 _LAYER_TYPE_NAMES = {
@@ -140,17 +136,12 @@ class ModelArch:
     linear: LinearAttention | None = None
     mamba: Mamba2 | None = None
     conv_cache: int = 0  # LFM2: cached conv inputs per layer (L_cache - 1)
-    n_mtp_layers: int = 0  # multi-token-prediction layers shipped beside the model
     checkpoint_dtype: str = "bfloat16"
     native_quant: NativeQuant | None = None
 
     @property
     def gqa_ratio(self) -> int:
         return self.n_heads // max(self.n_kv_heads, 1)
-
-    @property
-    def n_attention_layers(self) -> int:
-        return sum(k.has_kv for k in self.layer_kinds)
 
     @property
     def is_moe(self) -> bool:
@@ -220,8 +211,9 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
         return kinds
     pattern = t.get("hybrid_override_pattern")
     if isinstance(pattern, str):
-        if len(pattern) != n_layers:
-            raise ConfigError(name, "hybrid_override_pattern length differs from layer count")
+        if len(pattern) != n_layers or set(pattern) - set(_LAYER_TYPE_NAMES):
+            raise ConfigError(name, f"hybrid_override_pattern {pattern!r} is not one known "
+                                    "block letter per layer")
         return tuple(_LAYER_TYPE_NAMES[c] for c in pattern)
     model_type = t["model_type"]
     if model_type == "qwen3_next" or "full_attention_interval" in t:
@@ -281,14 +273,17 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         shared_ffn = int(expert_ffn)  # one shared expert of the routed size
     first_dense = int(_first(t, "first_k_dense_replace", "moe_layer_start_index",
                              "first_k_dense", default=0) or 0)
-    step = int(_first(t, "decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq",
-                      default=1) or 1)
-    mlp_only = set(t.get("mlp_only_layers") or [])
-    layers = tuple(
-        i >= first_dense and i not in mlp_only and (i + 1) % step == 0 for i in range(n_layers)
-    )
-    if isinstance(t.get("moe_layer_freq"), list):
-        layers = tuple(bool(x) for x in t["moe_layer_freq"])
+    freq = t.get("moe_layer_freq")
+    if isinstance(freq, list):  # one flag per layer
+        if len(freq) != n_layers:
+            raise ConfigError(name, "moe_layer_freq has a flag count other than the layers'")
+        layers = tuple(bool(x) for x in freq)
+    else:
+        step = int(_first(t, "decoder_sparse_step", "interleave_moe_layer_step",
+                          default=freq or 1) or 1)
+        mlp_only = set(t.get("mlp_only_layers") or [])
+        layers = tuple(i >= first_dense and i not in mlp_only and (i + 1) % step == 0
+                       for i in range(n_layers))
     return MoE(
         n_experts=n_experts,
         n_active=int(n_active),
@@ -319,7 +314,18 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
 
 
 def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model") -> ModelArch:
-    """Describe a model from its config.json (a mapping or the JSON text)."""
+    """Describe a model from its config.json (a mapping or the JSON text).
+
+    Any field of the wrong type or value becomes a ConfigError naming the model."""
+    try:
+        return _parse(config, name)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise ConfigError(name, f"config field has an unexpected value: {e!r}") from e
+
+
+def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     if isinstance(config, (str, bytes)):
         try:
             config = json.loads(config)
@@ -423,8 +429,6 @@ def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model") -
         linear=linear,
         mamba=mamba,
         conv_cache=int(t.get("conv_L_cache") or 0) - 1 if LayerKind.CONV in kinds else 0,
-        n_mtp_layers=int(_first(t, "num_nextn_predict_layers", "mtp_num_hidden_layers",
-                                default=0) or 0),
         checkpoint_dtype=dtype,
         native_quant=_native_quant(t),
     )

@@ -38,6 +38,8 @@ _CHECKPOINT_KINDS = {
 def format_catalog_rows() -> list[dict[str, Any]]:
     rows = []
     for fmt, base in GGUF_DEFAULT_TYPE.items():
+        if fmt in _CHECKPOINT_KINDS:
+            continue  # BF16 and F16 are listed once, as the checkpoint formats vLLM loads
         engines = [e for e, fs in FORMATS_BY_ENGINE.items() if fmt in fs]
         rows.append({"weight_format": fmt, "kind": "GGUF type mix (llama-quantize)",
                      "nominal_bits_per_weight": GGML_TYPES[base].bits_per_weight,
@@ -49,8 +51,6 @@ def format_catalog_rows() -> list[dict[str, Any]]:
                      "nominal_bits_per_weight": GGML_TYPES[GGUF_DEFAULT_TYPE[base]]
                      .bits_per_weight, "engines": LLAMA_CPP, "default_for": ""})
     for fmt, (kind, bits) in _CHECKPOINT_KINDS.items():
-        if fmt in GGUF_DEFAULT_TYPE:
-            continue  # BF16 / F16 exist as GGUF types too; listed once
         engines = [e for e, fs in FORMATS_BY_ENGINE.items() if fmt in fs]
         rows.append({"weight_format": fmt, "kind": kind, "nominal_bits_per_weight": bits,
                      "engines": ";".join(engines),

@@ -13,6 +13,8 @@ DEFAULT_HOURS_PER_DAY = 4.0  # the reference page's default usage profile
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.15
 DEFAULT_HOST_POWER_W = 150.0  # CPU, board, RAM and PSU losses of the host around the GPUs
 DAYS_PER_MONTH = 365.25 / 12
+# Offer tiers that can be taken away mid-run; comparisons of what to rent leave them out.
+INTERRUPTIBLE_TIERS = "spot|interruptible|preemptible"
 
 
 def _c(name: str) -> pl.Expr:

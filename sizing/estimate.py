@@ -32,7 +32,7 @@ from sizing.speed import (
     efficiency_columns,
     speed_columns,
 )
-from sizing.units import BYTES_PER_GIB, gib
+from sizing.units import gib
 from sizing.weights import WEIGHT_FORMATS
 
 
@@ -159,7 +159,7 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
     vllm, reason = (vllm_serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
                                        c.kv_dtype, c.batch, c.n_gpus,
-                                       out["offload_gib"] * BYTES_PER_GIB)
+                                       out["weights_bytes"] * c.offload_frac)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
     out["launch_vllm"], out["launch_vllm_reason"] = vllm, reason
     return out

@@ -56,12 +56,3 @@ GGML_TYPES: dict[str, GgmlType] = {
         GgmlType("NVFP4", 64, 36),
     )
 }
-
-# KV-cache element sizes follow the same traits: q8_0 is 34/32 = 1.0625 bytes per
-# element and q4_0 18/32 = 0.5625, not 1 and 0.5 as several calculators assume.
-KV_CACHE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL")
-
-
-def bytes_per_element(type_name: str) -> float:
-    t = GGML_TYPES[type_name.upper()]
-    return t.block_bytes / t.block_elems

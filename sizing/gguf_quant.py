@@ -35,9 +35,10 @@ _FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6
              "IQ4_XS": "IQ4_NL"}
 _ATTN_V_LIKE = ("attn_v", "attn_qkv", "attn_kv_b")
 # Tensors llama-quantize never quantizes (llama-quant.cpp `tensor_allows_quantization`).
-_NEVER_QUANTIZED = ("ffn_gate_inp", "ssm_conv1d", "shortconv.conv", "attn_sinks")
-# llama.cpp's LLM_TYPE_70B: attn_v gets one K-quant step more (llama/qwen2 with 80 layers).
-_70B_FAMILIES = {"llama", "qwen2", "deci", "olmoe"}
+NEVER_QUANTIZED = ("ffn_gate_inp", "ssm_conv1d", "shortconv.conv", "attn_sinks")
+# llama.cpp's LLM_TYPE_70B (80-layer llama and qwen2 models; deci uses the llama rule):
+# attn_v gets one K-quant step more.
+_70B_FAMILIES = {"llama", "qwen2", "deci"}
 
 
 def use_more_bits(i: int, n: int) -> bool:
@@ -105,9 +106,9 @@ def _ffn_down_type(c: _Context, i: int, default: str) -> str:
 
 
 def _attn_output_type(c: _Context, default: str) -> str:
-    if c.n_experts == 8 and c.ftype in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S",
-                                        "Q4_K_M", "IQ4_XS"):
-        return "Q5_K"
+    if c.n_experts == 8:  # Mixtral-style: these ftypes get Q5_K, the others their default
+        return "Q5_K" if c.ftype in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S",
+                                     "Q4_K_M", "IQ4_XS") else default
     return {"Q2_K": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K"}.get(c.ftype, default)
 
 
@@ -160,7 +161,7 @@ def gguf_tensor_types(m: ModelArch, tensors: list[Tensor], ftype: str,
     )
     types, attn_v_index = [], 0
     for t in tensors:
-        if not t.matrix or t.kind in _NEVER_QUANTIZED:
+        if not t.matrix or t.kind in NEVER_QUANTIZED:
             types.append("F32")
             continue
         chosen = _chosen_type(c, t, attn_v_index)

@@ -26,10 +26,11 @@ from sizing.speed import (
     speed_columns,
 )
 
+# Formats each engine loads, from the most to the least faithful to the checkpoint.
 FORMATS_BY_ENGINE = {
     LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "Q2_K",
                 "UD-Q2_K_XL"),
-    VLLM: ("BF16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4"),
+    VLLM: ("BF16", "FP8", "NVFP4", "MXFP4", "AWQ", "GPTQ"),
 }
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 4, 16, 64)
@@ -70,6 +71,12 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(efficiency_columns()))
 
 
+def tensor_parallel_possible() -> pl.Expr:
+    """vLLM's tensor parallelism needs the attention heads to divide across the GPUs;
+    llama.cpp splits by layers and runs on any count."""
+    return (pl.col("engine") == LLAMA_CPP) | (pl.col("n_heads") % pl.col("n_gpus") == 0)
+
+
 def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:
     """Every grid row with its memory and speed columns (sizing.memory, sizing.speed)."""
     rows = (weights.join(engine_formats(), on="weight_format")
@@ -78,8 +85,7 @@ def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) 
             .join(engine_kv_dtypes(), on="engine")
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .join(gpu_configurations(gpus), on="engine")
-            .filter((pl.col("engine") == LLAMA_CPP)
-                    | (pl.col("n_heads") % pl.col("n_gpus") == 0))
+            .filter(tensor_parallel_possible())
             .with_columns(pl.lit(0.0).alias("offload_frac"),
                           pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),

@@ -11,6 +11,8 @@ for on-the-fly FP8 of a 16-bit checkpoint, `--cpu-offload-gb`.
 
 from __future__ import annotations
 
+import math
+
 from sizing.memory import VLLM_GPU_MEMORY_UTILIZATION
 from sizing.units import BYTES_PER_GIB
 
@@ -32,7 +34,7 @@ def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dty
 
 
 def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
-                       kv_dtype: str, batch: int, n_gpus: int, offload_bytes: float
+                       kv_dtype: str, batch: int, n_gpus: int, offload_weight_bytes: float
                        ) -> tuple[str | None, str | None]:
     """(command, None), or (None, reason) when no checkpoint in that format is known."""
     flags = []
@@ -48,6 +50,6 @@ def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, co
         flags.append(f"--tensor-parallel-size {n_gpus}")
     if batch > 1:
         flags.append(f"--max-num-seqs {batch}")
-    if offload_bytes > 0:
-        flags.append(f"--cpu-offload-gb {offload_bytes / BYTES_PER_GIB / n_gpus:.0f}")
+    if offload_weight_bytes > 0:  # vLLM offloads weights only, in whole GiB per GPU
+        flags.append(f"--cpu-offload-gb {math.ceil(offload_weight_bytes / BYTES_PER_GIB / n_gpus)}")
     return " \\\n  ".join([f"vllm serve {repo}", *flags]), None

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.ggml_types import GGML_TYPES
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 
 LLAMA_CPP, VLLM = "llama.cpp", "vllm"
 ENGINES = (LLAMA_CPP, VLLM)
 
-# KV-cache element sizes (ggml type traits; vLLM fp8 is one byte, "auto" the model's BF16).
-KV_BYTES_PER_ELEMENT = {"f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
-                        "fp8": 1.0, "auto": 2.0}
+# KV-cache element sizes: llama.cpp's cache types are ggml types (q8_0 is 34 bytes per 32
+# elements = 1.0625, not 1); vLLM's fp8 is one byte and "auto" the model's BF16.
+KV_BYTES_PER_ELEMENT = {
+    **{t.lower(): GGML_TYPES[t].block_bytes / GGML_TYPES[t].block_elems
+       for t in ("F16", "BF16", "Q8_0", "Q4_0")},
+    "fp8": 1.0, "auto": 2.0,
+}
 KV_DTYPES_BY_ENGINE = {LLAMA_CPP: ("f16", "q8_0", "q4_0"), VLLM: ("auto", "fp8")}
 
 # llama.cpp: n_ubatch default 512 (common/common.h); with flash attention the KV size
@@ -165,10 +170,11 @@ def runtime_bytes_per_gpu() -> pl.Expr:
 def weights_on_gpus_bytes() -> pl.Expr:
     """Weights held in GPU memory (all GPUs together).
 
-    llama.cpp keeps the token embedding in host memory (its input layer always runs
-    on the CPU); the offloaded share of the rest stays in system RAM.
+    llama.cpp keeps an input-only token embedding in host memory (its input layer always
+    runs on the CPU; a tied one is duplicated onto the GPU as the output head); the
+    offloaded share of the rest stays in system RAM.
     """
-    device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("token_embd_bytes")) \
+    device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("input_embd_bytes")) \
         .otherwise(_c("weights_bytes"))
     return device * (1 - _c("offload_frac"))
 

@@ -55,6 +55,14 @@ def _ffn_active_width(m: ModelArch) -> int:
     return max(m.ffn, m.moe.n_active * m.moe.expert_ffn + m.moe.shared_ffn)
 
 
+def _attention_head_dim(m: ModelArch) -> float:
+    """Mean of the query-key and value head widths, for attention FLOPs (MLA computes
+    attention over its decompressed heads, not the 576-wide cache entry)."""
+    if m.mla is not None:
+        return (m.mla.qk_nope_dim + m.mla.qk_rope_dim + m.mla.v_head_dim) / 2
+    return (m.head_dim + m.head_dim_v) / 2
+
+
 def model_row(m: ModelArch) -> dict[str, Any]:
     """The per-model dimension row: parameters and cache geometry."""
     p = count_params(m)
@@ -80,6 +88,10 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "state_conv_elems_per_seq": conv,
         "state_ssm_elems_per_seq": ssm,
         "ffn_active_width": _ffn_active_width(m),
+        "n_full_attention_layers": sum(k is LayerKind.FULL for k in m.layer_kinds),
+        "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED)
+                               for k in m.layer_kinds),
+        "attn_head_dim": _attention_head_dim(m),
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,
@@ -94,6 +106,9 @@ def format_row(m: ModelArch, fmt: str, imatrix: bool = False,
         "model_id": m.name,
         "weight_format": fmt,
         "weights_bytes": w.total,
-        "token_embd_bytes": w.token_embd,
+        # The embedding table when it is only an input (untied): a token reads one row of
+        # it, and llama.cpp keeps it in host memory. A tied table is also the output head:
+        # read whole for every token, and duplicated onto the GPU by llama.cpp.
+        "input_embd_bytes": 0 if m.tied_embeddings else w.token_embd,
         "expert_bytes": w.experts,
     }

@@ -8,29 +8,28 @@ from typing import Any
 import polars as pl
 
 from sizing.architecture import ModelArch
-from sizing.grid import gpu_configurations
-from sizing.memory import default_batched_tokens, kv_bytes_per_element_column, memory_columns
+from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.grid import FORMATS_BY_ENGINE, gpu_configurations, tensor_parallel_possible
+from sizing.memory import (
+    LLAMA_CPP,
+    default_batched_tokens,
+    kv_bytes_per_element_column,
+    memory_columns,
+)
 from sizing.model_facts import format_row, model_row
-
-# Formats from the most to the least faithful to the checkpoint, per engine.
-FORMAT_QUALITY_ORDER = {
-    "llama.cpp": ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K"),
-    "vllm": ("BF16", "FP8", "NVFP4", "MXFP4", "AWQ", "GPTQ"),
-}
 
 
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                   gpus: pl.DataFrame) -> pl.DataFrame:
     """The configuration sized on every catalog GPU and count the engine runs on."""
-    dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == "llama.cpp")])
+    dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
     rows = (configs.join(dims, how="cross")
             .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
                           pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
                           default_batched_tokens().alias("max_num_batched_tokens"))
             .with_columns(kv_bytes_per_element_column())
-            .filter((pl.col("engine") == "llama.cpp")
-                    | (pl.col("n_heads") % pl.col("n_gpus") == 0)))
+            .filter(tensor_parallel_possible()))
     extra = gpus.select("gpu_id", "name", "price_new_usd", "memory_gib")
     return rows.with_columns(memory_columns()).join(extra, on="gpu_id")
 
@@ -58,7 +57,7 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
-        on_demand = offers.filter(~pl.col("tier").str.contains("spot|interruptible|preemptible"))
+        on_demand = offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
         rentable = fits.join(on_demand.rename({"gpu_count": "n_gpus"}), on=["gpu_id", "n_gpus"])
         row = _first(rentable, "price_per_instance_hour_usd")
         cloud = card(row, provider=row["provider"], tier=row["tier"],
@@ -76,7 +75,7 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
                         gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1) -> str | None:
     """The most faithful format that fits this GPU and count at this context, if any."""
-    for fmt in FORMAT_QUALITY_ORDER[engine]:
+    for fmt in FORMATS_BY_ENGINE[engine]:
         rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
             (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
         if rows.height and rows.get_column("verdict").item() == "fits":

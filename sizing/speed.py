@@ -12,7 +12,8 @@ per-layer decode overhead are fitted per engine and vendor on
 tests/data/speed_measurements.csv by sizing.calibration; the constants below are that
 fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
-`expert_bytes`, `params_active`, `params_embedding`, `n_layers`, `n_heads`, `head_dim`,
+`expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,
+`n_heads`, `attn_head_dim`, `n_full_attention_layers`, `n_window_layers`,
 `prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of efficiency_columns().
 """
 
@@ -70,7 +71,9 @@ def experts_touched_share() -> pl.Expr:
 
 
 def weight_bytes_read_per_step() -> pl.Expr:
-    always = _c("weights_bytes") - _c("token_embd_bytes") - _c("expert_bytes")
+    """The weights one decode step reads: not an input-only embedding table (one row per
+    token), and of the routed experts only the share the batch touches."""
+    always = _c("weights_bytes") - _c("input_embd_bytes") - _c("expert_bytes")
     return always + _c("expert_bytes") * experts_touched_share()
 
 
@@ -114,7 +117,12 @@ def prefill_seconds() -> pl.Expr:
     p = _c("prompt_tokens")
     n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
-    attention = 2 * _c("n_layers") * p * p * _c("n_heads") * _c("head_dim")
+    # Causal attention: 2 x p^2 x heads x head width on full layers (QK and AV, halved by
+    # the mask); window layers see at most `kv_window_tokens` keys per query.
+    per_key = 2 * _c("n_heads") * _c("attn_head_dim")
+    attention = per_key * p * (_c("n_full_attention_layers") * p
+                               + _c("n_window_layers")
+                               * pl.min_horizontal(p, _c("kv_window_tokens")))
     eff = _c("prefill_efficiency")
     peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
     t_compute = (linear + attention) / peak

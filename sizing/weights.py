@@ -44,14 +44,9 @@ _KEPT_16_BIT = ("token_embd", "output", "ffn_gate_inp")
 @dataclass(frozen=True)
 class WeightBytes:
     total: int
-    token_embd: int  # read one row per token, and llama.cpp keeps it in host memory
+    token_embd: int
     experts: int  # routed expert tensors: only k of E are read per token
     kinds: tuple[str, ...] = ()  # per-tensor storage type, for reports and tests
-
-    @property
-    def always_read(self) -> int:
-        """Bytes touched by every decoded token besides the routed experts."""
-        return self.total - self.token_embd - self.experts
 
 
 def _linear(t: Tensor) -> bool:

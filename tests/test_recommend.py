@@ -5,7 +5,8 @@ import polars as pl
 
 from assets.catalogs.assets import load_gpus
 from assets.resources import CatalogResource
-from sizing.recommend import FORMAT_QUALITY_ORDER, best_format_for_gpu, fit_over_gpus, recommend
+from sizing.grid import FORMATS_BY_ENGINE
+from sizing.recommend import best_format_for_gpu, fit_over_gpus, recommend
 from tests.conftest import load_arch
 
 GPUS = load_gpus(CatalogResource())
@@ -36,7 +37,7 @@ def test_best_format_is_the_most_faithful_that_fits():
     """On the reference page's 48 GB card, Q4_K_M is tight; IQ4_XS is the first that fits
     (../shared/reference/sizing-formulas.md section 1)."""
     best = best_format_for_gpu(QWEN_72B, 8192, "f16", "llama.cpp", GPUS, "mtt_s4000_48gb")
-    order = FORMAT_QUALITY_ORDER["llama.cpp"]
+    order = FORMATS_BY_ENGINE["llama.cpp"]
     assert best == "IQ4_XS"
     for better in order[: order.index(best)]:
         rows = fit_over_gpus(QWEN_72B, better, 8192, "f16", "llama.cpp", GPUS)

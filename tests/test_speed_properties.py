@@ -56,7 +56,7 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
     moe = estimate(load_arch("Qwen/Qwen3-30B-A3B"), c, _gpu(bandwidth))
     dense = estimate(load_arch("Qwen/Qwen3-32B"), c, _gpu(bandwidth))
     speedup = moe["decode_tok_s"] / dense["decode_tok_s"]
-    bytes_ratio = (dense["weights_bytes"] - dense["token_embd_bytes"]) / (
-        moe["weights_bytes"] - moe["token_embd_bytes"] - moe["expert_bytes"]
+    bytes_ratio = (dense["weights_bytes"] - dense["input_embd_bytes"]) / (
+        moe["weights_bytes"] - moe["input_embd_bytes"] - moe["expert_bytes"]
         + moe["expert_bytes"] * 8 / 128)
     assert low * bytes_ratio <= speedup <= bytes_ratio

@@ -30,6 +30,10 @@ _RETENTION = {"delta.logRetentionDuration": "interval 3650 days",
               "delta.deletedFileRetentionDuration": "interval 3650 days"}
 
 
+# What reading a table that was never published raises (locally / on object storage).
+TABLE_MISSING = (TableNotFoundError, FileNotFoundError)
+
+
 class ContractViolation(ValueError):
     """A table refused before publication, with every reason."""
 
@@ -201,5 +205,7 @@ def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = 
                          storage_options=dict(storage_options or {}) or None)
 
 
-def history(table: str, base: str | None = None) -> list[dict]:
-    return DeltaTable(table_uri(table, base)).history()
+def history(table: str, base: str | None = None,
+            storage_options: Mapping[str, str] | None = None) -> list[dict]:
+    return DeltaTable(table_uri(table, base),
+                      storage_options=dict(storage_options or {}) or None).history()

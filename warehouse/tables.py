@@ -58,6 +58,8 @@ MODELS = TableContract(
             "n_layers": pl.Int64(), "hidden": pl.Int64(), "n_heads": pl.Int64(),
             "head_dim": pl.Int64(), "vocab": pl.Int64(), "kv_heads": pl.Int64(),
             "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
+            "n_full_attention_layers": pl.Int64(), "n_window_layers": pl.Int64(),
+            "attn_head_dim": pl.Float64(),
             "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
             "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
             "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
@@ -82,10 +84,10 @@ WEIGHTS = TableContract(
     "weights",
     keys=("model_id", "weight_format"),
     schema={"model_id": pl.String(), "weight_format": pl.String(),
-            "weights_bytes": pl.Int64(), "token_embd_bytes": pl.Int64(),
+            "weights_bytes": pl.Int64(), "input_embd_bytes": pl.Int64(),
             "expert_bytes": pl.Int64(), "weights_gib": pl.Float64()} | VERIFIED_AT,
     not_null=("model_id", "weight_format", "weights_bytes"),
-    rules=(("1 to 40 bits per parameter are stored", pl.col("weights_bytes") > 0),),
+    rules=(("weights take a positive number of bytes", pl.col("weights_bytes") > 0),),
 )
 
 GPUS = TableContract(
@@ -119,9 +121,9 @@ FIT_MATRIX = TableContract(
             "decode_aggregate_tok_s": pl.Float32(), "prefill_tok_s": pl.Float32(),
             "ttft_ms": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
-    rules=(("memory figures are not negative",
-            (pl.col("weights_gpu_gib") >= 0) & (pl.col("kv_cache_gib") >= 0)
-            & (pl.col("runtime_gib") >= 0)),
+    rules=(("memory figures are finite and not negative",
+            pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
+                "weights_gpu_gib", "kv_cache_gib", "runtime_gib", "total_gib"))),
            ("verdict is fits, tight or exceeds", pl.col("verdict").is_in(
                ["fits", "tight", "exceeds"])),
            ("decode speed below 100,000 tok/s per sequence",

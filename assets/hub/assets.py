@@ -18,6 +18,7 @@ from huggingface_hub import HfApi
 
 from assets.hub.client import ModelOutcome, fetch_model
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
+from warehouse import store
 
 
 class HubResource(dg.ConfigurableResource):
@@ -44,18 +45,20 @@ class HubResource(dg.ConfigurableResource):
 
 
 def _previous_revisions(warehouse: WarehouseResource) -> dict[str, str]:
+    """Revisions whose config was fetched: a gated or failed one is tried again."""
     try:
         prev = warehouse.read("hub_models")
-    except Exception:  # first run  # noqa: BLE001
+    except store.TABLE_MISSING:  # first run
         return {}
-    return dict(prev.filter(pl.col("revision").is_not_null())
-                .select("repo_id", "revision").iter_rows())
+    done = prev.filter(pl.col("status").is_in(["fetched", "unchanged"])
+                       & pl.col("revision").is_not_null())
+    return dict(done.select("repo_id", "revision").iter_rows())
 
 
 def _previous_gguf(warehouse: WarehouseResource) -> pl.DataFrame:
     try:
         return warehouse.read("gguf_files")
-    except Exception:  # never listed online  # noqa: BLE001
+    except store.TABLE_MISSING:  # never listed online
         return pl.DataFrame(schema=_GGUF_SCHEMA)
 
 
@@ -90,8 +93,10 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         outcomes = [fetch_model(api, r, previous.get(r), Path(snapshot.path), hub.timeout_s)
                     for r in index]
         gguf = [g for o in outcomes for g in o.gguf_files]
-        unchanged = [o.repo_id for o in outcomes if o.status == "unchanged"]
-        kept = _previous_gguf(warehouse).filter(pl.col("repo_id").is_in(unchanged))
+        # Unchanged models were listed when their revision was new; failed ones keep their
+        # last listing rather than losing it to an outage.
+        carried = [o.repo_id for o in outcomes if o.status in ("unchanged", "failed")]
+        kept = _previous_gguf(warehouse).filter(pl.col("repo_id").is_in(carried))
         gguf += kept.drop("verified_at", strict=False).to_dicts()  # listed when first seen
         outcomes += [ModelOutcome(r, "removed", previous[r], "no longer listed")
                      for r in previous if r not in index]

@@ -74,8 +74,8 @@ def gguf_listing(api: HfApi, repo_id: str, timeout_s: float = 20.0) -> list[dict
         try:
             info = _with_retries(api.model_info, gguf_repo, files_metadata=True,
                                  timeout=timeout_s)
-        except (RepositoryNotFoundError, GatedRepoError):
-            continue
+        except (RepositoryNotFoundError, GatedRepoError, HfHubHTTPError, httpx2.HTTPError):
+            continue  # no such conversion, or unreachable now: the model itself is fine
         sizes: dict[str, list[int]] = {}
         for s in info.siblings or []:
             quant = gguf_quant(s.rfilename)
@@ -108,12 +108,12 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
                                  cache_dir=cache, endpoint=api.endpoint, token=api.token,
                                  etag_timeout=timeout_s)
             config = Path(path).read_bytes()
-        ggufs = gguf_listing(api, repo_id, timeout_s)
     except GatedRepoError:
         return ModelOutcome(repo_id, "gated", info.sha, "gated: HF_TOKEN with access needed")
     except (HfHubHTTPError, httpx2.HTTPError) as e:
-        return ModelOutcome(repo_id, "failed", info.sha, f"config or GGUF listing: {_describe(e)}")
+        return ModelOutcome(repo_id, "failed", info.sha, f"config.json: {_describe(e)}")
     record_config(snapshot, repo_id, config, info.sha, api.endpoint)
+    ggufs = gguf_listing(api, repo_id, timeout_s)
     params = info.safetensors.parameters if info.safetensors else {}
     return ModelOutcome(repo_id, "fetched", info.sha, info=_summary(info, params),
                         gguf_files=ggufs)

@@ -24,6 +24,7 @@ from assets.resources import (
     contract_check_name,
     contract_checks,
 )
+from sizing.cost import INTERRUPTIBLE_TIERS
 from warehouse import store
 from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
 
@@ -66,9 +67,10 @@ def _kept_previous(context: dg.AssetExecutionContext, table: str, reason: str,
                    warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Nothing new is published; report which earlier version stays current."""
     try:
-        latest = store.history(table, base=warehouse.root)[0]
+        latest = store.history(table, base=warehouse.root,
+                               storage_options=warehouse.storage_options())[0]
         kept = f"version {latest['version']} verified {latest.get('verified_at')}"
-    except Exception:  # no earlier version at all  # noqa: BLE001
+    except store.TABLE_MISSING:
         kept = "no earlier version"
     context.log.warning(f"{table}: {reason}; keeping {kept}")
     evidence = {"reason": reason, "kept": kept}
@@ -94,13 +96,16 @@ def aliases(catalog: CatalogResource) -> dict[str, str]:
 def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Offers with a catalog GPU id and a plausible price, and the rest with a reason.
-    Offers that do not state their memory take the catalog's."""
+    Whole-GPU offers take the catalog's marketed memory, so that one card is one size
+    across providers (Vast.ai reports MiB as the driver sees them; others round)."""
     low, high = PLAUSIBLE_GPU_HOUR_USD
     memory = gpus.select("gpu_id", pl.col("memory_gb_marketed").alias("catalog_gb"))
     df = (offers.with_columns(pl.col("gpu_name").replace_strict(names, default=None)
                               .alias("gpu_id"))
           .join(memory, on="gpu_id", how="left")
-          .with_columns(pl.col("vram_per_gpu_gb").fill_null(pl.col("catalog_gb")))
+          .with_columns(pl.when(pl.col("fractional")).then(pl.col("vram_per_gpu_gb"))
+                        .otherwise(pl.coalesce("catalog_gb", "vram_per_gpu_gb"))
+                        .alias("vram_per_gpu_gb"))
           .drop("catalog_gb"))
     reason = (pl.when(pl.col("gpu_id").is_null())
               .then(pl.format("GPU name '{}' maps to no catalog id", "gpu_name"))
@@ -109,9 +114,6 @@ def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
     df = df.with_columns(reason.alias("reason"))
     return (df.filter(pl.col("reason").is_null()).drop("reason"),
             df.filter(pl.col("reason").is_not_null()))
-
-
-INTERRUPTIBLE_TIERS = "spot|interruptible|preemptible"
 
 
 def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
@@ -141,8 +143,10 @@ def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
     for provider in PRICE_PROVIDERS:
         try:
             frames.append(warehouse.read(f"prices_{provider}"))
-        except Exception as e:  # never published yet  # noqa: BLE001
-            context.log.warning(f"no prices from {provider} yet: {e}")
+        except store.TABLE_MISSING:
+            context.log.warning(f"no prices from {provider} yet")
+    if not frames:
+        raise dg.Failure("no provider has published prices yet; nothing to combine")
     offers = pl.concat(frames, how="diagonal_relaxed")
     good, bad = split_offers(offers, aliases(catalog), load_gpus(catalog))
     verified_at = offers.get_column("verified_at").max()

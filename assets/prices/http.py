@@ -78,6 +78,8 @@ def fetch(client: httpx.Client, method: str, url: str, **kwargs) -> Fetched:
         raise FetchError(f"timed out after {MAX_ATTEMPTS} attempts: {url}") from e
     except httpx.TransportError as e:
         raise FetchError(f"connection failed after {MAX_ATTEMPTS} attempts: {url} ({e})") from e
+    except httpx.HTTPError as e:  # decoding errors, too many redirects...
+        raise FetchError(f"{type(e).__name__} from {url}: {e}") from e
 
 
 def client(read_timeout_s: float | None = None) -> httpx.Client:

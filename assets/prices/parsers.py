@@ -59,7 +59,7 @@ _RUNPOD_TIERS = (("secure", "securePrice", "on-demand"), ("community", "communit
 
 def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
     data = _json(body, "runpod")
-    rows = data.get("data", {}).get("gpuTypes") if isinstance(data, dict) else data
+    rows = (data.get("data") or {}).get("gpuTypes") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise LayoutChanged("runpod: no data.gpuTypes list in the response")
     offers = []

@@ -92,7 +92,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
             on = dt.date.fromisoformat(str(entry.get("published_date") or "")[:10])
             body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
             offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
-                       for o in p.parse(body, on)]
+                       for o in _parsed(p, body, on)]
             refs.append(entry["path"])
             dates.append(on)
         if not refs:
@@ -115,7 +115,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
                 got = fetch(http, r.method, base + r.path, json=r.body, headers=headers)
                 ref = self._record(p.name, r, got.body, got.url, now)
                 offers += [o | {"raw_ref": ref, "source_url": got.url}
-                           for o in p.parse(got.body, now.date())]
+                           for o in _parsed(p, got.body, now.date())]
                 refs.append(ref)
         return Collected(offers, now.date(), refs, skipped)
 
@@ -131,6 +131,17 @@ class PriceSourcesResource(dg.ConfigurableResource):
         with (Path(self.snapshot_path) / "prices" / "manifest.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
         return rel
+
+
+def _parsed(p: Provider, body: bytes, on: dt.date) -> list[dict[str, Any]]:
+    """The parser's offers; any surprise in the body's values is a layout change."""
+    try:
+        return p.parse(body, on)
+    except parsers.LayoutChanged:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        raise parsers.LayoutChanged(f"{p.name}: unexpected value in the response ({e!r})") \
+            from e
 
 
 def _manifest(snapshot: Path) -> list[dict[str, Any]]:
