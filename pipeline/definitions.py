@@ -18,15 +18,16 @@ from assets.models.assets import models
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
-from assets.sizing.assets import fit_matrix_table, weights
+from assets.sizing.assets import cost_matrix, fit_matrix_table, weights
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_table,
-              coverage,
+              cost_matrix, coverage,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
-    "refresh_prices", selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices))
+    "refresh_prices",
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
 weekly_models = dg.ScheduleDefinition(
     name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
     default_status=dg.DefaultScheduleStatus.RUNNING)

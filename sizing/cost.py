@@ -21,16 +21,22 @@ def _c(name: str) -> pl.Expr:
     return pl.col(name).cast(pl.Float64)
 
 
+def cost_per_mtok() -> pl.Expr:
+    """USD per million generated tokens: the hourly price of all the GPUs over the tokens
+    the batch generates in an hour."""
+    return (_c("price_per_gpu_hour_usd") * _c("n_gpus")
+            / (_c("decode_aggregate_tok_s") * 3600) * 1e6)
+
+
 def cost_columns() -> list[pl.Expr]:
     hourly = _c("price_per_gpu_hour_usd") * _c("n_gpus")
-    tokens_per_hour = _c("decode_aggregate_tok_s") * 3600
     monthly_hours = _c("hours_per_day") * DAYS_PER_MONTH
     cloud_month = hourly * monthly_hours
     power_kw = (_c("tdp_w") * _c("n_gpus") + _c("host_power_w")) / 1000
     power_month = power_kw * monthly_hours * _c("electricity_usd_per_kwh")
     saving = cloud_month - power_month
     return [
-        (hourly / tokens_per_hour * 1e6).alias("cost_per_mtok_usd"),
+        cost_per_mtok().alias("cost_per_mtok_usd"),
         cloud_month.alias("cloud_monthly_usd"),
         power_month.alias("power_monthly_usd"),
         pl.when(saving > 0).then(_c("purchase_usd") / saving).otherwise(None)

@@ -21,7 +21,7 @@ def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
-                    "fit_matrix_table", "coverage", "prices_runpod", "prices_vastai",
+                    "fit_matrix_table", "cost_matrix", "coverage", "prices_runpod", "prices_vastai",
                     "prices_vultr", "prices_digitalocean", "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
     assert defs.get_schedule_def("daily_price_refresh")
@@ -98,3 +98,17 @@ def test_contract_checks_reported_to_dagster(warehouse_root):
     result = dg.materialize([engines], resources=resources)
     (evaluation,) = result.get_asset_check_evaluations()
     assert evaluation.passed and evaluation.check_name == "engines_contract"
+
+
+def test_price_refresh_recomputes_costs_not_the_matrix(warehouse_root):
+    """The daily price job (and the eager conditions downstream of it) touches the price
+    tables and the cost matrix; the memory matrix keeps its version."""
+    from pipeline.definitions import build_defs
+
+    defs = build_defs({"LLM_SIZING_WAREHOUSE": warehouse_root})
+    fit_before = store.history("fit_matrix", base=warehouse_root)[0]["version"]
+    cost_before = store.history("cost_matrix", base=warehouse_root)[0]["version"]
+    result = defs.get_job_def("refresh_prices").execute_in_process()
+    assert result.success
+    assert store.history("fit_matrix", base=warehouse_root)[0]["version"] == fit_before
+    assert store.history("cost_matrix", base=warehouse_root)[0]["version"] == cost_before + 1

@@ -235,6 +235,18 @@ GGUF_FILES = TableContract(
     rules=(("a GGUF file holds at least 10 MB", pl.col("file_bytes") > 10_000_000),),
 )
 
-CONTRACTS = {c.name: c for c in (HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS,
-                                 GPUS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
+COST_MATRIX = TableContract(
+    "cost_matrix",
+    keys=FIT_MATRIX.keys,
+    schema={**{k: FIT_MATRIX.schema[k] for k in FIT_MATRIX.keys},
+            "provider": pl.String(), "tier": pl.String(), "price_per_gpu_hour_usd": pl.Float64(),
+            "decode_aggregate_tok_s": pl.Float32(), "cost_per_mtok_usd": pl.Float32(),
+            "price_verified_at": pl.Date()} | VERIFIED_AT,
+    not_null=("model_id", "gpu_id", "cost_per_mtok_usd"),
+    rules=(("cost is positive and finite",
+            pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
+)
+
+CONTRACTS = {c.name: c for c in (COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS,
+                                 MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
                                  PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
