@@ -247,6 +247,7 @@ COST_MATRIX = TableContract(
             pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
 )
 
-CONTRACTS = {c.name: c for c in (COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS,
-                                 MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
-                                 PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+CONTRACTS = {c.name: c for c in (
+    COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX,
+    WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS,
+    *PROVIDER_PRICES)}
