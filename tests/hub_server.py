@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from tests.conftest import SNAPSHOT, TEST_DATA
 
@@ -63,6 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         path = urlparse(self.path).path
         state.calls.append(f"{self.command} {path}")
+        if path == "/api/models":  # list_models: documented format, from what the Hub holds
+            author = parse_qs(urlparse(self.path).query).get("author", [""])[0]
+            listing = [{"id": r, "downloads": i.get("downloads", 0), "pipeline_tag":
+                        i.get("pipeline_tag")} for r, i in state.infos.items()
+                       if r.startswith(f"{author}/")]
+            return self._ok(json.dumps(listing).encode(), "application/json", head)
         if path.startswith("/api/models/"):
             repo = path.removeprefix("/api/models/").split("/revision/")[0]
             kind = "info"

@@ -158,3 +158,15 @@ def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, m
     assert json.loads(fetched[0])["repo_id"] == LLAMA
     recorded = (snapshot / "prices/manifest.jsonl").read_text().splitlines()
     assert {json.loads(line)["provider"] for line in recorded} == {"runpod", "vastai", "vultr"}
+
+
+@pytest.mark.parametrize(("authors", "floor", "expected"), [
+    (["meta-llama"], 10_000, [LLAMA]),  # the recorded info: 5,795,728 downloads
+    (["meta-llama"], 10_000_000, []),  # below the download floor
+    (["bartowski"], 0, ["bartowski/Llama-3.1-8B-Instruct-GGUF"]),
+])
+def test_discovery_adds_popular_models_of_listed_authors(authors, floor, expected):
+    hub = HubResource(offline=False, discover_authors=authors, discover_top_n=10,
+                      min_downloads=floor)
+    with hub_server(HubState()) as url:
+        assert hub.discovered(_api(url)) == expected
