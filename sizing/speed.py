@@ -30,7 +30,9 @@ from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.834, "layer_seconds": 74.0e-6},
               "llama.cpp": {"efficiency": 0.834, "layer_seconds": 76.5e-6}}
 PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.340}, "llama.cpp": {"efficiency": 0.340}}
-# vLLM has no usable single-stream measurements yet: it takes llama.cpp's figures.
+# vLLM has no single-stream measurements yet: it takes llama.cpp's figures, which predict
+# vLLM's batched decode step (mean TPOT of `vllm bench serve`, phi-4 on an RTX PRO 6000,
+# 32-512 concurrent requests) within 6-21 % (tests/test_speed_calibration.py).
 FALLBACK_ENGINE = "llama.cpp"
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for

@@ -120,3 +120,28 @@ def test_median_error_within_bound(rows, kind, bound):
     err = median_abs_relative_error(r.get_column("measured_tok_s"),
                                     r.get_column("predicted_tok_s"))
     assert err <= bound, f"{kind}: median error {err:.1%} over {r.height} measurements"
+
+
+def test_vllm_batched_decode_step_against_serve_benchmarks():
+    """vLLM has no single-stream measurements here, so it uses llama.cpp's fitted constants.
+    Checked against `vllm bench serve` on an RTX PRO 6000 Blackwell (phi-4, ShareGPT, 1000
+    prompts; tests/data/speed_measurements.csv): the mean time per output token at 32 to
+    512 concurrent requests is one decode step of that batch. ShareGPT's requests average
+    about 214 prompt and 92 output tokens, so the running context is about 306 tokens."""
+    from sizing.estimate import Configuration, Device, estimate
+
+    raw = pl.read_csv(TEST_DATA / "speed_measurements.csv", infer_schema_length=0) \
+        .filter((pl.col("engine") == "vllm") & pl.col("notes").str.contains("Mean TPOT"))
+    phi4 = load_arch("microsoft/phi-4")
+    gpu = load_gpus(CatalogResource()).filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell") \
+        .row(0, named=True)
+    device = Device(gpu["gpu_id"], gpu["memory_gib"], False, gpu["vendor"],
+                    gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"])
+    errors = []
+    for row in raw.iter_rows(named=True):
+        batch = int(row["batch"].rsplit(" ", 1)[1])
+        tpot_ms = float(row["notes"].split("Mean TPOT ")[1].split(" ms")[0])
+        r = estimate(phi4, Configuration("BF16", 306, "auto", batch, engine="vllm"), device)
+        errors.append(abs(1000 / r["decode_tok_s"] - tpot_ms) / tpot_ms)
+    assert len(errors) == 4
+    assert sorted(errors)[len(errors) // 2] <= DECODE_BOUND
