@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -128,6 +128,8 @@ class ModelArch:
     qk_norm: bool = False
     attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also yields a per-head output gate
     fused_qkv: bool = False
+    gated_ffn: bool = True  # SwiGLU-style gate projection; Nemotron-H uses plain relu^2
+    single_op_blocks: bool = False  # Nemotron-H: a block is one mixer or one MLP, not both
     norms_per_layer: int = 2
     sliding_window: int = 0
     chunk_size: int = 0
@@ -159,7 +161,7 @@ _DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "ge
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
-        "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v32",
+        "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
         "glm_moe_dsa"}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 
@@ -266,7 +268,8 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         expert_ffn = _require(name, t, "intermediate_size")
     n_shared = int(_first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
                           "num_shared_expert", default=0) or 0)
-    shared_ffn = int(_first(t, "shared_expert_intermediate_size", default=0) or 0)
+    shared_ffn = int(_first(t, "shared_expert_intermediate_size",
+                            "moe_shared_expert_intermediate_size", default=0) or 0)
     if not shared_ffn and n_shared:
         shared_ffn = n_shared * int(expert_ffn)
     if t["model_type"] in ("llama4", "llama4_text"):
@@ -291,7 +294,8 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         shared_ffn=shared_ffn,
         layers=layers,
         router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
-                                        "minimax_m2", "deepseek_v32", "glm_moe_dsa"),
+                                        "minimax_m2", "deepseek_v32", "glm_moe_dsa",
+                                        "nemotron_h"),
         shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
                                         "qwen3_5_moe_text"),
     )
@@ -338,6 +342,8 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     model_type = t.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")
+    if t.get("moe_latent_size"):
+        raise ConfigError(name, "latent MoE (moe_latent_size) projections are not modelled")
 
     hidden = int(_require(name, t, "hidden_size", "d_model", "n_embd"))
     n_layers = int(_require(name, t, "num_hidden_layers", "n_layers", "num_layers"))
@@ -352,6 +358,9 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     head_dim = int(_first(t, "head_dim", "head_size", default=0) or hidden // n_heads)
     kinds = _layer_kinds(name, t, n_layers)
     moe = _moe(name, t, n_layers)
+    pattern = t.get("hybrid_override_pattern")
+    if moe is not None and isinstance(pattern, str):  # "E" marks the expert blocks
+        moe = replace(moe, layers=tuple(c == "E" for c in pattern))
     ffn = _first(t, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size",
                  "block_ff_dim", "n_inner")
     if ffn is None:
@@ -421,6 +430,8 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         qk_norm=model_type in _QK_NORM_FAMILIES or bool(t.get("use_qk_norm")),
         attn_output_gate=bool(t.get("attn_output_gate") or model_type == "qwen3_next"),
         fused_qkv=model_type in _FUSED_QKV_FAMILIES,
+        gated_ffn=t.get("mlp_hidden_act") != "relu2",
+        single_op_blocks=isinstance(pattern, str),
         norms_per_layer=4 if model_type in _FOUR_NORM_FAMILIES else 2,
         sliding_window=_sliding_window(t),
         chunk_size=chunk,

@@ -152,7 +152,9 @@ def gguf_tensor_types(m: ModelArch, tensors: list[Tensor], ftype: str,
         ftype=ftype,
         n_layers=m.n_layers,
         n_attn_v=sum(t.kind in _ATTN_V_LIKE for t in tensors),
-        gqa=m.gqa_ratio,
+        # llama.cpp reads n_gqa() of layer 0; Nemotron-H declares no KV heads on its
+        # non-attention blocks, so there it is 0 when layer 0 is not attention.
+        gqa=0 if m.single_op_blocks and not m.layer_kinds[0].has_kv else m.gqa_ratio,
         n_experts=m.moe.n_experts if m.moe else 0,
         is_70b=m.model_type in _70B_FAMILIES and m.n_layers == 80,
         imatrix=imatrix,

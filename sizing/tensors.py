@@ -140,21 +140,24 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
         out = [_w(i, "ffn_gate_inp", h, e)]
         if moe.router_bias:
             out.append(_v(i, "exp_probs_b", e))
-        out += [_w(i, "ffn_gate_exps", h, f, e), _w(i, "ffn_up_exps", h, f, e),
-                _w(i, "ffn_down_exps", f, h, e)]
+        if m.gated_ffn:
+            out.append(_w(i, "ffn_gate_exps", h, f, e))
+        out += [_w(i, "ffn_up_exps", h, f, e), _w(i, "ffn_down_exps", f, h, e)]
         if m.model_type == "gpt_oss":
             out += [_v(i, "ffn_gate_inp.bias", e), _v(i, "ffn_gate_exps.bias", f * e),
                     _v(i, "ffn_up_exps.bias", f * e), _v(i, "ffn_down_exps.bias", h * e)]
         if moe.shared_ffn:
             s = moe.shared_ffn
-            out += [_w(i, "ffn_gate_shexp", h, s), _w(i, "ffn_up_shexp", h, s),
-                    _w(i, "ffn_down_shexp", s, h)]
+            if m.gated_ffn:
+                out.append(_w(i, "ffn_gate_shexp", h, s))
+            out += [_w(i, "ffn_up_shexp", h, s), _w(i, "ffn_down_shexp", s, h)]
             if moe.shared_gate:
                 out.append(_v(i, "ffn_gate_inp_shexp", h))
         return out
     if m.fused_qkv:  # Phi-3 fuses gate and up as it fuses q, k and v
         return [_w(i, "ffn_up", h, 2 * m.ffn), _w(i, "ffn_down", m.ffn, h)]
-    return [_w(i, "ffn_gate", h, m.ffn), _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
+    gate = [_w(i, "ffn_gate", h, m.ffn)] if m.gated_ffn else []
+    return [*gate, _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
 
 
 _MIXERS = {
@@ -174,6 +177,9 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
     tensors = [Tensor("token_embd", "token_embd", -1, h, h * m.vocab, True)]
     for i, kind in enumerate(m.layer_kinds):
         tensors.append(_v(i, "attn_norm", h))
+        if m.single_op_blocks:  # Nemotron-H: each block is one mixer or one MLP
+            tensors += _ffn(m, i) if kind is LayerKind.MLP_ONLY else _MIXERS[kind](m, i)
+            continue
         tensors += _MIXERS[kind](m, i)
         if m.norms_per_layer == 4:
             tensors += [_v(i, "attn_post_norm", h), _v(i, "ffn_post_norm", h)]

@@ -27,6 +27,7 @@ SNAPSHOT_MODELS = {
     # DeepSeek-V3.1 keeps V3's architecture (the schema's hparams: 7168 wide, 61 layers,
     # 128 heads, 256 experts), so V3's config describes the same tensors.
     "deepseek-v3.1": "deepseek-ai/DeepSeek-V3",
+    "nemotron-nano-3-30b-a3b": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
 }
 
 
