@@ -112,3 +112,38 @@ def test_price_refresh_recomputes_costs_not_the_matrix(warehouse_root):
     assert result.success
     assert store.history("fit_matrix", base=warehouse_root)[0]["version"] == fit_before
     assert store.history("cost_matrix", base=warehouse_root)[0]["version"] == cost_before + 1
+
+
+def test_a_new_model_computes_only_its_own_rows(tmp_path):
+    import shutil
+
+    from assets.catalogs.assets import gpus
+    from assets.hub.assets import hub_models
+    from assets.models.assets import models
+    from assets.sizing.assets import fit_matrix_table, weights
+    from tests.conftest import SNAPSHOT
+
+    snapshot = tmp_path / "snapshot"
+
+    def add(repo: str) -> None:
+        (snapshot / "hub/models" / repo).mkdir(parents=True)
+        shutil.copy(SNAPSHOT / "hub/models" / repo / "config.json",
+                    snapshot / "hub/models" / repo / "config.json")
+
+    def run() -> dict:
+        resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
+                     "catalog": CatalogResource(),
+                     "warehouse": WarehouseResource(root=str(tmp_path / "warehouse"))}
+        result = dg.materialize([gpus, hub_models, models, weights, fit_matrix_table],
+                                resources=resources)
+        return result.asset_materializations_for_node("fit_matrix_table")[0].metadata
+
+    add("Qwen/Qwen3-0.6B")
+    add("meta-llama/Llama-3.2-1B-Instruct")
+    assert run()["models_computed"].value == 2
+    assert run()["models_computed"].value == 0
+    add("Qwen/Qwen3-1.7B")
+    third = run()
+    assert third["models_computed"].value == 1 and third["models_reused"].value == 2
+    table = store.read("fit_matrix", base=str(tmp_path / "warehouse"))
+    assert table.get_column("model_id").n_unique() == 3

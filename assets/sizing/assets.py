@@ -1,8 +1,12 @@
 """Weight bytes per (model, format) and the fit matrix over the default grid."""
 
+import hashlib
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
+import sizing
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import parse_config
 from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
@@ -47,9 +51,78 @@ def fit_matrix_table(context: dg.AssetExecutionContext,
     verified_at = max(warehouse.read(t).get_column("verified_at").max()
                       for t in ("models", "weights", "gpus"))
     columns = [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
-    batches = fit_matrix_batches(models, weights_df, gpus, columns)
-    return warehouse.publish(context, "fit_matrix", batches, verified_at,
-                             "models,weights,gpus")
+    cache = SliceCache(Path(warehouse.root) / "staging" / "fit_matrix", _fingerprint(gpus))
+    if warehouse.root.startswith(("s3://", "gs://", "az://")):
+        cache = None  # slices are cached on local warehouses only
+    computed: list[str] = []
+
+    def batches():
+        for chunk in models.iter_slices(1):
+            model_id = chunk.get_column("model_id").item()
+            own_weights = weights_df.filter(pl.col("model_id") == model_id)
+            key = cache.key(chunk, own_weights) if cache else None
+            if key and (cached := cache.get(key)) is not None:
+                yield cached
+                continue
+            computed.append(model_id)
+            (rows,) = fit_matrix_batches(chunk, own_weights, gpus, columns)
+            if key:
+                cache.put(key, rows)
+            yield rows
+
+    result = warehouse.publish(context, "fit_matrix", batches(), verified_at,
+                               "models,weights,gpus")
+    if cache:
+        cache.keep_only_last_run()
+    context.log.info(f"fit matrix: {len(computed)} of {models.height} models computed")
+    return dg.MaterializeResult(
+        metadata={**result.metadata, "models_computed": len(computed),
+                  "models_reused": models.height - len(computed)},
+        check_results=result.check_results)
+
+
+def _code_fingerprint() -> str:
+    """The sizing library's source: any change to a formula or the grid is a new version."""
+    sources = sorted(Path(sizing.__file__).parent.glob("*.py"))
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+
+
+def _fingerprint(df: pl.DataFrame) -> str:
+    """A hash of the frame's values (its JSON rows: independent of how memory is laid out)."""
+    return hashlib.sha256(df.sort(df.columns).write_json().encode()).hexdigest()
+
+
+class SliceCache:
+    """One model's fit-matrix rows, stored under a hash of everything they depend on (the
+    model's row, its weights rows, the GPU table, the sizing library's source). A new or changed
+    model is computed; an unchanged one is read back, so adding a model computes that
+    model's rows and not everyone's."""
+
+    def __init__(self, folder: Path, gpus_fingerprint: str):
+        self.folder = folder
+        self.salt = f"{_code_fingerprint()}:{gpus_fingerprint}"
+        self.used: set[str] = set()
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def key(self, model: pl.DataFrame, weights: pl.DataFrame) -> str:
+        digest = hashlib.sha256(self.salt.encode())
+        digest.update(_fingerprint(model).encode() + _fingerprint(weights).encode())
+        self.used.add(key := digest.hexdigest())
+        return key
+
+    def get(self, key: str) -> pl.DataFrame | None:
+        path = self.folder / f"{key}.parquet"
+        return pl.read_parquet(path) if path.exists() else None
+
+    def put(self, key: str, rows: pl.DataFrame) -> None:
+        tmp = self.folder / f"{key}.parquet.tmp"
+        rows.write_parquet(tmp)
+        tmp.replace(self.folder / f"{key}.parquet")
+
+    def keep_only_last_run(self) -> None:
+        for path in self.folder.glob("*.parquet"):
+            if path.stem not in self.used:
+                path.unlink()
 
 
 @dg.asset(check_specs=contract_checks("cost_matrix", "cost_matrix"),
