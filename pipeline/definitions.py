@@ -18,7 +18,12 @@ from assets.models.assets import models
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
-from assets.sizing.assets import cost_matrix, fit_matrix_table, weights
+from assets.sizing.assets import (
+    cost_matrix,
+    fit_matrix_table,
+    weights,
+    weights_match_published_gguf,
+)
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_table,
@@ -77,7 +82,7 @@ def _resources(environ: Mapping[str, str]) -> dict:
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
-        asset_checks=[prices_recent],
+        asset_checks=[prices_recent, weights_match_published_gguf],
         jobs=[refresh_job, prices_job],
         schedules=[weekly_models, daily_prices],
         sensors=[automation],

@@ -170,3 +170,26 @@ def test_discovery_adds_popular_models_of_listed_authors(authors, floor, expecte
                       min_downloads=floor)
     with hub_server(HubState()) as url:
         assert hub.discovered(_api(url)) == expected
+
+
+def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monkeypatch):
+    """bartowski's Q4_K_M of Llama-3.1-8B (4,920,739,232 bytes, in the stand-in's listing)
+    and the listing's Q8_0 shards against the computed weights of the same formats."""
+    from assets.catalogs.assets import gpus
+    from assets.resources import CatalogResource
+    from assets.sizing.assets import weights, weights_match_published_gguf
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    root = str(tmp_path / "warehouse")
+    with hub_server(HubState()) as url:
+        resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
+                     "snapshot": SnapshotResource(path=str(snapshot)),
+                     "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
+        result = dg.materialize([gpus, hub_models, models, weights,
+                                 weights_match_published_gguf], resources=resources)
+    (check,) = [e for e in result.get_asset_check_evaluations()
+                if e.check_name == "weights_match_published_gguf"]
+    assert check.passed and check.metadata["compared"].value == 2
+    q4 = store.read("gguf_files", base=root).filter(pl.col("quant") == "Q4_K_M")
+    ours = store.read("weights", base=root).filter(pl.col("weight_format") == "Q4_K_M")
+    assert abs(ours["weights_bytes"].item() / q4["file_bytes"].item() - 1) < 0.02

@@ -147,3 +147,13 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
     assert third["models_computed"].value == 1 and third["models_reused"].value == 2
     table = store.read("fit_matrix", base=str(tmp_path / "warehouse"))
     assert table.get_column("model_id").n_unique() == 3
+
+
+def test_read_as_of_a_time_returns_the_version_then_current(warehouse_root):
+    history = {h["version"]: h["timestamp"] for h in store.history("gpus", base=warehouse_root)}
+    between = dt.datetime.fromtimestamp(history[0] / 1000, tz=dt.UTC)
+    assert history[1] > history[0]
+    then = store.read("gpus", as_of=between, base=warehouse_root)
+    assert then.equals(store.read("gpus", version=0, base=warehouse_root))
+    with pytest.raises(ValueError, match="not both"):
+        store.read("gpus", version=0, as_of=between, base=warehouse_root)

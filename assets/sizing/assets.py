@@ -163,3 +163,32 @@ def cheapest_on_demand(offers: pl.DataFrame) -> pl.DataFrame:
             .select("gpu_id", pl.col("gpu_count").cast(pl.Int8).alias("n_gpus"), "provider",
                     "tier", "price_per_gpu_hour_usd",
                     pl.col("verified_at").alias("price_verified_at")))
+
+
+@dg.asset_check(asset=weights, description=(
+    "Computed GGUF weight bytes against the real GGUF files listed on the Hub (gguf_files): "
+    "the difference per model and quantization is a quality signal; over 2 % warns."))
+def weights_match_published_gguf(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    try:
+        listed = warehouse.read("gguf_files")
+    except store.TABLE_MISSING:
+        listed = pl.DataFrame()
+    if listed.is_empty():
+        return dg.AssetCheckResult(passed=True, metadata={"compared": 0,
+                                                          "note": "no GGUF listing yet"})
+    ours = warehouse.read("weights").select("model_id", "weight_format", "weights_bytes")
+    diff = (listed.join(ours, left_on=["repo_id", "quant"],
+                        right_on=["model_id", "weight_format"])
+            .with_columns(((pl.col("weights_bytes") - pl.col("file_bytes"))
+                           / pl.col("file_bytes")).alias("relative_difference")))
+    off = diff.filter(pl.col("relative_difference").abs() > GGUF_SIZE_TOLERANCE)
+    return dg.AssetCheckResult(
+        passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        metadata={"compared": diff.height,
+                  "median_abs_difference": float(diff["relative_difference"].abs().median()
+                                                 or 0.0),
+                  "over_tolerance": dg.MetadataValue.md(f"```\n{off}\n```")})
+
+
+# The bound the published-size tests hold the GGUF estimates to (tests/test_published_gguf_sizes).
+GGUF_SIZE_TOLERANCE = 0.02
