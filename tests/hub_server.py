@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from tests.conftest import SNAPSHOT, TEST_DATA
+from tests.services import serving
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 RECORDED_INFO = json.loads((TEST_DATA / "hub/model-info_meta-llama_Llama-3.1-8B-Instruct_"
@@ -123,13 +122,6 @@ class _Server(ThreadingHTTPServer):
         self.state = state
 
 
-@contextmanager
-def hub_server(state: HubState) -> Iterator[str]:
-    server = _Server(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def hub_server(state: HubState) -> AbstractContextManager[str]:
+    """Serve until the block ends; yields the base URL."""
+    return serving(_Server(state))

@@ -10,14 +10,13 @@ recordings are Python literals in gpuhunt's tests; the server answers them as JS
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from assets.prices.parsers import python_fixture
 from tests.conftest import SNAPSHOT
+from tests.services import serving
 
 PRICES = SNAPSHOT / "prices"
 
@@ -96,14 +95,6 @@ class _Server(ThreadingHTTPServer):
         self.hits: dict[str, int] = {}
 
 
-@contextmanager
-def price_server(faults: dict[str, str] | None = None) -> Iterator[str]:
+def price_server(faults: dict[str, str] | None = None) -> AbstractContextManager[str]:
     """Serve until the block ends; yields the base URL."""
-    server = _Server(faults or {})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(_Server(faults or {}))

@@ -7,9 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 
 import httpx
 
@@ -48,6 +50,18 @@ def process(argv: list[str], ready_url: str, seconds: float = 60,
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[str]:
+    """Run an in-process HTTP server on its own thread until the block ends; yields its URL."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def python_module(module: str, *args: str) -> list[str]:
