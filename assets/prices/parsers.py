@@ -140,7 +140,9 @@ def parse_vastai_offers(body: bytes) -> list[dict[str, Any]]:
 # Vultr ----------------------------------------------------------------------------------
 # `hourly_cost` is per plan. Cloud GPU plans name the GPU (`gpu_type`) and the plan's
 # VRAM (`gpu_vram_gb`); a plan with less VRAM than one whole GPU is a fractional slice.
-# Bare-metal plans are identified by id and carry a preemptible price.
+# Bare-metal plans are identified by id and carry a preemptible price. Memory of one whole
+# GPU per Vultr gpu_type: the largest single-GPU plan of that type in the recorded response
+# (vcg-a100-12c-120g-80vram for A100) and the vendors' marketed sizes for the others.
 _GPU_VRAM_GB = {"NVIDIA_A100": 80, "NVIDIA_A40": 48, "NVIDIA_A16": 16, "NVIDIA_L40S": 48,
                 "NVIDIA_H100": 80, "AMD_MI300X": 192}
 
