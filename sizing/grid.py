@@ -103,4 +103,4 @@ def fit_matrix_batches(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.Dat
         ids = chunk.get_column("model_id").implode()
         rows = fit_matrix(chunk.lazy(), weights.lazy().filter(pl.col("model_id").is_in(ids)),
                           gpus_lazy)
-        yield rows.select(columns).collect()
+        yield rows.select(columns).collect(engine="streaming")
