@@ -4,7 +4,8 @@ recorded responses in data/snapshot/prices, plus fault routes for the failure te
 The recorded RunPod and Vast.ai bodies are the `data.gpuTypes` and `offers` lists as the
 recording repositories saved them; the server puts them back in the documented
 envelopes ({"data": {"gpuTypes": ...}}, {"offers": ...}). The Vultr and DigitalOcean
-recordings are Python literals in gpuhunt's tests; the server answers them as JSON.
+recordings are Python literals in gpuhunt's tests; the server answers them as JSON. The
+RunPod pricing page is the documented-format fixture (no recording exists).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from assets.prices.parsers import python_fixture
-from tests.conftest import SNAPSHOT
+from tests.conftest import SNAPSHOT, TEST_DATA
 from tests.services import serving
 
 PRICES = SNAPSHOT / "prices"
@@ -30,7 +31,9 @@ def _recorded() -> dict[tuple[str, str], bytes]:
                              ".py.txt").read_bytes())
     do = python_fixture((PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt")
                          .read_bytes())
+    html = (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
     return {
+        ("GET", "/pricing"): html,
         ("POST", "/graphql"): json.dumps({"data": {"gpuTypes": runpod}}).encode(),
         ("POST", "/api/v0/bundles/"): json.dumps({"offers": vast}).encode(),
         ("GET", "/v2/plans"): json.dumps(vultr["vm_instances"]).encode(),

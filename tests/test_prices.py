@@ -135,7 +135,8 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
         again = replayed.collect(provider)
         assert [o["offer_id"] for o in again.offers] == [o["offer_id"] for o in got.offers]
     manifest = (tmp_path / "prices/manifest.jsonl").read_text().splitlines()
-    assert len(manifest) == 5  # one line per recorded body
+    assert len(manifest) == 6  # one line per recorded body, RunPod's page included
+    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html"}
     assert all("test-token" not in line for line in manifest)
 
 
@@ -193,3 +194,11 @@ def test_old_prices_are_flagged_not_hidden(tmp_path):
                 if e.check_name == "prices_recent"]
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
     assert "runpod" in check.metadata["days_old"].value
+
+
+def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
+    with price_server({"/pricing": "500"}) as url:
+        got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
+                                   base_urls={"runpod": url}).collect("runpod")
+    assert {o["source"] for o in got.offers} == {"api"}
+    assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")

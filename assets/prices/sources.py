@@ -16,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dagster as dg
 
 from assets.prices import parsers
-from assets.prices.http import client, fetch
+from assets.prices.http import FetchError, client, fetch
 from assets.resources import ROOT
 
 RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
@@ -32,35 +33,38 @@ VAST_SEARCH = {"rentable": {"eq": True}, "rented": {"eq": False}, "num_gpus": {"
 
 @dataclass(frozen=True)
 class Request:
-    name: str  # file stem the body is recorded under
+    name: str  # file stem the body is recorded under, and its manifest `request`
     method: str
-    path: str  # appended to the provider's base URL
+    url: str  # on the real service; the host part can be redirected by `base_urls`
+    parse: Callable[[bytes, dt.date], list[dict[str, Any]]]
     body: dict[str, Any] | None = None
     needs_token: str | None = None  # environment variable with the bearer token
+    # A second source: when it fails or its layout changed, the provider's other requests
+    # still count, and the reason is reported instead.
+    optional: bool = False
 
 
-@dataclass(frozen=True)
-class Provider:
-    name: str
-    base_url: str
-    requests: tuple[Request, ...]
-    parse: Callable[[bytes, dt.date], list[dict[str, Any]]]
+def _ignoring_date(parse: Callable[[bytes], list[dict[str, Any]]]):
+    return lambda body, on: parse(body)
 
 
-PROVIDERS = {
-    "runpod": Provider("runpod", "https://api.runpod.io", (
-        Request("graphql-gpuTypes", "POST", "/graphql", {"query": RUNPOD_QUERY}),),
-        lambda body, on: parsers.parse_runpod_graphql(body)),
-    "vastai": Provider("vastai", "https://console.vast.ai", (
-        Request("bundles", "POST", "/api/v0/bundles/", VAST_SEARCH),),
-        lambda body, on: parsers.parse_vastai_offers(body)),
-    "vultr": Provider("vultr", "https://api.vultr.com", (
-        Request("plans", "GET", "/v2/plans?type=all&per_page=500"),
-        Request("plans-metal", "GET", "/v2/plans-metal?per_page=500")),
-        lambda body, on: parsers.parse_vultr_plans(body)),
-    "digitalocean": Provider("digitalocean", "https://api.digitalocean.com", (
-        Request("sizes", "GET", "/v2/sizes?per_page=200", needs_token="DIGITALOCEAN_TOKEN"),),
-        parsers.parse_digitalocean_sizes),
+PROVIDERS: dict[str, tuple[Request, ...]] = {
+    "runpod": (
+        Request("graphql-gpuTypes", "POST", "https://api.runpod.io/graphql",
+                _ignoring_date(parsers.parse_runpod_graphql), {"query": RUNPOD_QUERY}),
+        Request("pricing-html", "GET", "https://www.runpod.io/pricing",
+                _ignoring_date(parsers.parse_runpod_pricing_html), optional=True),
+    ),
+    "vastai": (Request("bundles", "POST", "https://console.vast.ai/api/v0/bundles/",
+                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),),
+    "vultr": (
+        Request("plans", "GET", "https://api.vultr.com/v2/plans?type=all&per_page=500",
+                _ignoring_date(parsers.parse_vultr_plans)),
+        Request("plans-metal", "GET", "https://api.vultr.com/v2/plans-metal?per_page=500",
+                _ignoring_date(parsers.parse_vultr_plans)),
+    ),
+    "digitalocean": (Request("sizes", "GET", "https://api.digitalocean.com/v2/sizes?per_page=200",
+                             parsers.parse_digitalocean_sizes, needs_token="DIGITALOCEAN_TOKEN"),),
 }
 
 
@@ -81,30 +85,41 @@ class PriceSourcesResource(dg.ConfigurableResource):
     read_timeout_s: float = 20.0
 
     def collect(self, provider: str) -> Collected:
-        p = PROVIDERS[provider]
-        return self._replay(p) if self.offline else self._fetch_and_record(p)
+        requests = PROVIDERS[provider]
+        return self._replay(provider, requests) if self.offline \
+            else self._fetch_and_record(provider, requests)
 
-    def _replay(self, p: Provider) -> Collected:
+    def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
+        by_name = {r.name: r for r in requests}
         offers, refs, dates = [], [], []
         for entry in _manifest(Path(self.snapshot_path)):
-            if entry.get("provider") != p.name:
+            if entry.get("provider") != provider:
                 continue
+            # Public recordings answer the provider's main request unless they say otherwise.
+            request = by_name.get(entry.get("request"), requests[0])
             on = dt.date.fromisoformat(str(entry.get("published_date") or "")[:10])
             body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
             offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
-                       for o in _parsed(p, body, on)]
+                       for o in _parsed(provider, request, body, on)]
             refs.append(entry["path"])
             dates.append(on)
         if not refs:
-            raise parsers.LayoutChanged(f"{p.name}: no recorded response in the snapshot")
+            raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
         return Collected(offers, max(dates), refs, [])
 
-    def _fetch_and_record(self, p: Provider) -> Collected:
+    def _url(self, provider: str, r: Request) -> str:
+        """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
+        base = self.base_urls.get(provider)
+        if not base:
+            return r.url
+        parts = urlsplit(r.url)
+        return base.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else "")
+
+    def _fetch_and_record(self, provider: str, requests: tuple[Request, ...]) -> Collected:
         now = dt.datetime.now(dt.UTC)
         offers, refs, skipped = [], [], []
-        base = self.base_urls.get(p.name, p.base_url)
         with client(self.read_timeout_s) as http:
-            for r in p.requests:
+            for r in requests:
                 headers = {}
                 if r.needs_token:
                     token = os.environ.get(r.needs_token)
@@ -112,20 +127,29 @@ class PriceSourcesResource(dg.ConfigurableResource):
                         skipped.append(f"{r.name}: {r.needs_token} is not set")
                         continue
                     headers["Authorization"] = f"Bearer {token}"
-                got = fetch(http, r.method, base + r.path, json=r.body, headers=headers)
-                ref = self._record(p.name, r, got.body, got.url, now)
-                offers += [o | {"raw_ref": ref, "source_url": got.url}
-                           for o in _parsed(p, got.body, now.date())]
+                try:
+                    got = fetch(http, r.method, self._url(provider, r), json=r.body,
+                                headers=headers)
+                    parsed = _parsed(provider, r, got.body, now.date())
+                except (FetchError, parsers.LayoutChanged) as e:
+                    if not r.optional:
+                        raise
+                    skipped.append(f"{r.name}: {e}")
+                    continue
+                ref = self._record(provider, r, got.body, got.url, now)
+                offers += [o | {"raw_ref": ref, "source_url": got.url} for o in parsed]
                 refs.append(ref)
         return Collected(offers, now.date(), refs, skipped)
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
-        rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.json"
+        suffix = "html" if r.name.endswith("html") else "json"
+        rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
         path = Path(self.snapshot_path) / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
-        line = {"path": rel, "provider": provider, "endpoint": url, "method": r.method,
+        line = {"path": rel, "provider": provider, "request": r.name, "endpoint": url,
+                "method": r.method,
                 "obtained": "fetched", "published_date": when.isoformat(),
                 "sha256": hashlib.sha256(body).hexdigest()}
         with (Path(self.snapshot_path) / "prices" / "manifest.jsonl").open("a") as f:
@@ -133,14 +157,14 @@ class PriceSourcesResource(dg.ConfigurableResource):
         return rel
 
 
-def _parsed(p: Provider, body: bytes, on: dt.date) -> list[dict[str, Any]]:
+def _parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str, Any]]:
     """The parser's offers; any surprise in the body's values is a layout change."""
     try:
-        return p.parse(body, on)
+        return r.parse(body, on)
     except parsers.LayoutChanged:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
-        raise parsers.LayoutChanged(f"{p.name}: unexpected value in the response ({e!r})") \
+        raise parsers.LayoutChanged(f"{provider}: unexpected value in the response ({e!r})") \
             from e
 
 
