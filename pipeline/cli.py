@@ -1,4 +1,5 @@
-"""The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one row)."""
+"""The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one
+configuration), `prices` (what to rent) and `snapshot record` (fresh raw inputs)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def refresh(args: argparse.Namespace) -> int:
                   "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                   "gpu_prices", "price_quarantine", "cheapest_offers"):
         latest = store.history(table)[0]
-        rows = store.read(table).height
+        rows = store.row_count(table)
         print(f"{table:18} {latest['version']:>7} {rows:>10}  {latest.get('verified_at', '?')}"
               f"   {store.table_uri(table)}")
     print(f"plain Parquet exports of the latest versions: {store.root()}/latest/")

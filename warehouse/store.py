@@ -205,6 +205,12 @@ def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = 
                          storage_options=dict(storage_options or {}) or None)
 
 
+def row_count(table: str, base: str | None = None,
+              storage_options: Mapping[str, str] | None = None) -> int | None:
+    """Rows in the latest version, from the Delta log (no data is read)."""
+    return _row_count(table_uri(table, base), dict(storage_options or {}))
+
+
 def history(table: str, base: str | None = None,
             storage_options: Mapping[str, str] | None = None) -> list[dict]:
     return DeltaTable(table_uri(table, base),
