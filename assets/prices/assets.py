@@ -51,9 +51,8 @@ def _provider_asset(provider: str) -> dg.AssetsDefinition:
                 raise LayoutChanged(f"{provider}: the response holds no offers")
         except (FetchError, LayoutChanged) as e:
             return _kept_previous(context, table, str(e), warehouse)
-        fetched_at = dt.datetime.combine(got.verified_at, dt.time(), dt.UTC)
         df = pl.DataFrame(got.offers, infer_schema_length=None) \
-            .with_columns(pl.lit(fetched_at).alias("fetched_at"))
+            .with_columns(pl.lit(got.fetched_at).dt.cast_time_unit("us").alias("fetched_at"))
         result = warehouse.publish(context, table, df, got.verified_at, ",".join(got.raw_refs))
         fresh = dg.AssetCheckResult(check_name="fresh", passed=True,
                                     metadata={"skipped": "; ".join(got.skipped) or "none"})

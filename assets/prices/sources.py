@@ -71,9 +71,23 @@ PROVIDERS: dict[str, tuple[Request, ...]] = {
 @dataclass
 class Collected:
     offers: list[dict[str, Any]]
-    verified_at: dt.date
+    fetched_at: dt.datetime  # when the newest response was fetched (UTC)
     raw_refs: list[str]
     skipped: list[str]  # requests not made, each with its reason
+
+    @property
+    def verified_at(self) -> dt.date:
+        return self.fetched_at.date()
+
+
+def _recorded_at(entry: dict[str, Any]) -> dt.datetime:
+    """A manifest line's date as a UTC time (midnight where only the day is known)."""
+    raw = str(entry.get("published_date") or "")
+    try:
+        when = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        when = dt.datetime.fromisoformat(raw[:10])
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
 
 
 class PriceSourcesResource(dg.ConfigurableResource):
@@ -97,12 +111,12 @@ class PriceSourcesResource(dg.ConfigurableResource):
                 continue
             # Public recordings answer the provider's main request unless they say otherwise.
             request = by_name.get(entry.get("request"), requests[0])
-            on = dt.date.fromisoformat(str(entry.get("published_date") or "")[:10])
+            when = _recorded_at(entry)
             body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
             offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
-                       for o in _parsed(provider, request, body, on)]
+                       for o in _parsed(provider, request, body, when.date())]
             refs.append(entry["path"])
-            dates.append(on)
+            dates.append(when)
         if not refs:
             raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
         return Collected(offers, max(dates), refs, [])
@@ -139,7 +153,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
                 ref = self._record(provider, r, got.body, got.url, now)
                 offers += [o | {"raw_ref": ref, "source_url": got.url} for o in parsed]
                 refs.append(ref)
-        return Collected(offers, now.date(), refs, skipped)
+        return Collected(offers, now, refs, skipped)
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
