@@ -148,11 +148,17 @@ def test_missing_token_skips_the_source_with_a_reason(tmp_path, monkeypatch):
     assert got.offers == [] and "DIGITALOCEAN_TOKEN is not set" in got.skipped[0]
 
 
-def test_failed_provider_keeps_its_previous_prices(tmp_path):
+def _replayed_prices(tmp_path) -> tuple[str, dict]:
+    """A warehouse with every provider's recorded prices published; its root and resources."""
     root = str(tmp_path / "warehouse")
     resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
                  "price_sources": PriceSourcesResource()}
     assert dg.materialize([*PROVIDER_ASSETS, gpu_prices], resources=resources).success
+    return root, resources
+
+
+def test_failed_provider_keeps_its_previous_prices(tmp_path):
+    root, resources = _replayed_prices(tmp_path)
     before = store.read("gpu_prices", base=root)
     with price_server({"/graphql": "500"}) as url:
         failing = PriceSourcesResource(offline=False, base_urls={"runpod": url},
@@ -171,10 +177,7 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
 
 
 def test_quarantine_names_unmapped_gpus(tmp_path):
-    root = str(tmp_path / "warehouse")
-    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource()}
-    assert dg.materialize([*PROVIDER_ASSETS, gpu_prices], resources=resources).success
+    root, resources = _replayed_prices(tmp_path)
     q = store.read("price_quarantine", base=root)
     assert "GPU name 'NVIDIA A30' maps to no catalog id" in q.get_column("reason").to_list()
     prices = store.read("gpu_prices", base=root)
@@ -186,9 +189,7 @@ def test_old_prices_are_flagged_not_hidden(tmp_path):
     """The bundled recordings are from 2024-2025: published with their dates, and flagged."""
     from assets.prices.assets import prices_recent
 
-    root = str(tmp_path / "warehouse")
-    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource()}
+    _, resources = _replayed_prices(tmp_path)
     result = dg.materialize([*PROVIDER_ASSETS, gpu_prices, prices_recent], resources=resources)
     (check,) = [e for e in result.get_asset_check_evaluations()
                 if e.check_name == "prices_recent"]
