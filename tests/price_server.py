@@ -5,7 +5,8 @@ The recorded RunPod and Vast.ai bodies are the `data.gpuTypes` and `offers` list
 recording repositories saved them; the server puts them back in the documented
 envelopes ({"data": {"gpuTypes": ...}}, {"offers": ...}). The Vultr and DigitalOcean
 recordings are Python literals in gpuhunt's tests; the server answers them as JSON. The
-RunPod pricing page is the documented-format fixture (no recording exists).
+RunPod pricing page is the documented-format fixture (no recording exists); the
+DigitalOcean docs pricing page is its table transcribed from a stored text copy.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ def _recorded() -> dict[tuple[str, str], bytes]:
     do = python_fixture((PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt")
                          .read_bytes())
     html = (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
+    do_page = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
+               ".html").read_bytes()
     return {
         ("GET", "/pricing"): html,
+        ("GET", "/products/droplets/details/pricing/"): do_page,
         ("POST", "/graphql"): json.dumps({"data": {"gpuTypes": runpod}}).encode(),
         ("POST", "/api/v0/bundles/"): json.dumps({"offers": vast}).encode(),
         ("GET", "/v2/plans"): json.dumps(vultr["vm_instances"]).encode(),

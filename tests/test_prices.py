@@ -5,7 +5,10 @@ Recorded responses (data/snapshot/prices/manifest.jsonl names source and date): 
 GraphQL gpuTypes of 2025-06-21 (Jumbo2020/gpu_prices), Vast.ai offers of 2024-01-27
 (g1ibby/llm-deploy test mocks), Vultr plans of 2024-12 and DigitalOcean sizes of 2025-08
 (dstackai/gpuhunt test fixtures). The RunPod pricing HTML was never recorded publicly:
-its parser runs on tests/data/prices/runpod-pricing-documented-format.html.
+its parser runs on tests/data/prices/runpod-pricing-documented-format.html. DigitalOcean's
+docs pricing page is stored as text only (pages corpus, validated 2025-04-22 and
+2026-05-28): its GPU tables are transcribed into HTML tables in
+tests/data/prices/digitalocean-pricing-*-reconstructed-from-page-text.html.
 """
 
 import datetime as dt
@@ -15,8 +18,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.catalogs.assets import load_gpus
 from assets.prices import parsers
-from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
+from assets.prices.assets import PROVIDER_ASSETS, aliases, gpu_prices, split_offers
 from assets.prices.http import MAX_BODY_BYTES, FetchError, client, fetch
 from assets.prices.sources import PriceSourcesResource
 from assets.resources import CatalogResource, WarehouseResource
@@ -29,6 +33,10 @@ RUNPOD = (PRICES / "runpod/gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json").read
 VAST_48 = (PRICES / "vastai/bundles-offers-filtered-2024-01-27-g1ibby-case_48GB.json").read_bytes()
 VULTR = (PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt.py.txt").read_bytes()
 DO = (PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt").read_bytes()
+DO_PAGE_2026 = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
+                ".html").read_bytes()
+DO_PAGE_2025 = (TEST_DATA / "prices/digitalocean-pricing-2025-04-22-reconstructed-from-page-text"
+                ".html").read_bytes()
 
 
 def _by_id(offers):
@@ -84,6 +92,49 @@ def test_digitalocean_price_is_per_droplet_and_billing_changed_in_2026():
     assert after["gpu-h100x8-640gb"]["billing_mode"] == "per-second"
 
 
+def test_digitalocean_page_prices_are_per_droplet_and_contract_sizes_have_none():
+    offers = _by_id(parsers.parse_digitalocean_pricing_html(DO_PAGE_2026, dt.date(2026, 5, 28)))
+    assert set(offers) == {"AMD MI300X|1", "AMD MI300X|8", "NVIDIA H100|1", "NVIDIA H100|8",
+                           "NVIDIA L40s|1"}  # MI325X, MI350X and B300: "Per contract"
+    h100x8 = offers["NVIDIA H100|8"]
+    assert h100x8["price_per_instance_hour_usd"] == 23.92
+    assert h100x8["price_per_gpu_hour_usd"] == pytest.approx(2.99)
+    assert offers["AMD MI300X|1"]["price_per_gpu_hour_usd"] == 1.99
+    assert {o["billing_mode"] for o in offers.values()} == {"per-second"}
+
+
+def test_digitalocean_page_before_2026_names_the_vendor_in_the_header():
+    offers = _by_id(parsers.parse_digitalocean_pricing_html(DO_PAGE_2025, dt.date(2025, 4, 22)))
+    assert offers["NVIDIA H100|8"]["price_per_instance_hour_usd"] == 23.92  # "H100x8"
+    assert offers["NVIDIA RTX 4000|1"]["price_per_gpu_hour_usd"] == 0.76
+    assert {o["billing_mode"] for o in offers.values()} == {"hourly"}
+
+
+def test_digitalocean_page_names_map_to_catalog_ids_or_quarantine():
+    catalog = CatalogResource()
+    parse = parsers.parse_digitalocean_pricing_html
+    offers = pl.DataFrame(parse(DO_PAGE_2026, dt.date(2026, 5, 28))
+                          + parse(DO_PAGE_2025, dt.date(2025, 4, 22)))
+    kept, quarantined = split_offers(offers, aliases(catalog), load_gpus(catalog))
+    assert dict(zip(kept["gpu_name"], kept["gpu_id"], strict=True)) == {
+        "AMD MI300X": "mi300x_192gb", "NVIDIA H100": "h100_sxm5_80gb",
+        "NVIDIA L40s": "l40s_48gb", "NVIDIA RTX 6000": "rtx_6000_ada"}
+    # No public source says which RTX 4000 DigitalOcean rents: held back, with the reason.
+    assert quarantined["reason"].to_list() == ["GPU name 'NVIDIA RTX 4000' maps to no catalog id"]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (DO_PAGE_2026.replace(b"<th>Price</th>", b"<th>Hourly</th>"), "no table headed"),
+    (DO_PAGE_2026.replace(b"$3.39 per hour", b"$3.39/hr"), "is not '\\$X per hour'"),
+    (DO_PAGE_2026.replace(b"<td>$1.57 per hour</td>", b""), "does not have 2 cells"),
+    (b"<html><body><h2>GPU Droplet Pricing</h2></body></html>", "no table headed"),
+    (DO_PAGE_2025.replace(b"per hour", b"Per contract"), "no priced droplet"),
+])
+def test_digitalocean_page_changes_raise_layout_changed(body, message):
+    with pytest.raises(parsers.LayoutChanged, match=message):
+        parsers.parse_digitalocean_pricing_html(body, dt.date(2026, 5, 28))
+
+
 def test_runpod_html_reads_prices_from_data_attributes():
     html = (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
     offers = _by_id(parsers.parse_runpod_pricing_html(html))
@@ -135,17 +186,19 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
         again = replayed.collect(provider)
         assert [o["offer_id"] for o in again.offers] == [o["offer_id"] for o in got.offers]
     manifest = (tmp_path / "prices/manifest.jsonl").read_text().splitlines()
-    assert len(manifest) == 6  # one line per recorded body, RunPod's page included
+    assert len(manifest) == 7  # one line per recorded body, both pricing pages included
     assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html"}
+    assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html"}
     assert all("test-token" not in line for line in manifest)
 
 
-def test_missing_token_skips_the_source_with_a_reason(tmp_path, monkeypatch):
+def test_missing_token_skips_the_api_with_a_reason_and_reads_the_page(tmp_path, monkeypatch):
     monkeypatch.delenv("DIGITALOCEAN_TOKEN", raising=False)
     with price_server() as url:
         got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
                                    base_urls={"digitalocean": url}).collect("digitalocean")
-    assert got.offers == [] and "DIGITALOCEAN_TOKEN is not set" in got.skipped[0]
+    assert got.skipped == ["sizes: DIGITALOCEAN_TOKEN is not set"]
+    assert {o["source"] for o in got.offers} == {"html"} and len(got.offers) == 5
 
 
 def _replayed_prices(tmp_path) -> tuple[str, dict]:

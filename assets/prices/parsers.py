@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import json
+import re
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -230,4 +231,47 @@ def parse_digitalocean_sizes(body: bytes, recorded_on: dt.date) -> list[dict[str
             price_per_instance_hour_usd=float(size["price_hourly"]),
             billing_mode=do_billing_mode(recorded_on), region=",".join(size.get("regions", [])),
             fractional=False))
+    return offers
+
+
+# The docs pricing page's GPU table ("| GPU | Price |", before 2026 "| NVIDIA GPU | Price |"):
+# one row per droplet size, "AMD MI300X (8x)" or "H100x8" for eight GPUs, the price per
+# droplet as "$23.92 per hour"; sizes sold only by contract carry no price. Read without a
+# token, so it is the source when DIGITALOCEAN_TOKEN is not set.
+_DO_SIZE = re.compile(r"^(?P<name>.+?)\s*(?:\((?P<paren>\d+)x\)|x(?P<suffix>\d+))?$")
+_DO_PRICE = re.compile(r"^\$(?P<usd>\d+(?:\.\d+)?) per hour$")
+_DO_CONTRACT = "per contract"
+
+
+def _do_gpu_table(soup: BeautifulSoup):
+    for table in soup.find_all("table"):
+        header = [th.get_text(" ", strip=True) for th in table.find_all("th")]
+        if len(header) == 2 and header[0].endswith("GPU") and header[1] == "Price":
+            return table, header[0].removesuffix("GPU").strip()
+    raise LayoutChanged("digitalocean html: no table headed 'GPU | Price'")
+
+
+def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[dict[str, Any]]:
+    table, vendor = _do_gpu_table(BeautifulSoup(body, "html.parser"))
+    offers = []
+    for tr in table.find_all("tr"):
+        cells = [td.get_text(" ", strip=True) for td in tr.find_all("td")]
+        if not cells:
+            continue
+        if len(cells) != 2:
+            raise LayoutChanged(f"digitalocean html: row {cells} does not have 2 cells")
+        size, price = _DO_SIZE.match(cells[0]), _DO_PRICE.match(cells[1])
+        if price is None:
+            if _DO_CONTRACT in cells[1].lower():
+                continue
+            raise LayoutChanged(f"digitalocean html: price '{cells[1]}' is not '$X per hour'")
+        name = f"{vendor} {size['name']}".strip()
+        count = int(size["paren"] or size["suffix"] or 1)
+        offers.append(_offer(
+            provider="digitalocean", source="html", offer_id=f"{name}|{count}",
+            tier="gpu droplet", gpu_name=name, gpu_count=count, vram_per_gpu_gb=None,
+            price_per_instance_hour_usd=float(price["usd"]),
+            billing_mode=do_billing_mode(recorded_on), region=None, fractional=False))
+    if not offers:
+        raise LayoutChanged("digitalocean html: the GPU table lists no priced droplet")
     return offers

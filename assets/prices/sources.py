@@ -63,8 +63,13 @@ PROVIDERS: dict[str, tuple[Request, ...]] = {
         Request("plans-metal", "GET", "https://api.vultr.com/v2/plans-metal?per_page=500",
                 _ignoring_date(parsers.parse_vultr_plans)),
     ),
-    "digitalocean": (Request("sizes", "GET", "https://api.digitalocean.com/v2/sizes?per_page=200",
-                             parsers.parse_digitalocean_sizes, needs_token="DIGITALOCEAN_TOKEN"),),
+    "digitalocean": (
+        Request("sizes", "GET", "https://api.digitalocean.com/v2/sizes?per_page=200",
+                parsers.parse_digitalocean_sizes, needs_token="DIGITALOCEAN_TOKEN"),
+        Request("pricing-html", "GET",
+                "https://docs.digitalocean.com/products/droplets/details/pricing/",
+                parsers.parse_digitalocean_pricing_html, optional=True),
+    ),
 }
 
 
