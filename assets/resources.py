@@ -11,6 +11,7 @@ import dagster as dg
 import polars as pl
 
 from warehouse import store
+from warehouse.staging import SliceStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +72,9 @@ class WarehouseResource(dg.ConfigurableResource):
         if not self.aws_endpoint_url:
             return {}
         return {"AWS_ENDPOINT_URL": self.aws_endpoint_url, "AWS_ALLOW_HTTP": "true"}
+
+    def slice_store(self, table: str) -> SliceStore:
+        return SliceStore(self.root, table, self.storage_options())
 
     def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
                 sources: str) -> dg.MaterializeResult:

@@ -31,13 +31,14 @@ def refresh(args: argparse.Namespace) -> int:
     _use_project_instance()
     import dagster as dg
 
+    from assets.sizing.shards import ALL_SHARDS_TAGS
     from pipeline.definitions import ALL_ASSETS, build_defs
     from warehouse import store
 
     defs = build_defs(os.environ)
     with dg.DagsterInstance.get() as instance:
         result = dg.materialize(ALL_ASSETS, resources=defs.resources, instance=instance,
-                                raise_on_error=False)
+                                tags=ALL_SHARDS_TAGS, raise_on_error=False)
     if not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
         print(f"refresh failed in {', '.join(failed)}; previous table versions stay current",

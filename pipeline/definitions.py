@@ -20,22 +20,30 @@ from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.assets import (
     cost_matrix,
+    fit_matrix_shards,
     fit_matrix_table,
     weights,
     weights_match_published_gguf,
 )
+from assets.sizing.shards import ALL_SHARDS_TAGS
 from warehouse import store
 
-ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_table,
-              cost_matrix, coverage,
+ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
+              fit_matrix_table, cost_matrix, coverage,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
     "refresh_prices",
     selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
-weekly_models = dg.ScheduleDefinition(
-    name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
-    default_status=dg.DefaultScheduleStatus.RUNNING)
+
+
+@dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
+             default_status=dg.DefaultScheduleStatus.RUNNING)
+def weekly_models() -> dg.RunRequest:
+    """The whole graph in one run, every model shard included."""
+    return dg.RunRequest(tags=ALL_SHARDS_TAGS)
+
+
 # Downstream assets carry AutomationCondition.eager(): when a schedule refreshes prices or
 # the model index, what depends on them is recomputed, and nothing else. The sensor that
 # evaluates those conditions runs by default, so `dagster dev` or a headless

@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 from assets.hub.assets import HubResource
 from assets.prices.sources import PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
+from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS, defs
 from warehouse import store
 from warehouse.tables import CONTRACTS
@@ -21,8 +22,9 @@ def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
-                    "fit_matrix_table", "cost_matrix", "coverage", "prices_runpod", "prices_vastai",
-                    "prices_vultr", "prices_digitalocean", "gpu_prices"}
+                    "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
+                    "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
+                    "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
     assert defs.get_schedule_def("daily_price_refresh")
     assert defs.get_sensor_def("automation").default_status == dg.DefaultSensorStatus.RUNNING
@@ -35,7 +37,7 @@ def warehouse_root(tmp_path_factory):
                  "warehouse": WarehouseResource(root=root),
                  "price_sources": PriceSourcesResource(), "hub": HubResource()}
     for _ in range(2):  # twice: the second run must give version 1 with the same data
-        assert dg.materialize(ALL_ASSETS, resources=resources).success
+        assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return root
 
 
@@ -120,7 +122,7 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
     from assets.catalogs.assets import gpus
     from assets.hub.assets import hub_models
     from assets.models.assets import models
-    from assets.sizing.assets import fit_matrix_table, weights
+    from assets.sizing.assets import fit_matrix_shards, fit_matrix_table, weights
     from tests.conftest import SNAPSHOT
 
     snapshot = tmp_path / "snapshot"
@@ -134,9 +136,11 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
         resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
                      "catalog": CatalogResource(),
                      "warehouse": WarehouseResource(root=str(tmp_path / "warehouse"))}
-        result = dg.materialize([gpus, hub_models, models, weights, fit_matrix_table],
-                                resources=resources)
-        return result.asset_materializations_for_node("fit_matrix_table")[0].metadata
+        result = dg.materialize([gpus, hub_models, models, weights, fit_matrix_shards,
+                                 fit_matrix_table], resources=resources, tags=ALL_SHARDS_TAGS)
+        shards = result.asset_materializations_for_node("fit_matrix_shards")
+        assert len(shards) == 16  # one materialization per shard partition
+        return shards[0].metadata
 
     add("Qwen/Qwen3-0.6B")
     add("meta-llama/Llama-3.2-1B-Instruct")

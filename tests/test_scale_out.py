@@ -1,16 +1,24 @@
 """Scale-out on existing engines: the refresh job runs its steps in two processes with
-Dagster's multiprocess executor, and the Kubernetes / Postgres deployment configuration
-in deploy/k8s/ validates against dagster-k8s and dagster-postgres."""
+Dagster's multiprocess executor; the fit matrix's model shards run as two concurrent
+Dagster runs, each in its own process, and publish as one table; the Kubernetes /
+Postgres deployment configuration in deploy/k8s/ validates against dagster-k8s and
+dagster-postgres."""
 
 import importlib
 import os
+import subprocess
+import sys
 
 import dagster as dg
 import pytest
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
 
-from pipeline.definitions import build_defs
+from assets.hub.assets import HubResource
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
+from assets.sizing.assets import fit_matrix_table
+from assets.sizing.shards import ALL_SHARDS_TAGS, MODEL_SHARDS, shard_of
+from pipeline.definitions import ALL_ASSETS, build_defs
 from tests.conftest import ROOT
 from warehouse import store
 
@@ -30,11 +38,65 @@ def test_refresh_in_two_processes(tmp_path, monkeypatch):
     job = dg.build_reconstructable_job("tests.test_scale_out", "multiprocess_refresh_job")
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
-        result = dg.execute_job(job, instance=instance)
+        result = dg.execute_job(job, instance=instance, tags=ALL_SHARDS_TAGS)
         assert result.success
         pids = {e.pid for e in result.all_events if e.is_step_start}
     assert len(pids) >= 2  # steps ran in processes of their own
     assert store.read("fit_matrix", base=str(tmp_path / "warehouse")).height > 1_000_000
+
+
+def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
+    """Two runs of the shard partitions at once, each launched by Dagster's own command line
+    in a process of its own (the run queue's part in a deployment), sharing one instance and
+    one warehouse; the publishing asset then finds every current slice."""
+    home, warehouse = tmp_path / "home", str(tmp_path / "warehouse")
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LLM_SIZING_WAREHOUSE": warehouse}
+    resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
+                 "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
+    upstream = [a for a in ALL_ASSETS if a.key.to_user_string() in
+                ("gpus", "hub_models", "models", "weights")]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert dg.materialize(upstream, resources=resources, instance=instance).success
+        keys = MODEL_SHARDS.get_partition_keys()
+        halves = [f"{keys[0]}...{keys[7]}", f"{keys[8]}...{keys[-1]}"]
+        runs = [subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize",
+                                  "-m", "pipeline.definitions", "--select", "fit_matrix_shards",
+                                  "--partition-range", half], env=env, cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                for half in halves]
+        assert [r.wait(timeout=300) for r in runs] == [0, 0], runs[0].stderr.read()[-2000:]
+        records = instance.get_run_records()
+        assert len({r.dagster_run.run_id for r in records}) == 3
+        shard_runs = [r for r in records if r.dagster_run.tags.get(
+            "dagster/asset_partition_range_start") in (keys[0], keys[8])]
+        (a, b) = sorted(shard_runs, key=lambda r: r.start_time)
+        assert b.start_time < a.end_time  # the two runs overlapped in time
+        assert instance.get_materialized_partitions(dg.AssetKey("fit_matrix_shards")) \
+            == set(keys)
+        assert dg.materialize([fit_matrix_table], resources=resources,
+                              instance=instance).success
+    table = store.read("fit_matrix", base=warehouse)
+    models = store.read("models", base=warehouse).get_column("model_id")
+    assert set(table.get_column("model_id").unique()) == set(models)
+    assert len({shard_of(m) for m in models}) > 8  # the models spread over the shards
+
+
+def test_publishing_refuses_missing_slices(tmp_path):
+    """A model whose shard never ran: the publish step fails, naming the shard; no table."""
+    warehouse = str(tmp_path / "warehouse")
+    resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
+                 "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
+    upstream = [a for a in ALL_ASSETS if a.key.to_user_string() in
+                ("gpus", "hub_models", "models", "weights", "fit_matrix_shards")]
+    assert dg.materialize(upstream, resources=resources, partition_key="03").success
+    result = dg.materialize([fit_matrix_table], resources=resources, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "materialize fit_matrix_shards partitions" in str(failure.event_specific_data)
+    with pytest.raises(store.TABLE_MISSING):
+        store.read("fit_matrix", base=warehouse)
 
 
 K8S_ENV = {"DAGSTER_PG_HOST": "postgres", "DAGSTER_PG_USER": "dagster",

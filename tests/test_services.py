@@ -46,6 +46,24 @@ def test_publish_to_s3_and_read_back(s3_endpoint, monkeypatch):
     assert latest.height == 2
 
 
+def test_model_slices_hand_over_through_s3(s3_endpoint, monkeypatch):
+    """Shard partitions in separate pods share slices through the warehouse's bucket."""
+    from warehouse.staging import SliceStore
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
+        monkeypatch.setenv(k, v)
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1") \
+        .create_bucket(Bucket="slices")
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true"}
+    writer, reader = (SliceStore("s3://slices/wh", "fit_matrix", options) for _ in range(2))
+    rows = pl.DataFrame({"model_id": ["a", "a"], "memory_gib": [1.5, 2.5]})
+    writer.put("03", "k1", rows)
+    writer.put("03", "k2", rows.head(1))
+    assert reader.has("03", "k1") and not reader.has("04", "k1")
+    assert reader.get("03", "k1").equals(rows)
+    assert reader.keep_only("03", ["k1"]) == 1 and not reader.has("03", "k2")
+
+
 def test_webserver_serves_the_asset_graph(tmp_path):
     port = free_port()
     env = {"DAGSTER_HOME": str(ROOT), "LLM_SIZING_STATE_DIR": str(tmp_path),
@@ -58,6 +76,7 @@ def test_webserver_serves_the_asset_graph(tmp_path):
         query = "{ assetNodes { assetKey { path } groupName hasAssetChecks } }"
         nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes["data"]["assetNodes"]}
-    assert {"gpus", "models", "weights", "fit_matrix_table", "coverage"} <= set(by_key)
+    assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix_table",
+            "coverage"} <= set(by_key)
     assert by_key["models"]["groupName"] == "ingest"
     assert all(n["hasAssetChecks"] for n in by_key.values())

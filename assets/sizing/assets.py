@@ -1,13 +1,12 @@
 """Weight bytes per (model, format) and the fit matrix over the default grid."""
 
-import hashlib
-from pathlib import Path
+import os
 
 import dagster as dg
 import polars as pl
 
-import sizing
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
+from assets.sizing.shards import MODEL_SHARDS, backfill_policy, matrix_inputs
 from sizing.architecture import parse_config
 from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
 from sizing.grid import FORMATS_BY_ENGINE, fit_matrix_batches
@@ -15,7 +14,7 @@ from sizing.memory import LLAMA_CPP
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse import store
-from warehouse.tables import COST_MATRIX, FIT_MATRIX
+from warehouse.tables import COST_MATRIX
 
 
 @dg.asset(check_specs=contract_checks("weights", "weights"),
@@ -38,91 +37,72 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                              "models")
 
 
+@dg.asset(partitions_def=MODEL_SHARDS, backfill_policy=backfill_policy(os.environ),
+          check_specs=[dg.AssetCheckSpec(
+              "every_model_has_rows", asset="fit_matrix_shards", blocking=True,
+              description="Every model computed in the run has fit-matrix rows (the grid always "
+                          "yields rows, fitting or not: none means its inputs are broken).")],
+          automation_condition=dg.AutomationCondition.eager(),
+          group_name="sizing", kinds={"polars", "parquet"}, code_version="1",
+          deps=["models", "weights", "gpus"],
+          description="Each model's fit-matrix rows, computed per shard of the model set into "
+                      "the warehouse's staging area; a model whose inputs did not change is "
+                      "not recomputed.")
+def fit_matrix_shards(context: dg.AssetExecutionContext,
+                      warehouse: WarehouseResource) -> dg.MaterializeResult:
+    inputs = matrix_inputs(warehouse)
+    slices = warehouse.slice_store("fit_matrix")
+    shards = context.partition_keys
+    computed = reused = rows = 0
+    empty: list[str] = []
+    current: dict[str, list[str]] = {shard: [] for shard in shards}
+    for s in inputs.slices(shards):
+        current[s.shard].append(s.key)
+        if slices.has(s.shard, s.key):
+            reused += 1
+            continue
+        (df,) = fit_matrix_batches(s.model, s.weights, inputs.gpus, inputs.columns)
+        if df.is_empty():
+            empty.append(s.model_id)
+            continue
+        slices.put(s.shard, s.key, df)
+        computed, rows = computed + 1, rows + df.height
+    removed = sum(slices.keep_only(shard, keys) for shard, keys in current.items())
+    context.log.info(f"shards {shards[0]}..{shards[-1]}: {computed} models computed "
+                     f"({rows} rows), {reused} reused, {removed} stale slices removed")
+    return dg.MaterializeResult(
+        metadata={"models_computed": computed, "models_reused": reused, "rows_computed": rows},
+        check_results=[dg.AssetCheckResult(check_name="every_model_has_rows",
+                                           passed=not empty, metadata={"models": empty})])
+
+
+class SlicesMissing(dg.Failure):
+    """Models whose current slice is not in staging: their shards were not run since their
+    inputs changed. Raised before anything is written, so the published version stays."""
+
+
 @dg.asset(check_specs=contract_checks("fit_matrix_table", "fit_matrix"),
           automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
-          deps=["models", "weights", "gpus"],
+          deps=["fit_matrix_shards"],
           description="Memory per GPU, verdict, largest context and concurrency for every "
-                      "model x format x context x KV type x batch x GPU x count x engine.")
+                      "model x format x context x KV type x batch x GPU x count x engine: "
+                      "the shards' current slices, published as one version.")
 def fit_matrix_table(context: dg.AssetExecutionContext,
                      warehouse: WarehouseResource) -> dg.MaterializeResult:
-    models, weights_df, gpus = (warehouse.read(t).drop("verified_at")
-                                for t in ("models", "weights", "gpus"))
-    verified_at = max(warehouse.read(t).get_column("verified_at").max()
-                      for t in ("models", "weights", "gpus"))
-    columns = [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
-    cache = SliceCache(Path(warehouse.root) / "staging" / "fit_matrix", _fingerprint(gpus))
-    if warehouse.root.startswith(("s3://", "gs://", "az://")):
-        cache = None  # slices are cached on local warehouses only
-    computed: list[str] = []
-
-    def batches():
-        for chunk in models.iter_slices(1):
-            model_id = chunk.get_column("model_id").item()
-            own_weights = weights_df.filter(pl.col("model_id") == model_id)
-            key = cache.key(chunk, own_weights) if cache else None
-            if key and (cached := cache.get(key)) is not None:
-                yield cached
-                continue
-            computed.append(model_id)
-            (rows,) = fit_matrix_batches(chunk, own_weights, gpus, columns)
-            if key:
-                cache.put(key, rows)
-            yield rows
-
-    result = warehouse.publish(context, "fit_matrix", batches(), verified_at,
-                               "models,weights,gpus")
-    if cache:
-        cache.keep_only_last_run()
-    context.log.info(f"fit matrix: {len(computed)} of {models.height} models computed")
-    return dg.MaterializeResult(
-        metadata={**result.metadata, "models_computed": len(computed),
-                  "models_reused": models.height - len(computed)},
-        check_results=result.check_results)
-
-
-def _code_fingerprint() -> str:
-    """The sizing library's source: any change to a formula or the grid is a new version."""
-    sources = sorted(Path(sizing.__file__).parent.glob("*.py"))
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
-
-
-def _fingerprint(df: pl.DataFrame) -> str:
-    """A hash of the frame's values (its JSON rows: independent of how memory is laid out)."""
-    return hashlib.sha256(df.sort(df.columns).write_json().encode()).hexdigest()
-
-
-class SliceCache:
-    """One model's fit-matrix rows, stored under a hash of everything they depend on (the
-    model's row, its weights rows, the GPU table, the sizing library's source). A new or changed
-    model is computed; an unchanged one is read back, so adding a model computes that
-    model's rows and not everyone's."""
-
-    def __init__(self, folder: Path, gpus_fingerprint: str):
-        self.folder = folder
-        self.salt = f"{_code_fingerprint()}:{gpus_fingerprint}"
-        self.used: set[str] = set()
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def key(self, model: pl.DataFrame, weights: pl.DataFrame) -> str:
-        digest = hashlib.sha256(self.salt.encode())
-        digest.update(_fingerprint(model).encode() + _fingerprint(weights).encode())
-        self.used.add(key := digest.hexdigest())
-        return key
-
-    def get(self, key: str) -> pl.DataFrame | None:
-        path = self.folder / f"{key}.parquet"
-        return pl.read_parquet(path) if path.exists() else None
-
-    def put(self, key: str, rows: pl.DataFrame) -> None:
-        tmp = self.folder / f"{key}.parquet.tmp"
-        rows.write_parquet(tmp)
-        tmp.replace(self.folder / f"{key}.parquet")
-
-    def keep_only_last_run(self) -> None:
-        for path in self.folder.glob("*.parquet"):
-            if path.stem not in self.used:
-                path.unlink()
+    inputs = matrix_inputs(warehouse)
+    slices = warehouse.slice_store("fit_matrix")
+    wanted = list(inputs.slices())
+    missing = [s for s in wanted if not slices.has(s.shard, s.key)]
+    if missing:
+        shards = sorted({s.shard for s in missing})
+        raise SlicesMissing(
+            description=f"{len(missing)} model(s) have no current fit-matrix slice (e.g. "
+                        f"{missing[0].model_id}); materialize fit_matrix_shards partitions "
+                        f"{', '.join(shards)}",
+            metadata={"models": [s.model_id for s in missing], "shards": shards})
+    return warehouse.publish(context, "fit_matrix", (slices.get(s.shard, s.key) for s in wanted),
+                             inputs.verified_at, "models,weights,gpus")
 
 
 @dg.asset(check_specs=contract_checks("cost_matrix", "cost_matrix"),

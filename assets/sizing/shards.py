@@ -1,0 +1,97 @@
+"""The model set in shards: the Dagster partitions the fit matrix is computed in.
+
+A model's shard is a stable hash of its id, so a model stays in its shard as the set
+grows and the shard count (not the model count) bounds how many partitions there are.
+One run can cover every shard (the offline refresh: one process, no per-run overhead);
+a backfill with LLM_SIZING_SHARDS_PER_RUN=n runs n shards per run, and the run queue
+runs those in parallel (separate processes locally, pods with dagster-k8s).
+
+Each model's rows are a slice in the warehouse's staging area, keyed by a hash of
+everything they depend on (the model's row, its weights rows, the GPU table and the
+sizing library's source): an unchanged model is never recomputed, and the publishing
+asset can tell a current slice from a stale one.
+"""
+
+import datetime as dt
+import hashlib
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+import sizing
+from assets.resources import WarehouseResource
+from warehouse.tables import FIT_MATRIX
+
+N_SHARDS = 16
+SHARD_KEYS = [f"{i:02d}" for i in range(N_SHARDS)]
+MODEL_SHARDS = dg.StaticPartitionsDefinition(SHARD_KEYS)
+# Run tags that make one run cover every shard (a single-run backfill of the range).
+ALL_SHARDS_TAGS = {"dagster/asset_partition_range_start": SHARD_KEYS[0],
+                   "dagster/asset_partition_range_end": SHARD_KEYS[-1]}
+
+
+def shard_of(model_id: str) -> str:
+    return SHARD_KEYS[zlib.crc32(model_id.encode()) % N_SHARDS]
+
+
+def backfill_policy(environ: Mapping[str, str]) -> dg.BackfillPolicy:
+    per_run = environ.get("LLM_SIZING_SHARDS_PER_RUN")
+    return (dg.BackfillPolicy.multi_run(int(per_run)) if per_run
+            else dg.BackfillPolicy.single_run())
+
+
+def _fingerprint(df: pl.DataFrame) -> str:
+    """A hash of the frame's values (its JSON rows: independent of memory layout)."""
+    return hashlib.sha256(df.sort(df.columns).write_json().encode()).hexdigest()
+
+
+def _code_fingerprint() -> str:
+    """The sizing library's source: any change to a formula or the grid is a new slice."""
+    sources = sorted(Path(sizing.__file__).parent.glob("*.py"))
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Slice:
+    shard: str
+    model_id: str
+    key: str
+    model: pl.DataFrame  # the model's row in `models`
+    weights: pl.DataFrame  # its rows in `weights`
+
+
+@dataclass(frozen=True)
+class MatrixInputs:
+    """The published tables the fit matrix is computed from, read once per step."""
+
+    models: pl.DataFrame
+    weights: pl.DataFrame
+    gpus: pl.DataFrame
+    verified_at: dt.date
+
+    @property
+    def columns(self) -> list[pl.Expr]:
+        return [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
+
+    def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
+        salt = f"{_code_fingerprint()}:{_fingerprint(self.gpus)}"
+        for chunk in self.models.iter_slices(1):
+            model_id = chunk.get_column("model_id").item()
+            shard = shard_of(model_id)
+            if shards is not None and shard not in shards:
+                continue
+            own = self.weights.filter(pl.col("model_id") == model_id)
+            digest = hashlib.sha256(salt.encode())
+            digest.update(_fingerprint(chunk).encode() + _fingerprint(own).encode())
+            yield Slice(shard, model_id, digest.hexdigest(), chunk, own)
+
+
+def matrix_inputs(warehouse: WarehouseResource) -> MatrixInputs:
+    tables = {t: warehouse.read(t) for t in ("models", "weights", "gpus")}
+    return MatrixInputs(*(df.drop("verified_at") for df in tables.values()),
+                        verified_at=max(df.get_column("verified_at").max()
+                                        for df in tables.values()))

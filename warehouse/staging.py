@@ -1,0 +1,69 @@
+"""Intermediate row sets between the Dagster partitions that compute them and the asset
+that publishes them, next to the tables (local folder or S3) so that partitions run in
+separate processes or pods can hand their rows over.
+
+A slice is one Parquet file named by a content key (a hash of everything its rows depend
+on): the same inputs find the same file, so an unchanged slice is read back instead of
+recomputed. Files are written whole (a temporary name then a rename locally; one object
+put on S3), so a killed partition leaves no half-written slice under a real name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
+
+import polars as pl
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+
+def _filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs.FileSystem, str]:
+    """pyarrow's filesystem for the warehouse root, honouring the Delta storage options'
+    endpoint (a local S3 such as moto or MinIO) and plain-HTTP switch."""
+    if uri.startswith("s3://") and storage_options.get("AWS_ENDPOINT_URL"):
+        endpoint = urlsplit(storage_options["AWS_ENDPOINT_URL"])
+        s3 = fs.S3FileSystem(endpoint_override=endpoint.netloc, scheme=endpoint.scheme,
+                             region=storage_options.get("AWS_REGION", "us-east-1"))
+        return s3, uri.removeprefix("s3://")
+    return fs.FileSystem.from_uri(uri)
+
+
+class SliceStore:
+    """Slices of one table under <root>/staging/<table>/<group>/<key>.parquet."""
+
+    def __init__(self, root: str, table: str, storage_options: Mapping[str, str] | None = None):
+        self.fs, base = _filesystem(root.rstrip("/"), storage_options or {})
+        self.base = f"{base}/staging/{table}"
+        self.local = isinstance(self.fs, fs.LocalFileSystem)
+
+    def _path(self, group: str, key: str) -> str:
+        return f"{self.base}/{group}/{key}.parquet"
+
+    def has(self, group: str, key: str) -> bool:
+        return self.fs.get_file_info(self._path(group, key)).type == fs.FileType.File
+
+    def get(self, group: str, key: str) -> pl.DataFrame | None:
+        if not self.has(group, key):
+            return None
+        return pl.from_arrow(pq.read_table(self._path(group, key), filesystem=self.fs))
+
+    def put(self, group: str, key: str, rows: pl.DataFrame) -> None:
+        path = self._path(group, key)
+        self.fs.create_dir(f"{self.base}/{group}", recursive=True)
+        if not self.local:
+            pq.write_table(rows.to_arrow(), path, filesystem=self.fs)
+            return
+        tmp = f"{path}.tmp"
+        pq.write_table(rows.to_arrow(), tmp, filesystem=self.fs)
+        self.fs.move(tmp, path)
+
+    def keep_only(self, group: str, keys: Iterable[str]) -> int:
+        """Delete the group's slices whose key is not in `keys`; how many went."""
+        keep = {f"{k}.parquet" for k in keys}
+        listing = self.fs.get_file_info(fs.FileSelector(f"{self.base}/{group}",
+                                                        allow_not_found=True))
+        gone = [f.path for f in listing if f.type == fs.FileType.File and f.base_name not in keep]
+        for path in gone:
+            self.fs.delete_file(path)
+        return len(gone)
