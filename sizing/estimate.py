@@ -30,6 +30,7 @@ from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
     efficiency_columns,
+    prefill_columns,
     speed_columns,
 )
 from sizing.units import gib
@@ -140,7 +141,8 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
     validate(m, c)
     u = u or Usage()
     frame = configuration_frame(m, c, d, u).with_columns(memory_columns())
-    frame = frame.with_columns(speed_columns()).with_columns(cost_columns())
+    frame = frame.with_columns(prefill_columns()).with_columns(speed_columns()) \
+        .with_columns(cost_columns())
     out = frame.row(0, named=True)
     out["weights_gib"] = gib(out["weights_bytes"])
     out["cost_basis"] = {"price_per_gpu_hour_usd": u.price_per_gpu_hour_usd,

@@ -23,6 +23,7 @@ from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
     efficiency_columns,
+    prefill_columns,
     speed_columns,
 )
 
@@ -78,16 +79,20 @@ def tensor_parallel_possible() -> pl.Expr:
 
 
 def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:
-    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed)."""
-    rows = (weights.join(engine_formats(), on="weight_format")
-            .join(models, on="model_id")
-            .join(contexts(models), on="model_id")
+    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed).
+
+    What depends on the configuration only (prefill) is evaluated on the model x format x
+    GPU-configuration table before contexts, KV-cache types and batches multiply it."""
+    configurations = (weights.join(engine_formats(), on="weight_format")
+                      .join(models, on="model_id")
+                      .join(gpu_configurations(gpus), on="engine")
+                      .filter(tensor_parallel_possible())
+                      .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"))
+                      .with_columns(prefill_columns()))
+    rows = (configurations.join(contexts(models), on="model_id")
             .join(engine_kv_dtypes(), on="engine")
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
-            .join(gpu_configurations(gpus), on="engine")
-            .filter(tensor_parallel_possible())
             .with_columns(pl.lit(0.0).alias("offload_frac"),
-                          pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
                           default_batched_tokens().alias("max_num_batched_tokens")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())

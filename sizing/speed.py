@@ -64,19 +64,19 @@ def _fitted(table: dict[str, dict[str, float]], field: str) -> pl.Expr:
         .fill_null(engine)
 
 
-def experts_touched_share() -> pl.Expr:
-    """Expected share of a layer's routed experts a batch reads, with uniform routing:
-    1 - (1 - k/E)^B, which is k/E for one sequence."""
+def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
+    """Expected share of a layer's routed experts a step over `tokens` tokens reads, with
+    uniform routing: 1 - (1 - k/E)^T, which is k/E for one token."""
     k_over_e = _c("n_experts_active") / _c("n_experts")
     return pl.when(_c("n_experts") > 0) \
-        .then(1 - (1 - k_over_e).pow(_c("batch"))).otherwise(0.0)
+        .then(1 - (1 - k_over_e).pow(tokens.cast(pl.Float64))).otherwise(0.0)
 
 
-def weight_bytes_read_per_step() -> pl.Expr:
-    """The weights one decode step reads: not an input-only embedding table (one row per
-    token), and of the routed experts only the share the batch touches."""
+def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
+    """The weights one step over `tokens` tokens reads: not an input-only embedding table
+    (one row per token), and of the routed experts only the share the tokens touch."""
     always = _c("weights_bytes") - _c("input_embd_bytes") - _c("expert_bytes")
-    return always + _c("expert_bytes") * experts_touched_share()
+    return always + _c("expert_bytes") * experts_touched_share(tokens)
 
 
 def efficiency_columns() -> list[pl.Expr]:
@@ -91,7 +91,7 @@ def efficiency_columns() -> list[pl.Expr]:
 def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
     n = _c("n_gpus")
-    weights = weight_bytes_read_per_step()
+    weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_cache_bytes()
     device_bytes = (weights + kv) * (1 - _c("offload_frac"))
     host_bytes = (weights + kv) * _c("offload_frac")
@@ -115,7 +115,8 @@ def prefill_seconds() -> pl.Expr:
     """Seconds to process a prompt of `prompt_tokens` (one sequence).
 
     llama.cpp runs split layers one GPU after another, so only vLLM's tensor
-    parallelism multiplies the compute."""
+    parallelism multiplies the compute. Context, KV-cache type and decode batch do not
+    enter: the matrix evaluates this once per model, format and GPU configuration."""
     p = _c("prompt_tokens")
     n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
@@ -128,18 +129,27 @@ def prefill_seconds() -> pl.Expr:
     eff = _c("prefill_efficiency")
     peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
     t_compute = (linear + attention) / peak
-    # llama.cpp re-reads the weights once per micro-batch of 512 tokens.
-    reads = pl.when(pl.col("engine") == LLAMA_CPP).then((p / LLAMA_CPP_UBATCH).ceil()) \
-        .otherwise(1.0)
-    t_weights = reads * weight_bytes_read_per_step() / (_c("bandwidth_gb_s") * _GB * n)
+    # llama.cpp re-reads the weights once per micro-batch of 512 tokens; vLLM reads them
+    # once for the whole prompt.
+    llama = pl.col("engine") == LLAMA_CPP
+    reads = pl.when(llama).then((p / LLAMA_CPP_UBATCH).ceil()).otherwise(1.0)
+    step_tokens = pl.when(llama).then(pl.min_horizontal(p, LLAMA_CPP_UBATCH)).otherwise(p)
+    t_weights = reads * weight_bytes_read_per_step(step_tokens) \
+        / (_c("bandwidth_gb_s") * _GB * n)
     # No published dense tensor throughput for the device: no prefill figure either.
     return pl.when(t_compute.is_null()).then(None) \
         .otherwise(pl.max_horizontal(t_compute, t_weights))
 
 
+def prefill_columns() -> list[pl.Expr]:
+    """`prefill_seconds`, the input of speed_columns() that depends on the configuration
+    only (model, format, engine, GPU and count)."""
+    return [prefill_seconds().alias("prefill_seconds")]
+
+
 def speed_columns() -> list[pl.Expr]:
     step = decode_step_seconds()
-    prefill = prefill_seconds()
+    prefill = pl.col("prefill_seconds")
     return [
         (1 / step).alias("decode_tok_s"),
         (_c("batch") / step).alias("decode_aggregate_tok_s"),
