@@ -7,14 +7,13 @@ parallelism that does not divide the attention heads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import polars as pl
 
 from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
     VLLM,
+    configuration_memory_columns,
     default_batched_tokens,
     kv_bytes_per_element_column,
     memory_columns,
@@ -78,34 +77,37 @@ def tensor_parallel_possible() -> pl.Expr:
     return (pl.col("engine") == LLAMA_CPP) | (pl.col("n_heads") % pl.col("n_gpus") == 0)
 
 
-def fit_matrix(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame) -> pl.LazyFrame:
-    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed).
+def configurations(models: pl.LazyFrame, weights: pl.LazyFrame,
+                   gpus: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per model x format x engine x GPU x count, with what depends on nothing
+    else: weights and runtime buffers per GPU, usable memory, prefill speed."""
+    return (weights.join(engine_formats(), on="weight_format")
+            .join(models, on="model_id")
+            .join(gpu_configurations(gpus), on="engine")
+            .filter(tensor_parallel_possible())
+            .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
+                          pl.lit(0.0).alias("offload_frac"),
+                          default_batched_tokens().alias("max_num_batched_tokens"))
+            .with_columns(*configuration_memory_columns(), *prefill_columns()))
 
-    What depends on the configuration only (prefill) is evaluated on the model x format x
-    GPU-configuration table before contexts, KV-cache types and batches multiply it."""
-    configurations = (weights.join(engine_formats(), on="weight_format")
-                      .join(models, on="model_id")
-                      .join(gpu_configurations(gpus), on="engine")
-                      .filter(tensor_parallel_possible())
-                      .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"))
-                      .with_columns(prefill_columns()))
-    rows = (configurations.join(contexts(models), on="model_id")
+
+def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
+    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed): the
+    configurations multiplied by contexts, KV-cache types and batches."""
+    rows = (configured.join(contexts(models), on="model_id")
             .join(engine_kv_dtypes(), on="engine")
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
-            .with_columns(pl.lit(0.0).alias("offload_frac"),
-                          pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
-                          default_batched_tokens().alias("max_num_batched_tokens")))
+            .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())
 
 
-def fit_matrix_batches(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
-                       columns: list[pl.Expr], models_per_batch: int = 4
-                       ) -> Iterator[pl.DataFrame]:
-    """The fit matrix a few models at a time, with only `columns`: memory stays that of one
-    batch however many models there are, and each batch is written as it is produced."""
-    gpus_lazy = gpus.lazy()
-    for chunk in models.iter_slices(models_per_batch):
-        ids = chunk.get_column("model_id").implode()
-        rows = fit_matrix(chunk.lazy(), weights.lazy().filter(pl.col("model_id").is_in(ids)),
-                          gpus_lazy)
-        yield rows.select(columns).collect(engine="streaming")
+def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
+               matrix_columns: list[pl.Expr], configuration_columns: list[pl.Expr]
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The fit matrix and its configurations table for a few models, with only the given
+    columns, in one Polars query (the configurations are computed once for both)."""
+    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy())
+    matrix, table = pl.collect_all(
+        [fit_matrix(models.lazy(), configured).select(matrix_columns),
+         configured.select(configuration_columns)], engine="streaming")
+    return matrix, table

@@ -187,6 +187,14 @@ def usable_bytes_per_gpu() -> pl.Expr:
             .otherwise(capacity * VLLM_GPU_MEMORY_UTILIZATION))
 
 
+def configuration_memory_columns() -> list[pl.Expr]:
+    """The memory columns that depend on the configuration only (model, format, engine,
+    GPU and count), not on context, KV-cache type or batch: per GPU, in GiB."""
+    return [(weights_on_gpus_bytes() / _c("n_gpus") / BYTES_PER_GIB).alias("weights_gpu_gib"),
+            (runtime_bytes_per_gpu() / BYTES_PER_GIB).alias("runtime_gib"),
+            (usable_bytes_per_gpu() / BYTES_PER_GIB).alias("usable_gib")]
+
+
 def memory_columns() -> list[pl.Expr]:
     """Every memory output column, per GPU, in GiB, plus the verdict."""
     n = _c("n_gpus")

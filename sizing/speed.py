@@ -142,17 +142,17 @@ def prefill_seconds() -> pl.Expr:
 
 
 def prefill_columns() -> list[pl.Expr]:
-    """`prefill_seconds`, the input of speed_columns() that depends on the configuration
-    only (model, format, engine, GPU and count)."""
-    return [prefill_seconds().alias("prefill_seconds")]
+    """Prefill, which depends on the configuration only (model, format, engine, GPU and
+    count): `prefill_seconds` (an input of speed_columns()) and `prefill_tok_s`."""
+    return [prefill_seconds().alias("prefill_seconds"),
+            (_c("prompt_tokens") / prefill_seconds()).alias("prefill_tok_s")]
 
 
 def speed_columns() -> list[pl.Expr]:
+    """Decode speed and time to first token; needs prefill_columns() evaluated first."""
     step = decode_step_seconds()
-    prefill = pl.col("prefill_seconds")
     return [
         (1 / step).alias("decode_tok_s"),
         (_c("batch") / step).alias("decode_aggregate_tok_s"),
-        (_c("prompt_tokens") / prefill).alias("prefill_tok_s"),
-        ((prefill + step) * 1000).alias("ttft_ms"),
+        ((pl.col("prefill_seconds") + step) * 1000).alias("ttft_ms"),
     ]

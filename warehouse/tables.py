@@ -109,6 +109,23 @@ GPUS = TableContract(
             pl.col("bandwidth_gb_s").is_between(50, 20_000))),
 )
 
+# What depends on the configuration only; the fit matrix carries the rest, and readers
+# join the two on (model_id, weight_format, engine, gpu_id, n_gpus).
+FIT_CONFIGURATIONS = TableContract(
+    "fit_configurations",
+    keys=("model_id", "weight_format", "engine", "gpu_id", "n_gpus"),
+    schema={"model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
+            "gpu_id": pl.String(), "n_gpus": pl.Int8(),
+            "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(),
+            "usable_gib": pl.Float32(), "prefill_tok_s": pl.Float32()} | VERIFIED_AT,
+    not_null=("model_id", "weights_gpu_gib", "usable_gib"),
+    rules=(("memory figures are finite and not negative",
+            pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
+                "weights_gpu_gib", "runtime_gib"))),
+           ("prefill speed below 10,000,000 tok/s",
+            pl.col("prefill_tok_s").is_between(0, 1e7, closed="right"))),
+)
+
 FIT_MATRIX = TableContract(
     "fit_matrix",
     keys=("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
@@ -116,17 +133,15 @@ FIT_MATRIX = TableContract(
     schema={"model_id": pl.String(), "weight_format": pl.String(),
             "engine": pl.String(), "context": pl.Int32(), "kv_dtype": pl.String(),
             "batch": pl.Int16(), "gpu_id": pl.String(), "n_gpus": pl.Int8(),
-            "weights_gpu_gib": pl.Float32(), "kv_cache_gib": pl.Float32(),
-            "runtime_gib": pl.Float32(), "total_gib": pl.Float32(),
-            "usable_gib": pl.Float32(), "headroom_gib": pl.Float32(),
+            "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(),
+            "headroom_gib": pl.Float32(),
             "verdict": pl.String(), "max_context_tokens": pl.Int32(),
             "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
-            "decode_aggregate_tok_s": pl.Float32(), "prefill_tok_s": pl.Float32(),
-            "ttft_ms": pl.Float32()} | VERIFIED_AT,
+            "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
-                "weights_gpu_gib", "kv_cache_gib", "runtime_gib", "total_gib"))),
+                "kv_cache_gib", "total_gib"))),
            ("verdict is fits, tight or exceeds", pl.col("verdict").is_in(
                ["fits", "tight", "exceeds"])),
            ("decode speed below 100,000 tok/s per sequence",
@@ -238,19 +253,29 @@ GGUF_FILES = TableContract(
     rules=(("a GGUF file holds at least 10 MB", pl.col("file_bytes") > 10_000_000),),
 )
 
+# The price each cost is computed at: one row per GPU and count. The cost matrix carries
+# only its keys and the cost; readers join this table on (gpu_id, n_gpus) for the offer,
+# and the fit matrix on the keys for the speed.
+COST_BASIS = TableContract(
+    "cost_basis",
+    keys=("gpu_id", "n_gpus"),
+    schema={"gpu_id": pl.String(), "n_gpus": pl.Int8(), "provider": pl.String(),
+            "tier": pl.String(), "price_per_gpu_hour_usd": pl.Float64(),
+            "price_verified_at": pl.Date()} | VERIFIED_AT,
+    not_null=("gpu_id", "n_gpus", "provider", "price_per_gpu_hour_usd"),
+)
+
 COST_MATRIX = TableContract(
     "cost_matrix",
     keys=FIT_MATRIX.keys,
     schema={**{k: FIT_MATRIX.schema[k] for k in FIT_MATRIX.keys},
-            "provider": pl.String(), "tier": pl.String(), "price_per_gpu_hour_usd": pl.Float64(),
-            "decode_aggregate_tok_s": pl.Float32(), "cost_per_mtok_usd": pl.Float32(),
-            "price_verified_at": pl.Date()} | VERIFIED_AT,
+            "cost_per_mtok_usd": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "gpu_id", "cost_per_mtok_usd"),
     rules=(("cost is positive and finite",
             pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
 )
 
 CONTRACTS = {c.name: c for c in (
-    COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS, FIT_MATRIX,
-    WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS,
-    *PROVIDER_PRICES)}
+    COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
+    FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
+    PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

@@ -9,7 +9,7 @@ from assets.resources import SnapshotResource, WarehouseResource, contract_check
 from assets.sizing.shards import MODEL_SHARDS, backfill_policy, matrix_inputs
 from sizing.architecture import parse_config
 from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
-from sizing.grid import FORMATS_BY_ENGINE, fit_matrix_batches
+from sizing.grid import FORMATS_BY_ENGINE, fit_tables
 from sizing.memory import LLAMA_CPP
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
@@ -43,7 +43,7 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
               description="Every model computed in the run has fit-matrix rows (the grid always "
                           "yields rows, fitting or not: none means its inputs are broken).")],
           automation_condition=dg.AutomationCondition.eager(),
-          group_name="sizing", kinds={"polars", "parquet"}, code_version="1",
+          group_name="sizing", kinds={"polars"}, code_version="1",
           deps=["models", "weights", "gpus"],
           description="Each model's fit-matrix rows, computed per shard of the model set into "
                       "the warehouse's staging area; a model whose inputs did not change is "
@@ -51,23 +51,35 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
 def fit_matrix_shards(context: dg.AssetExecutionContext,
                       warehouse: WarehouseResource) -> dg.MaterializeResult:
     inputs = matrix_inputs(warehouse)
-    slices = warehouse.slice_store("fit_matrix")
+    stores = {t: warehouse.slice_store(t) for t in SLICED_TABLES}
     shards = context.partition_keys
-    computed = reused = rows = 0
-    empty: list[str] = []
     current: dict[str, list[str]] = {shard: [] for shard in shards}
+    todo = []
     for s in inputs.slices(shards):
         current[s.shard].append(s.key)
-        if slices.has(s.shard, s.key):
-            reused += 1
-            continue
-        (df,) = fit_matrix_batches(s.model, s.weights, inputs.gpus, inputs.columns)
-        if df.is_empty():
-            empty.append(s.model_id)
-            continue
-        slices.put(s.shard, s.key, df)
-        computed, rows = computed + 1, rows + df.height
-    removed = sum(slices.keep_only(shard, keys) for shard, keys in current.items())
+        if not all(staged.has(s.shard, s.key) for staged in stores.values()):
+            todo.append(s)
+    rows, empty = 0, []
+    # A few models per Polars query (one query per model costs more in planning than in
+    # rows), each model's rows then stored as its own slice.
+    for at in range(0, len(todo), MODELS_PER_QUERY):
+        group = todo[at:at + MODELS_PER_QUERY]
+        tables = dict(zip(SLICED_TABLES, fit_tables(
+            pl.concat([s.model for s in group]), pl.concat([s.weights for s in group]),
+            inputs.gpus, inputs.matrix_columns, inputs.configuration_columns), strict=True))
+        ids = {t: df.get_column("model_id") for t, df in tables.items()}
+        for s in group:
+            # A mask per model: cheaper than partition_by on these frames.
+            parts = {t: df.filter(ids[t] == s.model_id) for t, df in tables.items()}
+            if any(part.is_empty() for part in parts.values()):
+                empty.append(s.model_id)
+                continue
+            for t, part in parts.items():
+                stores[t].put(s.shard, s.key, part)
+            rows += parts["fit_matrix"].height
+    computed, reused = len(todo) - len(empty), sum(map(len, current.values())) - len(todo)
+    removed = sum(staged.keep_only(shard, keys) for shard, keys in current.items()
+                  for staged in stores.values())
     context.log.info(f"shards {shards[0]}..{shards[-1]}: {computed} models computed "
                      f"({rows} rows), {reused} reused, {removed} stale slices removed")
     return dg.MaterializeResult(
@@ -76,24 +88,33 @@ def fit_matrix_shards(context: dg.AssetExecutionContext,
                                            passed=not empty, metadata={"models": empty})])
 
 
+# Models per query of the shard step (about 0.8 M matrix rows).
+MODELS_PER_QUERY = 4
+# The tables whose rows the shards compute and fit_matrix_table publishes.
+SLICED_TABLES = ("fit_matrix", "fit_configurations")
+
+
 class SlicesMissing(dg.Failure):
     """Models whose current slice is not in staging: their shards were not run since their
     inputs changed. Raised before anything is written, so the published version stays."""
 
 
-@dg.asset(check_specs=contract_checks("fit_matrix_table", "fit_matrix"),
+@dg.asset(check_specs=contract_checks("fit_matrix_table", *SLICED_TABLES),
           automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
           deps=["fit_matrix_shards"],
-          description="Memory per GPU, verdict, largest context and concurrency for every "
-                      "model x format x context x KV type x batch x GPU x count x engine: "
-                      "the shards' current slices, published as one version.")
+          description="Memory per GPU, verdict, largest context, concurrency and speed for "
+                      "every model x format x context x KV type x batch x GPU x count x "
+                      "engine (fit_matrix), and what depends on the configuration only "
+                      "(fit_configurations): the shards' current slices, published as one "
+                      "version each.")
 def fit_matrix_table(context: dg.AssetExecutionContext,
                      warehouse: WarehouseResource) -> dg.MaterializeResult:
     inputs = matrix_inputs(warehouse)
-    slices = warehouse.slice_store("fit_matrix")
+    stores = {t: warehouse.slice_store(t) for t in SLICED_TABLES}
     wanted = list(inputs.slices())
-    missing = [s for s in wanted if not slices.has(s.shard, s.key)]
+    missing = [s for s in wanted
+               if not all(staged.has(s.shard, s.key) for staged in stores.values())]
     if missing:
         shards = sorted({s.shard for s in missing})
         raise SlicesMissing(
@@ -101,37 +122,49 @@ def fit_matrix_table(context: dg.AssetExecutionContext,
                         f"{missing[0].model_id}); materialize fit_matrix_shards partitions "
                         f"{', '.join(shards)}",
             metadata={"models": [s.model_id for s in missing], "shards": shards})
-    return warehouse.publish(context, "fit_matrix", (slices.get(s.shard, s.key) for s in wanted),
-                             inputs.verified_at, "models,weights,gpus")
+    results = [warehouse.publish(context, t, (staged.get(s.shard, s.key) for s in wanted),
+                                 inputs.verified_at, "models,weights,gpus")
+               for t, staged in reversed(stores.items())]  # the small table first
+    return dg.MaterializeResult(metadata=results[-1].metadata,
+                                check_results=[c for r in results for c in r.check_results])
 
 
-@dg.asset(check_specs=contract_checks("cost_matrix", "cost_matrix"),
+@dg.asset(check_specs=contract_checks("cost_matrix", "cost_basis", "cost_matrix"),
           automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
           deps=["fit_matrix_table", "gpu_prices"],
           description="Cost per million generated tokens for every configuration that runs "
                       "(fits or tight) on a GPU count some provider rents on demand, at the "
-                      "cheapest such offer. A price change recomputes this table only.")
+                      "cheapest such offer (cost_basis: that offer per GPU and count). A price "
+                      "change recomputes these tables only.")
 def cost_matrix(context: dg.AssetExecutionContext,
                 warehouse: WarehouseResource) -> dg.MaterializeResult:
     prices = cheapest_on_demand(warehouse.read("gpu_prices"))
     fit = pl.scan_delta(store.table_uri("fit_matrix", warehouse.root),
                         storage_options=warehouse.storage_options() or None)
-    models = fit.select("model_id").unique().collect().get_column("model_id").sort()
+    # The fit matrix holds the models of `models` (a small table: no scan of the matrix).
+    models = warehouse.read("models").select("model_id").sort("model_id")
     columns = [pl.col(c).cast(t) for c, t in COST_MATRIX.schema.items() if c != "verified_at"]
 
     def batches():
-        for chunk in models.to_frame().iter_slices(8):
+        for chunk in models.iter_slices(COST_MODELS_PER_BATCH):
             ids = chunk.get_column("model_id").implode()
             yield (fit.filter(pl.col("model_id").is_in(ids) & (pl.col("verdict") != "exceeds")
                               & pl.col("decode_aggregate_tok_s").is_not_null())
                    .join(prices.lazy(), on=["gpu_id", "n_gpus"])
                    .with_columns(cost_per_mtok().alias("cost_per_mtok_usd"))
-                   .select(columns).collect())
+                   .select(columns).collect(engine="streaming"))
 
     verified_at = prices.get_column("price_verified_at").max()
-    return warehouse.publish(context, "cost_matrix", batches(), verified_at,
-                             "fit_matrix,gpu_prices")
+    results = [warehouse.publish(context, "cost_basis", prices, verified_at, "gpu_prices"),
+               warehouse.publish(context, "cost_matrix", batches(), verified_at,
+                                 "fit_matrix,gpu_prices")]
+    return dg.MaterializeResult(metadata=results[1].metadata,
+                                check_results=[c for r in results for c in r.check_results])
+
+
+# Models per read of the fit matrix in cost_matrix (about 13 M rows read, 3 M kept).
+COST_MODELS_PER_BATCH = 64
 
 
 def cheapest_on_demand(offers: pl.DataFrame) -> pl.DataFrame:

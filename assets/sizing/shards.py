@@ -6,7 +6,8 @@ One run can cover every shard (the offline refresh: one process, no per-run over
 a backfill with LLM_SIZING_SHARDS_PER_RUN=n runs n shards per run, and the run queue
 runs those in parallel (separate processes locally, pods with dagster-k8s).
 
-Each model's rows are a slice in the warehouse's staging area, keyed by a hash of
+Each model's rows (of the fit matrix and of its configurations table) are slices in the
+warehouse's staging area, keyed by a hash of
 everything they depend on (the model's row, its weights rows, the GPU table and the
 sizing library's source): an unchanged model is never recomputed, and the publishing
 asset can tell a current slice from a stale one.
@@ -24,7 +25,7 @@ import polars as pl
 
 import sizing
 from assets.resources import WarehouseResource
-from warehouse.tables import FIT_MATRIX
+from warehouse.tables import FIT_CONFIGURATIONS, FIT_MATRIX, TableContract
 
 N_SHARDS = 16
 SHARD_KEYS = [f"{i:02d}" for i in range(N_SHARDS)]
@@ -73,9 +74,17 @@ class MatrixInputs:
     gpus: pl.DataFrame
     verified_at: dt.date
 
+    @staticmethod
+    def columns(contract: TableContract) -> list[pl.Expr]:
+        return [pl.col(c).cast(t) for c, t in contract.schema.items() if c != "verified_at"]
+
     @property
-    def columns(self) -> list[pl.Expr]:
-        return [pl.col(c).cast(t) for c, t in FIT_MATRIX.schema.items() if c != "verified_at"]
+    def matrix_columns(self) -> list[pl.Expr]:
+        return self.columns(FIT_MATRIX)
+
+    @property
+    def configuration_columns(self) -> list[pl.Expr]:
+        return self.columns(FIT_CONFIGURATIONS)
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
         salt = f"{_code_fingerprint()}:{_fingerprint(self.gpus)}"

@@ -1,0 +1,64 @@
+"""Benchmark: a full offline refresh against the incremental one after a price change.
+
+    uv run python benchmarks/refresh.py [--repeat 3]
+
+Runs, on a fresh warehouse and an ephemeral Dagster instance, the whole graph (every
+model shard in one run), then the `refresh_prices` job's selection (one provider's
+prices, the combined price tables and the cost matrix) as the daily schedule does.
+Prints the wall time of each run (the Dagster run only: process start-up and imports
+are left out of both) and their ratio, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dagster as dg  # noqa: E402
+
+from assets.prices.assets import PROVIDER_ASSETS, gpu_prices  # noqa: E402
+from assets.sizing.assets import cost_matrix  # noqa: E402
+from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
+from pipeline.definitions import ALL_ASSETS, build_defs  # noqa: E402
+
+
+def _timed(assets, resources, **kwargs) -> float:
+    start = time.perf_counter()
+    assert dg.materialize(assets, resources=resources, **kwargs).success
+    return time.perf_counter() - start
+
+
+def run_once() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        resources = build_defs({**os.environ, "LLM_SIZING_WAREHOUSE": tmp}).resources
+        full = _timed(ALL_ASSETS, resources, tags=ALL_SHARDS_TAGS)
+        runpod = next(a for a in PROVIDER_ASSETS if a.key.to_user_string() == "prices_runpod")
+        prices = _timed([*PROVIDER_ASSETS, gpu_prices, cost_matrix], resources,
+                        selection=dg.AssetSelection.assets(runpod, gpu_prices, cost_matrix))
+    return {"full_s": round(full, 2), "price_change_s": round(prices, 2),
+            "ratio": round(prices / full, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    runs = [run_once() for _ in range(parser.parse_args().repeat)]
+    for r in runs:
+        print(json.dumps(r))
+    print(json.dumps({"median_full_s": statistics.median(r["full_s"] for r in runs),
+                      "median_price_change_s": statistics.median(r["price_change_s"]
+                                                                 for r in runs),
+                      "median_ratio": statistics.median(r["ratio"] for r in runs)}))
+
+
+if __name__ == "__main__":
+    main()
