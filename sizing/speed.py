@@ -23,13 +23,19 @@ import polars as pl
 
 from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
 
-# Fitted on 63 decode and 53 prefill llama-bench measurements (llama.cpp, 2024-2026),
-# keyed "engine|vendor", or "engine" for the engine's pooled fit. Only NVIDIA has enough
-# rows for its own key: AMD has 2 usable measurements, Apple none whose device the
-# catalog holds, so they take the pooled figures.
-DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.834, "layer_seconds": 74.0e-6},
-              "llama.cpp": {"efficiency": 0.834, "layer_seconds": 76.5e-6}}
-PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.340}, "llama.cpp": {"efficiency": 0.340}}
+# Fitted on 82 decode and 59 prefill llama-bench measurements (llama.cpp, 2023-2026),
+# keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
+# "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
+# overhead; AMD's ROCm builds too, and llama.cpp's ROCm prefill on an MI300X (Oct 2024,
+# build 3891) reached 1.3 % of the card's dense FP16 peak (3 measurements: the pooled
+# figure would overstate it 25-fold). Apple publishes no dense FP16 figure: no prefill.
+DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.823, "layer_seconds": 67.3e-6},
+              "llama.cpp|Apple": {"efficiency": 0.826, "layer_seconds": 185.3e-6},
+              "llama.cpp|AMD": {"efficiency": 0.965, "layer_seconds": 157.0e-6},
+              "llama.cpp": {"efficiency": 0.832, "layer_seconds": 85.2e-6}}
+PREFILL_FIT = {"llama.cpp|AMD": {"efficiency": 0.0134},
+               "llama.cpp|NVIDIA": {"efficiency": 0.342},
+               "llama.cpp": {"efficiency": 0.339}}
 # vLLM has no single-stream measurements yet: it takes llama.cpp's figures, which predict
 # vLLM's batched decode step (mean TPOT of `vllm bench serve`, phi-4 on an RTX PRO 6000,
 # 32-512 concurrent requests) within 6-21 % (tests/test_speed_calibration.py).

@@ -8,10 +8,12 @@ activated"; gpt-oss-120b "117B parameters"; Llama-3.1-8B "8.03B" (the llama.cpp 
 +-0.05 B, which the tolerance adds to 0.5 %.
 """
 
+import csv
+
 import pytest
 
 from sizing.tensors import count_params
-from tests.conftest import load_arch
+from tests.conftest import TEST_DATA, load_arch
 
 
 @pytest.mark.parametrize(("repo", "total", "printed_step"), [
@@ -35,3 +37,38 @@ def test_embedding_split():
     p = count_params(load_arch("Qwen/Qwen2.5-72B-Instruct"))
     assert p.embedding == 2 * 152064 * 8192  # untied token embedding and output head
     assert abs(p.non_embedding - 70.0e9) <= 0.005 * 70.0e9 + 0.05e9
+
+
+# Vendors' stated counts for the bundled models (tests/data/official_param_counts.csv:
+# the quote, where it was read and its date on every row; rows not compared say why).
+OFFICIAL = [r for r in csv.DictReader((TEST_DATA / "official_param_counts.csv").open())
+            if r["compared"] == "yes"]
+
+
+def _bound(stated: float, step: float) -> float:
+    return 0.005 * stated + step / 2
+
+
+@pytest.mark.parametrize("row", OFFICIAL, ids=[r["repo_id"] for r in OFFICIAL])
+def test_total_and_non_embedding_parameters_match_the_vendor(row):
+    p = count_params(load_arch(row["repo_id"]))
+    step = float(row["printed_step"])
+    total = float(row["total_params"])
+    assert abs(p.total - total) <= _bound(total, step)
+    if row["non_embedding_params"]:
+        stated = float(row["non_embedding_params"])
+        assert abs(p.non_embedding - stated) <= _bound(stated, step)
+
+
+ACTIVE = [r for r in OFFICIAL if r["active_params"]]
+
+
+@pytest.mark.parametrize("row", ACTIVE, ids=[r["repo_id"] for r in ACTIVE])
+def test_stated_active_parameters_lie_within_the_embedding_conventions(row):
+    """Vendors count "active" with both embedding tables, without the input one (gpt-oss:
+    20.91B total, 3.61B active), or without either (GLM-4.5); the stated figure must lie
+    between our active count without and with the embedding tables."""
+    p = count_params(load_arch(row["repo_id"]))
+    stated, slack = float(row["active_params"]), _bound(float(row["active_params"]),
+                                                        float(row["printed_step"]))
+    assert p.active - p.embedding - slack <= stated <= p.active + slack
