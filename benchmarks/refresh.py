@@ -1,17 +1,20 @@
 """Benchmark: a full offline refresh against the incremental one after a price change.
 
-    uv run python benchmarks/refresh.py [--repeat 3]
+    uv run python benchmarks/refresh.py [--repeat 3] [--models N]
 
 Runs, on a fresh warehouse and an ephemeral Dagster instance, the whole graph (every
 model shard in one run), then the `refresh_prices` job's selection (one provider's
 prices, the combined price tables and the cost matrix) as the daily schedule does.
-Prints the wall time of each run (the Dagster run only: process start-up and imports
-are left out of both) and their ratio, as JSON.
+With --models N, the `models` and `weights` tables are N synthetic copies of the
+bundled configs (as in benchmarks/matrix.py) and the full run is everything downstream
+of them. Prints the wall time of each run (the Dagster run only: process start-up and
+imports are left out of both) and their ratio, as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import statistics
@@ -28,7 +31,11 @@ import dagster as dg  # noqa: E402
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices  # noqa: E402
 from assets.sizing.assets import cost_matrix  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
+from benchmarks.matrix import _dimension_tables  # noqa: E402
 from pipeline.definitions import ALL_ASSETS, build_defs  # noqa: E402
+from warehouse import store  # noqa: E402
+
+UPSTREAM_OF_THE_MATRIX = ("hub_models", "models", "weights")
 
 
 def _timed(assets, resources, **kwargs) -> float:
@@ -37,10 +44,17 @@ def _timed(assets, resources, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def run_once() -> dict:
+def run_once(n_models: int | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         resources = build_defs({**os.environ, "LLM_SIZING_WAREHOUSE": tmp}).resources
-        full = _timed(ALL_ASSETS, resources, tags=ALL_SHARDS_TAGS)
+        assets = ALL_ASSETS
+        if n_models:
+            _, models, weights = _dimension_tables(n_models)
+            for table, df in (("models", models), ("weights", weights)):
+                store.publish(table, df, verified_at=dt.date.today(), commit_info={}, base=tmp)
+            assets = [a for a in ALL_ASSETS
+                      if a.key.to_user_string() not in UPSTREAM_OF_THE_MATRIX + ("coverage",)]
+        full = _timed(assets, resources, tags=ALL_SHARDS_TAGS)
         runpod = next(a for a in PROVIDER_ASSETS if a.key.to_user_string() == "prices_runpod")
         prices = _timed([*PROVIDER_ASSETS, gpu_prices, cost_matrix], resources,
                         selection=dg.AssetSelection.assets(runpod, gpu_prices, cost_matrix))
@@ -51,7 +65,9 @@ def run_once() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
-    runs = [run_once() for _ in range(parser.parse_args().repeat)]
+    parser.add_argument("--models", type=int, help="synthetic model count (default: bundled)")
+    args = parser.parse_args()
+    runs = [run_once(args.models) for _ in range(args.repeat)]
     for r in runs:
         print(json.dumps(r))
     print(json.dumps({"median_full_s": statistics.median(r["full_s"] for r in runs),

@@ -149,7 +149,7 @@ def estimate_command(args: argparse.Namespace) -> int:
     gpu = _find_gpu(args.gpu)
     device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
-                    gpu["price_new_usd"])
+                    gpu["price_new_usd"], gpu["price_used_usd"])
     kv = args.kv_dtype or ("f16" if args.engine == "llama.cpp" else "auto")
     conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens)
@@ -165,6 +165,7 @@ def estimate_command(args: argparse.Namespace) -> int:
             "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
             "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
             "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
+            "break_even_months_used",
             "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
             "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
             "launch_vllm", "launch_vllm_reason")
@@ -201,7 +202,8 @@ def estimate_command(args: argparse.Namespace) -> int:
         print(f"  rent vs buy       {r['cloud_monthly_usd']:.2f} USD/month cloud, "
               f"{_fmt(r['power_monthly_usd'], '.2f')} USD/month power at {b['hours_per_day']:g} "
               f"h/day and {b['electricity_usd_per_kwh']} USD/kWh; break-even "
-              f"{_fmt(r['break_even_months'], '.1f')} months")
+              f"{_fmt(r['break_even_months'], '.1f')} months new, "
+              f"{_fmt(r['break_even_months_used'], '.1f')} used")
     for key, label in r["finetune_regimes"].items():
         print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} "
               "(seq 2048, micro-batch 1, gradient checkpointing, LoRA r=16)")
@@ -213,8 +215,10 @@ def estimate_command(args: argparse.Namespace) -> int:
                        ("cheapest_cloud", "cloud")):
         c = rec[key]
         text = "none fits" if c is None else f"{c['n_gpus']}x {c['name']}"
-        if c and c.get("hardware_usd") or c and c.get("price_new_usd"):
-            text += f", {c.get('hardware_usd') or c.get('price_new_usd'):,.0f} USD new"
+        if c and c.get("hardware_usd"):
+            text += f", {c['hardware_usd']:,.0f} USD ({c['price_basis']})"
+        elif c and c.get("price_new_usd"):
+            text += f", {c['price_new_usd']:,.0f} USD new"
         if c and c.get("price_per_hour_usd"):
             text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
                      f"(verified {c['verified_at']})")

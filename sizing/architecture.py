@@ -66,6 +66,22 @@ class MoE:
     layers: tuple[bool, ...]  # True where the layer's FFN is the expert block
     router_bias: bool = False  # DeepSeek-style `e_score_correction_bias`
     shared_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
+    # Nemotron 3 Super: routed experts work in a latent space of this width, between a
+    # hidden->latent and a latent->hidden projection shared by all experts; 0 if none.
+    latent: int = 0
+    # Gemma 4: the layer keeps its dense MLP beside the experts (with a router scale, a
+    # per-expert scale and three more norms).
+    dense_alongside: bool = False
+
+
+@dataclass(frozen=True)
+class GlobalAttention:
+    """Gemma 4's full-attention layers: their own KV-head count and head width, and with
+    `k_eq_v` no v_proj (V is K's projection before its norm and RoPE, still cached)."""
+
+    n_kv_heads: int
+    head_dim: int
+    k_eq_v: bool
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,7 @@ class ModelArch:
     o_bias: bool = False
     qk_norm: bool = False
     attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also yields a per-head output gate
+    head_gate: bool = False  # Step 3.5/3.7: g_proj, one sigmoid gate per head (hidden -> heads)
     fused_qkv: bool = False
     gated_ffn: bool = True  # SwiGLU-style gate projection; Nemotron-H uses plain relu^2
     single_op_blocks: bool = False  # Nemotron-H: a block is one mixer or one MLP, not both
@@ -140,6 +157,15 @@ class ModelArch:
     conv_cache: int = 0  # LFM2: cached conv inputs per layer (L_cache - 1)
     checkpoint_dtype: str = "bfloat16"
     native_quant: NativeQuant | None = None
+    global_attn: GlobalAttention | None = None
+    layer_scalar: bool = False  # Gemma 4: one learned output scale per layer
+
+    def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
+        """(KV heads, K head width, V head width) of a layer of this kind."""
+        if kind is LayerKind.FULL and self.global_attn is not None:
+            g = self.global_attn
+            return g.n_kv_heads, g.head_dim, g.head_dim
+        return self.n_kv_heads, self.head_dim, self.head_dim_v
 
     @property
     def gqa_ratio(self) -> int:
@@ -157,12 +183,12 @@ _DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "ge
           "gemma3_text", "granite", "olmo2", "exaone", "internlm2", "glm4", "glm", "ministral",
           "minicpm", "smollm3", "seed_oss", "apertus", "hunyuan_v1_dense", "ernie4_5",
           "arcee", "nemotron", "mistral3", "gemma3", "llama4", "lfm2", "qwen3_5",
-          "qwen3_5_text"}
+          "qwen3_5_text", "gemma4_text"}
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
         "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
-        "glm_moe_dsa"}
+        "glm_moe_dsa", "step3p7"}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 
 # Families whose q/k/v projections carry a bias without a config flag saying so.
@@ -170,9 +196,13 @@ _QKV_BIAS_BY_FAMILY = {"qwen2", "qwen2_moe"}
 # Families with per-head RMS norms on q and k.
 _QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2",
                      "glm4_moe", "minimax_m2", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
-                     "qwen3_5_moe_text", "gemma4", "cohere2"}
+                     "qwen3_5_moe_text", "gemma4", "gemma4_text", "cohere2", "step3p5",
+                     "step3p7"}
 # Families that add post-attention and post-FFN norms (four norms per layer).
-_FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "glm4", "olmo2"}
+_FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4",
+                       "olmo2"}
+# Families whose attention output passes a per-head sigmoid gate (g_proj).
+_HEAD_GATE_FAMILIES = {"step3p5", "step3p7"}
 _FUSED_QKV_FAMILIES = {"phi3"}
 
 
@@ -257,8 +287,10 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
     if not n_experts or int(n_experts) <= 1:
         return None
     n_experts = int(n_experts)
+    if t["model_type"] == "gemma4_text" and not t.get("enable_moe_block"):
+        return None
     n_active = _require(name, t, "num_experts_per_tok", "experts_per_token", "moe_k",
-                        "moe_topk", "num_experts_per_token")
+                        "moe_topk", "num_experts_per_token", "top_k_experts")
     if isinstance(n_active, list):
         n_active = n_active[0]
     expert_ffn = _first(t, "moe_intermediate_size", "expert_intermediate_size")
@@ -269,7 +301,8 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
     n_shared = int(_first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
                           "num_shared_expert", default=0) or 0)
     shared_ffn = int(_first(t, "shared_expert_intermediate_size",
-                            "moe_shared_expert_intermediate_size", default=0) or 0)
+                            "moe_shared_expert_intermediate_size", "share_expert_dim",
+                            default=0) or 0)
     if not shared_ffn and n_shared:
         shared_ffn = n_shared * int(expert_ffn)
     if t["model_type"] in ("llama4", "llama4_text"):
@@ -295,9 +328,11 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         layers=layers,
         router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
                                         "minimax_m2", "deepseek_v32", "glm_moe_dsa",
-                                        "nemotron_h"),
+                                        "nemotron_h") or bool(t.get("use_moe_router_bias")),
         shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
                                         "qwen3_5_moe_text"),
+        latent=int(t.get("moe_latent_size") or 0),
+        dense_alongside=t["model_type"] == "gemma4_text",
     )
 
 
@@ -342,8 +377,9 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     model_type = t.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")
-    if t.get("moe_latent_size"):
-        raise ConfigError(name, "latent MoE (moe_latent_size) projections are not modelled")
+    if t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers"):
+        raise ConfigError(name, "per-layer input embeddings and shared KV layers (Gemma 4 "
+                                "E2B/E4B) are not modelled")
 
     hidden = int(_require(name, t, "hidden_size", "d_model", "n_embd"))
     n_layers = int(_require(name, t, "num_hidden_layers", "n_layers", "num_layers"))
@@ -442,4 +478,17 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         conv_cache=int(t.get("conv_L_cache") or 0) - 1 if LayerKind.CONV in kinds else 0,
         checkpoint_dtype=dtype,
         native_quant=_native_quant(t),
+        global_attn=_global_attention(t, head_dim),
+        head_gate=model_type in _HEAD_GATE_FAMILIES,
+        layer_scalar=model_type == "gemma4_text",
     )
+
+
+def _global_attention(t: Mapping[str, Any], head_dim: int) -> GlobalAttention | None:
+    """Gemma 4's full-attention geometry (transformers Gemma4TextAttention)."""
+    if not t.get("global_head_dim"):
+        return None
+    k_eq_v = bool(t.get("attention_k_eq_v"))
+    n_kv = t.get("num_global_key_value_heads") if k_eq_v else None
+    return GlobalAttention(n_kv_heads=int(n_kv or t.get("num_key_value_heads") or 0),
+                           head_dim=int(t["global_head_dim"]) or head_dim, k_eq_v=k_eq_v)

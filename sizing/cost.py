@@ -2,7 +2,8 @@
 
 Every default is a named input the outputs report, not a fact about the user: change
 them per call. Reads `price_per_gpu_hour_usd`, `n_gpus`, `decode_aggregate_tok_s`,
-`hours_per_day`, `electricity_usd_per_kwh`, `tdp_w`, `host_power_w`, `purchase_usd`.
+`hours_per_day`, `electricity_usd_per_kwh`, `tdp_w`, `host_power_w`, `purchase_usd`
+and `purchase_used_usd` (the catalog's dated used price, where one exists).
 """
 
 from __future__ import annotations
@@ -41,4 +42,6 @@ def cost_columns() -> list[pl.Expr]:
         power_month.alias("power_monthly_usd"),
         pl.when(saving > 0).then(_c("purchase_usd") / saving).otherwise(None)
         .alias("break_even_months"),
+        pl.when(saving > 0).then(_c("purchase_used_usd") / saving).otherwise(None)
+        .alias("break_even_months_used"),
     ]

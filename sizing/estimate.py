@@ -49,6 +49,7 @@ class Device:
     fp16_dense_tflops: float | None = None
     tdp_w: float | None = None
     price_new_usd: float | None = None
+    price_used_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,13 @@ def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> 
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
+        "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,
         "electricity_usd_per_kwh": u.electricity_usd_per_kwh, "host_power_w": u.host_power_w,
     }
     schema_overrides = {k: pl.Float64 for k in ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
-                                                "purchase_usd", "price_per_gpu_hour_usd")}
+                                                "purchase_usd", "purchase_used_usd",
+                                                "price_per_gpu_hour_usd")}
     frame = pl.DataFrame([row], schema_overrides=schema_overrides)
     budget = pl.lit(c.max_num_batched_tokens) if c.max_num_batched_tokens \
         else default_batched_tokens()
@@ -149,7 +152,8 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
                          "price_source": u.price_source, "hours_per_day": u.hours_per_day,
                          "electricity_usd_per_kwh": u.electricity_usd_per_kwh,
                          "host_power_w": u.host_power_w, "tdp_w": d.tdp_w,
-                         "purchase_usd": out["purchase_usd"]}
+                         "purchase_usd": out["purchase_usd"],
+                         "purchase_used_usd": out["purchase_used_usd"]}
     if u.price_per_gpu_hour_usd is None:
         out["cost_per_mtok_usd_reason"] = f"no hourly price: {u.price_source}"
     ft = finetune_memory(m)

@@ -18,10 +18,15 @@ def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:
     """K plus V elements one token adds to the cache over the layers of the given kinds.
 
     MLA caches one compressed latent plus the RoPE key per layer (kv_lora_rank +
-    qk_rope_dim, K only: llama.cpp and vLLM both store no separate V).
+    qk_rope_dim, K only: llama.cpp and vLLM both store no separate V). Gemma 4's full
+    layers have their own geometry; with k_eq_v they still cache V beside K.
     """
-    per_layer = (m.head_dim + m.head_dim_v) * m.n_kv_heads
-    return per_layer * sum(k in kinds for k in m.layer_kinds)
+    total = 0
+    for kind in m.layer_kinds:
+        if kind in kinds:
+            n_kv, hd, hd_v = m.attention_geometry(kind)
+            total += (hd + hd_v) * n_kv
+    return total
 
 
 def _state_elems_per_sequence(m: ModelArch) -> tuple[int, int]:

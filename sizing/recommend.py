@@ -30,7 +30,8 @@ def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: s
                           default_batched_tokens().alias("max_num_batched_tokens"))
             .with_columns(kv_bytes_per_element_column())
             .filter(tensor_parallel_possible()))
-    extra = gpus.select("gpu_id", "name", "price_new_usd", "memory_gib")
+    extra = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
+                        "memory_gib")
     return rows.with_columns(memory_columns()).join(extra, on="gpu_id")
 
 
@@ -53,7 +54,16 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                 "total_gib": row["total_gib"], "usable_gib": row["usable_gib"], **extra}
 
     single = _first(priced.filter(pl.col("n_gpus") == 1), "hardware_usd")
-    value = _first(priced, ["hardware_usd", "n_gpus"])
+    # Best value: the lowest outlay, buying used where the catalog has a dated used price.
+    used = pl.col("price_used_usd").is_not_null() & (pl.col("price_used_usd")
+                                                     < pl.col("price_new_usd").fill_null(1e18))
+    value = _first(fits.with_columns(
+        (pl.coalesce(pl.when(used).then(pl.col("price_used_usd")), pl.col("price_new_usd"))
+         * pl.col("n_gpus")).alias("outlay_usd"),
+        pl.when(used).then(pl.format("used, {} ({})", pl.col("price_used_usd"),
+                                     pl.col("price_used_date")))
+        .otherwise(pl.lit("new (launch price)")).alias("price_basis"))
+        .drop_nulls("outlay_usd"), ["outlay_usd", "n_gpus"])
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
@@ -65,8 +75,8 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                      verified_at=str(row["verified_at"])) if row else None
     return {
         "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"]),
-        "best_value": card(value, hardware_usd=value and value["hardware_usd"],
-                           price_basis="launch price new (no dated used prices in the catalog)"),
+        "best_value": card(value, hardware_usd=value and value["outlay_usd"],
+                           price_basis=value and value["price_basis"]),
         "smallest_unified_memory": card(unified),
         "cheapest_cloud": cloud,
     }

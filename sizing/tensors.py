@@ -58,19 +58,25 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
                 _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
                 _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
         return out
-    q_dim, kv_dim, v_dim = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, \
-        m.n_kv_heads * m.head_dim_v
+    kind = m.layer_kinds[i]
+    n_kv, hd, hd_v = m.attention_geometry(kind)
+    q_dim, kv_dim, v_dim = m.n_heads * hd, n_kv * hd, n_kv * hd_v
     q_out = 2 * q_dim if m.attn_output_gate else q_dim
+    # Gemma 4's full layers with k_eq_v take V from k_proj: no v_proj of their own.
+    no_v = kind is LayerKind.FULL and m.global_attn is not None and m.global_attn.k_eq_v
     if m.fused_qkv:
         out.append(_w(i, "attn_qkv", h, q_dim + kv_dim + v_dim))
     else:
-        out += [_w(i, "attn_q", h, q_out), _w(i, "attn_k", h, kv_dim), _w(i, "attn_v", h, v_dim)]
+        out += [_w(i, "attn_q", h, q_out), _w(i, "attn_k", h, kv_dim)]
+        out += [] if no_v else [_w(i, "attn_v", h, v_dim)]
     if m.qkv_bias:
         out += [_v(i, "attn_q.bias", q_dim), _v(i, "attn_k.bias", kv_dim),
                 _v(i, "attn_v.bias", v_dim)]
     if m.qk_norm:
-        out += [_v(i, "attn_q_norm", m.head_dim), _v(i, "attn_k_norm", m.head_dim)]
-    out.append(_w(i, "attn_output", m.n_heads * m.head_dim_v, h))
+        out += [_v(i, "attn_q_norm", hd), _v(i, "attn_k_norm", hd)]
+    if m.head_gate:
+        out.append(_w(i, "attn_gate", h, m.n_heads))
+    out.append(_w(i, "attn_output", m.n_heads * hd_v, h))
     if m.o_bias:
         out.append(_v(i, "attn_output.bias", h))
     if m.model_type == "gpt_oss":
@@ -137,12 +143,17 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
     moe = m.moe
     if moe is not None and moe.layers[i]:
         e, f = moe.n_experts, moe.expert_ffn
-        out = [_w(i, "ffn_gate_inp", h, e)]
+        out = _dense_ffn(m, i) + _gemma4_moe_extras(m, i) if moe.dense_alongside else []
+        out.append(_w(i, "ffn_gate_inp", h, e))
         if moe.router_bias:
             out.append(_v(i, "exp_probs_b", e))
+        # Latent MoE: experts read and write a narrower latent, projected once per layer.
+        x = moe.latent or h
+        if moe.latent:
+            out += [_w(i, "ffn_latent_in", h, x), _w(i, "ffn_latent_out", x, h)]
         if m.gated_ffn:
-            out.append(_w(i, "ffn_gate_exps", h, f, e))
-        out += [_w(i, "ffn_up_exps", h, f, e), _w(i, "ffn_down_exps", f, h, e)]
+            out.append(_w(i, "ffn_gate_exps", x, f, e))
+        out += [_w(i, "ffn_up_exps", x, f, e), _w(i, "ffn_down_exps", f, x, e)]
         if m.model_type == "gpt_oss":
             out += [_v(i, "ffn_gate_inp.bias", e), _v(i, "ffn_gate_exps.bias", f * e),
                     _v(i, "ffn_up_exps.bias", f * e), _v(i, "ffn_down_exps.bias", h * e)]
@@ -154,10 +165,24 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
             if moe.shared_gate:
                 out.append(_v(i, "ffn_gate_inp_shexp", h))
         return out
+    return _dense_ffn(m, i)
+
+
+def _dense_ffn(m: ModelArch, i: int) -> list[Tensor]:
+    h = m.hidden
     if m.fused_qkv:  # Phi-3 fuses gate and up as it fuses q, k and v
         return [_w(i, "ffn_up", h, 2 * m.ffn), _w(i, "ffn_down", m.ffn, h)]
     gate = [_w(i, "ffn_gate", h, m.ffn)] if m.gated_ffn else []
     return [*gate, _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
+
+
+def _gemma4_moe_extras(m: ModelArch, i: int) -> list[Tensor]:
+    """Gemma 4's expert branch beside the dense MLP: the router's input scale and
+    per-expert scale, a pre-norm for the branch and post-norms for both branches
+    (transformers Gemma4TextDecoderLayer / Gemma4TextRouter)."""
+    h, e = m.hidden, m.moe.n_experts
+    return [_v(i, "ffn_gate_inp.scale", h), _v(i, "ffn_gate_inp.expert_scale", e),
+            _v(i, "ffn_norm_2", h), _v(i, "ffn_post_norm_1", h), _v(i, "ffn_post_norm_2", h)]
 
 
 _MIXERS = {
@@ -187,6 +212,8 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
             continue  # Mamba blocks have no FFN of their own
         tensors.append(_v(i, "ffn_norm", h))
         tensors += _ffn(m, i)
+        if m.layer_scalar:
+            tensors.append(_v(i, "layer_output_scale", 1))
     tensors.append(Tensor("output_norm", "output_norm", -1, h, h, False))
     if not m.tied_embeddings:
         tensors.append(Tensor("output", "output", -1, h, h * m.vocab, True))

@@ -57,3 +57,15 @@ def test_sliding_window_layers_are_capped():
     assert at_64k - at_32k == pytest.approx(per_token_full * 32768)
     window_cells = 768  # pad256(min(ctx, 128 + n_ubatch 512))
     assert at_32k == pytest.approx(per_token_full * 32768 + 18 * 8 * 64 * 2 * 2 * window_cells)
+
+
+def test_gemma4_full_layers_cache_their_own_geometry_with_v_beside_k():
+    """transformers Gemma4TextAttention (huggingface/transformers@0246b4f3:src/transformers/
+    models/gemma4/modeling_gemma4.py): full-attention layers use global_head_dim and, with
+    attention_k_eq_v, num_global_key_value_heads and no v_proj; V is K's projection before
+    k_norm and RoPE, so the cache still holds both. gemma-4-26B-A4B: 25 sliding layers of
+    8 x 256 and 5 full layers of 2 x 512, per token K plus V."""
+    row = model_row(load_arch("google/gemma-4-26B-A4B"))
+    assert row["kv_window_elems_per_token"] == 25 * 2 * 8 * 256
+    assert row["kv_full_elems_per_token"] == 5 * 2 * 2 * 512
+    assert row["kv_window_tokens"] == 1024

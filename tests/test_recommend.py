@@ -43,3 +43,25 @@ def test_best_format_is_the_most_faithful_that_fits():
         rows = fit_over_gpus(QWEN_72B, better, 8192, "f16", "llama.cpp", GPUS)
         assert rows.filter((pl.col("gpu_id") == "mtt_s4000_48gb")
                            & (pl.col("n_gpus") == 1))["verdict"].item() != "fits"
+
+
+def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
+    """Llama 3.1 8B at Q4_K_M and 8K fits a 10 GB card: a used RTX 3080 (GPU Poet's
+    lowest-listing average, 2026-07: $305) is the lowest outlay among the cards that fit."""
+    m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
+    value = recommend(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)["best_value"]
+    rows = fit_over_gpus(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS) \
+        .filter(pl.col("verdict") == "fits")
+    outlays = rows.select(pl.min_horizontal("price_new_usd", "price_used_usd")
+                          * pl.col("n_gpus")).to_series().drop_nulls()
+    assert value["hardware_usd"] == outlays.min() == 305.0
+    assert value["gpu_id"] == "rtx_3080" and value["price_basis"] == "used, 305.0 (2026-07)"
+
+
+def test_used_price_shortens_break_even():
+    from sizing.estimate import Configuration, Device, Usage, estimate
+
+    card = Device("rtx_3090", 24.0, False, "NVIDIA", 936.0, 71.0, 350.0, 1499.0, 1207.0)
+    r = estimate(load_arch("meta-llama/Llama-3.1-8B-Instruct"),
+                 Configuration("Q4_K_M", 8192, "f16"), card, Usage(0.22, "given", 4.0))
+    assert r["break_even_months_used"] == r["break_even_months"] * 1207.0 / 1499.0

@@ -101,6 +101,7 @@ GPUS = TableContract(
             "bandwidth_gb_s": pl.Float64(),
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
+            "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "gpu_count_options": pl.String()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),

@@ -25,6 +25,8 @@ def load_gpus(catalog: CatalogResource) -> pl.DataFrame:
         pl.col("tdp_w").cast(pl.Float64),
         pl.col("price_new_usd").cast(pl.Float64),
         pl.col("price_new_date").str.to_date(strict=False),
+        pl.col("price_used_usd").cast(pl.Float64),
+        pl.col("price_used_date"),  # as the source states it: a day or a month
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
         pl.col("gpu_count_options").fill_null("1"),
