@@ -374,6 +374,15 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     if not isinstance(config, Mapping):
         raise ConfigError(name, "config.json is not a JSON object")
     t = _text_config(config)
+    blocks = t.get("layers_block_type")
+    if isinstance(blocks, list) and "hybrid_override_pattern" not in t:
+        # Newer Nemotron-H configs name each block instead of giving one letter per block.
+        letters = {"mamba": "M", "moe": "E", "attention": "*", "mlp": "-"}
+        unknown = sorted(set(blocks) - set(letters))
+        if unknown:
+            raise ConfigError(name, f"unknown block type {unknown[0]!r} in layers_block_type")
+        t["hybrid_override_pattern"] = "".join(letters[b] for b in blocks)
+        t.setdefault("num_hidden_layers", len(blocks))
     model_type = t.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")

@@ -23,22 +23,25 @@ import polars as pl
 
 from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
 
-# Fitted on 82 decode and 59 prefill llama-bench measurements (llama.cpp, 2023-2026),
+# Fitted on 108 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
+# benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
 # keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
 # "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
 # overhead; AMD's ROCm builds too, and llama.cpp's ROCm prefill on an MI300X (Oct 2024,
 # build 3891) reached 1.3 % of the card's dense FP16 peak (3 measurements: the pooled
-# figure would overstate it 25-fold). Apple publishes no dense FP16 figure: no prefill.
-DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.823, "layer_seconds": 67.3e-6},
-              "llama.cpp|Apple": {"efficiency": 0.826, "layer_seconds": 185.3e-6},
+# figure would overstate it 25-fold). vLLM reads weights at a lower share of peak
+# bandwidth than llama.cpp but, with CUDA graphs, pays half its per-layer overhead.
+# Apple publishes no dense FP16 figure: no prefill there.
+DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
+              "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "llama.cpp|AMD": {"efficiency": 0.965, "layer_seconds": 157.0e-6},
-              "llama.cpp": {"efficiency": 0.832, "layer_seconds": 85.2e-6}}
+              "llama.cpp": {"efficiency": 0.831, "layer_seconds": 85.3e-6},
+              "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
+              "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
 PREFILL_FIT = {"llama.cpp|AMD": {"efficiency": 0.0134},
                "llama.cpp|NVIDIA": {"efficiency": 0.342},
                "llama.cpp": {"efficiency": 0.339}}
-# vLLM has no single-stream measurements yet: it takes llama.cpp's figures, which predict
-# vLLM's batched decode step (mean TPOT of `vllm bench serve`, phi-4 on an RTX PRO 6000,
-# 32-512 concurrent requests) within 6-21 % (tests/test_speed_calibration.py).
+# vLLM has no prefill measurements here: it takes llama.cpp's prefill figures.
 FALLBACK_ENGINE = "llama.cpp"
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for

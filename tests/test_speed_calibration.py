@@ -32,6 +32,10 @@ SAME_SHAPES = {
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
     "microsoft/phi-4": "microsoft/phi-4",
     "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
+    "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
+    "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
 }
 GPU_IDS = {
     "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
@@ -50,11 +54,18 @@ GPU_IDS = {
     # unstated; both have 800 GB/s, which is all decode depends on).
     "Apple M1 Max": "macbook_pro_m1_max_64gb", "Apple M2 Ultra": "mac_studio_m2_ultra_192gb",
     "M2 Ultra": "mac_studio_m2_ultra_192gb", "Apple M3 Max": "macbook_pro_m3_max_64gb",
+    # vLLM sources that do not say SXM or PCIe (PCIe A100s have 5 % less bandwidth); PR
+    # #23197's H100s ran a 70B model at tensor-parallel 4, an SXM (HGX) node's setup.
+    "NVIDIA A100 80GB (SXM or PCIe not stated)": "a100_sxm4_80gb",
+    "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
+    "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
 }
 # Measured devices the catalog has no sourced bandwidth for (Radeon PRO W7900, Radeon 8060S
 # of the Ryzen AI Max+ 395) map to none and are left out until it has.
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
+               "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8"}
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
 
 
@@ -62,17 +73,23 @@ def _measurements() -> pl.DataFrame:
     raw = pl.read_csv(TEST_DATA / "speed_measurements.csv", infer_schema_length=0)
     tests = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 1)
     sizes = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64)
+    llama = pl.col("engine") == "llama.cpp"
     return (raw.with_columns(kind=tests.replace_strict({"pp": "prefill", "tg": "decode"},
                                                        default=None),
                              tokens=sizes,
                              gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
                              model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
-                             fmt=pl.col("quant").replace_strict(QUANTS, default=None),
+                             fmt=pl.when(llama)
+                             .then(pl.col("quant").replace_strict(QUANTS, default=None))
+                             .otherwise(pl.col("quant").replace_strict(VLLM_QUANTS,
+                                                                       default=None)),
                              measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64),
-                             n_gpus=pl.col("gpu_count").cast(pl.Int64))
-            .filter(pl.col("engine") == "llama.cpp", ~pl.col("notes").fill_null("")
-                    .str.contains("ANOMALY"))
-            .drop_nulls(["kind", "gpu_id", "model", "fmt", "tokens"]))
+                             n_gpus=pl.col("gpu_count").cast(pl.Int64),
+                             n_prompt=pl.col("n_prompt").cast(pl.Int64, strict=False),
+                             batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64))
+            .filter(pl.col("engine").is_in(["llama.cpp", "vllm"]),
+                    ~pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
+            .drop_nulls(["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]))
 
 
 def _arch(repo_id: str):
@@ -81,27 +98,35 @@ def _arch(repo_id: str):
     return parse_config(path.read_text(), repo_id) if path.exists() else load_arch(repo_id)
 
 
-def _facts(models: list[str], pairs: list[tuple[str, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _facts(models: list[str], triples: list[tuple[str, str, str]]
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
     archs = {m: _arch(m) for m in models}
     model_rows = pl.DataFrame([model_row(a) | {"model": m} for m, a in archs.items()])
-    format_rows = pl.DataFrame([format_row(archs[m], f, gguf=True) | {"model": m, "fmt": f}
-                                for m, f in pairs]).drop("model_id", "weight_format")
+    format_rows = pl.DataFrame([format_row(archs[m], f, gguf=e == "llama.cpp")
+                                | {"model": m, "fmt": f, "engine": e}
+                                for m, f, e in triples]).drop("model_id", "weight_format")
     return model_rows, format_rows
 
 
 @pytest.fixture(scope="module")
 def rows() -> pl.DataFrame:
     m = _measurements()
-    pairs = m.select("model", "fmt").unique().rows()
-    model_rows, format_rows = _facts(m.get_column("model").unique().to_list(), pairs)
+    triples = m.select("model", "fmt", "engine").unique().rows()
+    model_rows, format_rows = _facts(m.get_column("model").unique().to_list(), triples)
     gpus = load_gpus(CatalogResource()).select("gpu_id", "vendor", "bandwidth_gb_s",
                                                 "fp16_dense_tflops")
-    frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt"])
+    # A decode test's running context is its prompt plus half its generated tokens.
+    decode = pl.col("kind") == "decode"
+    frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
              .join(gpus, on="gpu_id")
-             .with_columns(engine=pl.lit("llama.cpp"), batch=pl.lit(1), kv_dtype=pl.lit("f16"),
+             .with_columns(kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
+                           .otherwise(pl.lit("auto")),
                            offload_frac=pl.lit(0.0), max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
-                           context=pl.col("tokens"), prompt_tokens=pl.col("tokens")))
+                           context=pl.when(decode).then(pl.col("n_prompt")
+                                                        + pl.col("tokens") // 2)
+                           .otherwise(pl.col("tokens")),
+                           prompt_tokens=pl.col("tokens")))
     frame = frame.with_columns(kv_bytes_per_element_column())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
@@ -141,29 +166,33 @@ def test_median_error_within_bound(rows, kind, bound):
 def test_decode_error_on_devices_left_out_of_the_fit(rows):
     """Out of sample: each device's decode measurements predicted from constants fitted
     without that device (the model of sizing.calibration: roofline time / efficiency plus
-    layers x per-layer overhead), with the vendor's own fit where the rest still has one."""
+    layers x per-layer overhead), with the engine and vendor's own fit where the rest still
+    has one."""
     decode = rows.filter(pl.col("kind") == "decode")
     errors = []
     for gpu in decode.get_column("gpu_id").unique():
         held = decode.filter(pl.col("gpu_id") == gpu)
         fitted = fit(decode.filter(pl.col("gpu_id") != gpu), "decode")
-        c = fitted.get(f"llama.cpp|{held['vendor'][0]}", fitted["llama.cpp"])
-        seconds = 1 / (held["roofline_tok_s"] * c["efficiency"]) \
-            + held["n_layers"] * c["layer_seconds"]
-        errors.append((1 / seconds - held["measured_tok_s"]).abs() / held["measured_tok_s"])
+        for (engine, vendor), rows_of in held.group_by("engine", "vendor"):
+            c = fitted.get(f"{engine}|{vendor}", fitted.get(engine, fitted["llama.cpp"]))
+            seconds = 1 / (rows_of["roofline_tok_s"] * c["efficiency"]) \
+                + rows_of["n_layers"] * c["layer_seconds"]
+            errors.append((1 / seconds - rows_of["measured_tok_s"]).abs()
+                          / rows_of["measured_tok_s"])
     assert pl.concat(errors).median() <= DECODE_BOUND
 
 
 def test_vllm_batched_decode_step_against_serve_benchmarks():
-    """vLLM has no single-stream measurements here, so it uses llama.cpp's fitted constants.
-    Checked against `vllm bench serve` on an RTX PRO 6000 Blackwell (phi-4, ShareGPT, 1000
+    """Out of sample for vLLM's constants (fitted on A100 and H100 runs): `vllm bench
+    serve` on an RTX PRO 6000 Blackwell (phi-4, ShareGPT, 1000
     prompts; tests/data/speed_measurements.csv): the mean time per output token at 32 to
     512 concurrent requests is one decode step of that batch. ShareGPT's requests average
     about 214 prompt and 92 output tokens, so the running context is about 306 tokens."""
     from sizing.estimate import Configuration, Device, estimate
 
     raw = pl.read_csv(TEST_DATA / "speed_measurements.csv", infer_schema_length=0) \
-        .filter((pl.col("engine") == "vllm") & pl.col("notes").str.contains("Mean TPOT"))
+        .filter((pl.col("test") == "serve_output_throughput")
+                & pl.col("notes").str.contains("Mean TPOT"))
     phi4 = load_arch("microsoft/phi-4")
     gpu = load_gpus(CatalogResource()).filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell") \
         .row(0, named=True)
