@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
-from assets.sizing.shards import MODEL_SHARDS, backfill_policy, matrix_inputs
+from assets.sizing.shards import MODEL_SHARDS, Slice, backfill_policy, matrix_inputs
 from sizing.architecture import parse_config
 from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
 from sizing.grid import FORMATS_BY_ENGINE, fit_tables
@@ -14,6 +14,7 @@ from sizing.memory import LLAMA_CPP
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse import store
+from warehouse.staging import SliceStore
 from warehouse.tables import COST_MATRIX
 
 
@@ -57,7 +58,7 @@ def fit_matrix_shards(context: dg.AssetExecutionContext,
     todo = []
     for s in inputs.slices(shards):
         current[s.shard].append(s.key)
-        if not all(staged.has(s.shard, s.key) for staged in stores.values()):
+        if not _staged(stores, s):
             todo.append(s)
     rows, empty = 0, []
     # A few models per Polars query (one query per model costs more in planning than in
@@ -94,6 +95,11 @@ MODELS_PER_QUERY = 4
 SLICED_TABLES = ("fit_matrix", "fit_configurations")
 
 
+def _staged(stores: dict[str, SliceStore], s: Slice) -> bool:
+    """Whether the model's current slice of every sliced table is in staging."""
+    return all(staged.has(s.shard, s.key) for staged in stores.values())
+
+
 class SlicesMissing(dg.Failure):
     """Models whose current slice is not in staging: their shards were not run since their
     inputs changed. Raised before anything is written, so the published version stays."""
@@ -113,8 +119,7 @@ def fit_matrix_table(context: dg.AssetExecutionContext,
     inputs = matrix_inputs(warehouse)
     stores = {t: warehouse.slice_store(t) for t in SLICED_TABLES}
     wanted = list(inputs.slices())
-    missing = [s for s in wanted
-               if not all(staged.has(s.shard, s.key) for staged in stores.values())]
+    missing = [s for s in wanted if not _staged(stores, s)]
     if missing:
         shards = sorted({s.shard for s in missing})
         raise SlicesMissing(
