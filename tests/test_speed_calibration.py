@@ -48,7 +48,8 @@ GPU_IDS = {
     "NVIDIA RTX 6000 Ada Generation": "rtx_6000_ada", "NVIDIA RTX A6000": "rtx_a6000",
     "NVIDIA H100 PCIe": "h100_pcie_80gb", "NVIDIA H100 80GB HBM3": "h100_sxm5_80gb",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx_pro_6000_blackwell",
-    "AMD Radeon RX 7900 XTX": "rx_7900_xtx",
+    "AMD Radeon RX 7900 XTX": "rx_7900_xtx", "AMD Radeon PRO W7900": "radeon_pro_w7900_48gb",
+    "AMD Radeon Pro W7900": "radeon_pro_w7900_48gb",
     # The Macs of XiongjieDai/GPU-Benchmarks-on-LLM-Inference (notebooks M1max_64GB,
     # M2ultra_192GB, M3max_64GB) and ggml-org/llama.cpp PR #2917's M2 Ultra (its GPU variant
     # unstated; both have 800 GB/s, which is all decode depends on).
@@ -60,8 +61,8 @@ GPU_IDS = {
     "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
     "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
 }
-# Measured devices the catalog has no sourced bandwidth for (Radeon PRO W7900, Radeon 8060S
-# of the Ryzen AI Max+ 395) map to none and are left out until it has.
+# The Radeon 8060S of the Ryzen AI Max+ 395 has no sourced bandwidth in the catalog: its
+# measurements map to no device and are left out until it has.
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
 VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
