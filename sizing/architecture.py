@@ -386,6 +386,9 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     model_type = t.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")
+    if t.get("attention_other_setting"):
+        raise ConfigError(name, "per-layer-type attention settings (attention_other_setting) "
+                                "are not modelled")
     if t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers"):
         raise ConfigError(name, "per-layer input embeddings and shared KV layers (Gemma 4 "
                                 "E2B/E4B) are not modelled")
@@ -488,7 +491,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         checkpoint_dtype=dtype,
         native_quant=_native_quant(t),
         global_attn=_global_attention(t, head_dim),
-        head_gate=model_type in _HEAD_GATE_FAMILIES,
+        head_gate=bool(t.get("use_head_wise_attn_gate", model_type in _HEAD_GATE_FAMILIES)),
         layer_scalar=model_type == "gemma4_text",
     )
 

@@ -60,7 +60,8 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
     value = _first(fits.with_columns(
         (pl.coalesce(pl.when(used).then(pl.col("price_used_usd")), pl.col("price_new_usd"))
          * pl.col("n_gpus")).alias("outlay_usd"),
-        pl.when(used).then(pl.format("used, {} ({})", pl.col("price_used_usd"),
+        pl.when(used).then(pl.format("used, {} USD ({})",
+                                     pl.col("price_used_usd").round().cast(pl.Int64),
                                      pl.col("price_used_date")))
         .otherwise(pl.lit("new (launch price)")).alias("price_basis"))
         .drop_nulls("outlay_usd"), ["outlay_usd", "n_gpus"])

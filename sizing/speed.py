@@ -27,19 +27,17 @@ from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
 # benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
 # keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
 # "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
-# overhead; AMD's ROCm builds too, and llama.cpp's ROCm prefill on an MI300X (Oct 2024,
-# build 3891) reached 1.3 % of the card's dense FP16 peak (3 measurements: the pooled
-# figure would overstate it 25-fold). vLLM reads weights at a lower share of peak
-# bandwidth than llama.cpp but, with CUDA graphs, pays half its per-layer overhead.
-# Apple publishes no dense FP16 figure: no prefill there.
+# overhead, AMD's ROCm builds 2x. vLLM reads weights at a lower share of peak bandwidth
+# than llama.cpp but, with CUDA graphs, pays half its per-layer overhead. Prefill has its
+# own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16 peak)
+# are too few, and Apple publishes no dense FP16 figure, so no prefill there.
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
               "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "llama.cpp|AMD": {"efficiency": 0.768, "layer_seconds": 144.0e-6},
               "llama.cpp": {"efficiency": 0.825, "layer_seconds": 89.2e-6},
               "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
               "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
-PREFILL_FIT = {"llama.cpp|AMD": {"efficiency": 0.0134},
-               "llama.cpp|NVIDIA": {"efficiency": 0.342},
+PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.342},
                "llama.cpp": {"efficiency": 0.339}}
 # vLLM has no prefill measurements here: it takes llama.cpp's prefill figures.
 FALLBACK_ENGINE = "llama.cpp"

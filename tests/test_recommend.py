@@ -2,6 +2,7 @@
 size as fitting, and the best format is the most faithful one that fits."""
 
 import polars as pl
+import pytest
 
 from assets.catalogs.assets import load_gpus
 from assets.resources import CatalogResource
@@ -55,7 +56,7 @@ def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
     outlays = rows.select(pl.min_horizontal("price_new_usd", "price_used_usd")
                           * pl.col("n_gpus")).to_series().drop_nulls()
     assert value["hardware_usd"] == outlays.min() == 305.0
-    assert value["gpu_id"] == "rtx_3080" and value["price_basis"] == "used, 305.0 (2026-07)"
+    assert value["gpu_id"] == "rtx_3080" and value["price_basis"] == "used, 305 USD (2026-07)"
 
 
 def test_used_price_shortens_break_even():
@@ -64,4 +65,4 @@ def test_used_price_shortens_break_even():
     card = Device("rtx_3090", 24.0, False, "NVIDIA", 936.0, 71.0, 350.0, 1499.0, 1207.0)
     r = estimate(load_arch("meta-llama/Llama-3.1-8B-Instruct"),
                  Configuration("Q4_K_M", 8192, "f16"), card, Usage(0.22, "given", 4.0))
-    assert r["break_even_months_used"] == r["break_even_months"] * 1207.0 / 1499.0
+    assert r["break_even_months_used"] == pytest.approx(r["break_even_months"] * 1207 / 1499)

@@ -80,3 +80,14 @@ def test_webserver_serves_the_asset_graph(tmp_path):
             "coverage"} <= set(by_key)
     assert by_key["models"]["groupName"] == "ingest"
     assert all(n["hasAssetChecks"] for n in by_key.values())
+
+
+def test_slices_under_a_relative_warehouse_root(tmp_path, monkeypatch):
+    """The default warehouse root is the relative folder warehouse_data/."""
+    from warehouse.staging import SliceStore
+
+    monkeypatch.chdir(tmp_path)
+    rows = pl.DataFrame({"model_id": ["a"], "memory_gib": [1.5]})
+    SliceStore("warehouse_data", "fit_matrix").put("00", "k", rows)
+    assert (tmp_path / "warehouse_data/staging/fit_matrix/00/k.arrow").exists()
+    assert SliceStore("warehouse_data", "fit_matrix").get("00", "k").equals(rows)

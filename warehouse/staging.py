@@ -11,6 +11,7 @@ put on S3), so a killed partition leaves no half-written slice under a real name
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -23,9 +24,12 @@ def _filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs.FileSy
     endpoint (a local S3 such as moto or MinIO) and plain-HTTP switch."""
     if uri.startswith("s3://") and storage_options.get("AWS_ENDPOINT_URL"):
         endpoint = urlsplit(storage_options["AWS_ENDPOINT_URL"])
+        region = storage_options.get("AWS_REGION") or os.environ.get("AWS_REGION", "us-east-1")
         s3 = fs.S3FileSystem(endpoint_override=endpoint.netloc, scheme=endpoint.scheme,
-                             region=storage_options.get("AWS_REGION", "us-east-1"))
+                             region=region)
         return s3, uri.removeprefix("s3://")
+    if "://" not in uri:  # a local folder, relative to the working directory or not
+        return fs.LocalFileSystem(), os.path.abspath(uri)
     return fs.FileSystem.from_uri(uri)
 
 

@@ -261,6 +261,8 @@ def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[d
         if len(cells) != 2:
             raise LayoutChanged(f"digitalocean html: row {cells} does not have 2 cells")
         size, price = _DO_SIZE.match(cells[0]), _DO_PRICE.match(cells[1])
+        if size is None:
+            raise LayoutChanged(f"digitalocean html: row {cells} names no GPU")
         if price is None:
             if _DO_CONTRACT in cells[1].lower():
                 continue

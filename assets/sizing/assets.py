@@ -127,8 +127,16 @@ def fit_matrix_table(context: dg.AssetExecutionContext,
                         f"{missing[0].model_id}); materialize fit_matrix_shards partitions "
                         f"{', '.join(shards)}",
             metadata={"models": [s.model_id for s in missing], "shards": shards})
-    results = [warehouse.publish(context, t, (staged.get(s.shard, s.key) for s in wanted),
-                                 inputs.verified_at, "models,weights,gpus")
+    def slices_of(staged: SliceStore):
+        for s in wanted:
+            rows = staged.get(s.shard, s.key)
+            if rows is None:  # removed by a shard run that started after the check above
+                raise SlicesMissing(description=f"the slice of {s.model_id} (shard {s.shard}) "
+                                                "left staging during the publish; run again")
+            yield rows
+
+    results = [warehouse.publish(context, t, slices_of(staged), inputs.verified_at,
+                                 "models,weights,gpus")
                for t, staged in reversed(stores.items())]  # the small table first
     return dg.MaterializeResult(metadata=results[-1].metadata,
                                 check_results=[c for r in results for c in r.check_results])

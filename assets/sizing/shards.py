@@ -51,9 +51,19 @@ def _fingerprint(df: pl.DataFrame) -> str:
 
 
 def _code_fingerprint() -> str:
-    """The sizing library's source: any change to a formula or the grid is a new slice."""
-    sources = sorted(Path(sizing.__file__).parent.glob("*.py"))
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    """The sizing library's source, this module and the published schemas: any change to a
+    formula, the grid or a column's type is a new slice."""
+    sources = [*sorted(Path(sizing.__file__).parent.glob("*.py")), Path(__file__)]
+    schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources) + schemas).hexdigest()
+
+
+# The GPU columns the grid reads (sizing.grid.gpu_configurations): a price or TDP update
+# does not recompute the matrix.
+GRID_GPU_COLUMNS = ("gpu_id", "gpu_count_options", "engines", "memory_gib", "unified_memory",
+                    "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
+# Provenance columns of `models` that no formula reads.
+_MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check")
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ class MatrixInputs:
         return self.columns(FIT_CONFIGURATIONS)
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
-        salt = f"{_code_fingerprint()}:{_fingerprint(self.gpus)}"
+        salt = f"{_code_fingerprint()}:{_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
         for chunk in self.models.iter_slices(1):
             model_id = chunk.get_column("model_id").item()
             shard = shard_of(model_id)
@@ -95,7 +105,8 @@ class MatrixInputs:
                 continue
             own = self.weights.filter(pl.col("model_id") == model_id)
             digest = hashlib.sha256(salt.encode())
-            digest.update(_fingerprint(chunk).encode() + _fingerprint(own).encode())
+            formula_inputs = chunk.drop(_MODEL_PROVENANCE, strict=False)
+            digest.update(_fingerprint(formula_inputs).encode() + _fingerprint(own).encode())
             yield Slice(shard, model_id, digest.hexdigest(), chunk, own)
 
 
