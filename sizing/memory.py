@@ -139,6 +139,25 @@ def kv_split() -> pl.Expr:
     return pl.when(_is_llama()).then(n).otherwise(pl.min_horizontal(n, _c("kv_heads")))
 
 
+def full_layer_replication() -> pl.Expr:
+    """How many times over a full-attention layer's cache is held, relative to kv_split():
+    vLLM replicates KV heads past their count, and Gemma 4's full layers have fewer KV
+    heads (`kv_heads_full`) than its other layers. 1 for every other model."""
+    n = _c("n_gpus")
+    return pl.when(_is_llama()).then(1.0) \
+        .otherwise(kv_split() / pl.min_horizontal(n, _c("kv_heads_full")))
+
+
+def kv_cache_bytes_held(context: pl.Expr | None = None,
+                        batch: pl.Expr | None = None) -> pl.Expr:
+    """kv_cache_bytes() plus the full-attention layers' extra replicas: what the GPUs hold
+    together, in the units kv_split() divides."""
+    context = _c("context") if context is None else context
+    batch = _c("batch") if batch is None else batch
+    full = _c("kv_full_elems_per_token") * kv_cells_full(context, batch) * kv_bytes_per_element()
+    return kv_cache_bytes(context, batch) + full * (full_layer_replication() - 1)
+
+
 def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None) -> pl.Expr:
     """KV cache plus recurrent state for the whole model (all GPUs together)."""
     context = _c("context") if context is None else context
@@ -198,7 +217,7 @@ def configuration_memory_columns() -> list[pl.Expr]:
 def memory_columns() -> list[pl.Expr]:
     """Every memory output column, per GPU, in GiB, plus the verdict."""
     n = _c("n_gpus")
-    kv_gpu = kv_cache_bytes() * (1 - _c("offload_frac")) / kv_split()
+    kv_gpu = kv_cache_bytes_held() * (1 - _c("offload_frac")) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
     required = weights_gpu + kv_gpu + runtime
@@ -213,11 +232,11 @@ def memory_columns() -> list[pl.Expr]:
         - state_bytes_per_sequence() * _c("batch")
     max_ctx = _c("max_context")
     window_at_max = _c("kv_window_elems_per_token") * kv_cells_window(max_ctx, _c("batch")) * bpe
-    full_rate = _c("kv_full_elems_per_token") * bpe * _c("batch")
+    full_rate = _c("kv_full_elems_per_token") * bpe * _c("batch") * full_layer_replication()
     ctx_fit = pl.when(full_rate > 0).then((free_for_kv - window_at_max) / full_rate) \
         .otherwise(pl.when(free_for_kv >= window_at_max).then(max_ctx).otherwise(0))
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
-    per_seq = kv_cache_bytes(batch=pl.lit(1.0))
+    per_seq = kv_cache_bytes_held(batch=pl.lit(1.0))
     concurrent = pl.max_horizontal((free_for_kv + state_bytes_per_sequence() * _c("batch"))
                                    / per_seq, 0)
     return [

@@ -85,6 +85,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "head_dim": m.head_dim,
         "vocab": m.vocab,
         "kv_heads": m.n_kv_heads,
+        "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
         "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,)),
         "kv_window_elems_per_token": _kv_elems_per_token(

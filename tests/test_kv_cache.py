@@ -69,3 +69,21 @@ def test_gemma4_full_layers_cache_their_own_geometry_with_v_beside_k():
     assert row["kv_window_elems_per_token"] == 25 * 2 * 8 * 256
     assert row["kv_full_elems_per_token"] == 5 * 2 * 2 * 512
     assert row["kv_window_tokens"] == 1024
+
+
+def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
+    """vLLM gives each tensor-parallel rank max(1, kv_heads / tp) KV heads
+    (vllm/config/model.py get_num_kv_heads), per attention layer: Gemma 4 26B-A4B's full
+    layers have 2 KV heads, its sliding layers 8, so at TP 4 a GPU holds half of the full
+    layers' cache and a quarter of the sliding layers'."""
+    from sizing.estimate import Configuration, Device, estimate
+
+    m = load_arch("google/gemma-4-26B-A4B")
+    ctx = 131072
+    one = estimate(m, Configuration("BF16", ctx, "auto", 1, n_gpus=1, engine="vllm"),
+                   Device("x", 80.0))
+    four = estimate(m, Configuration("BF16", ctx, "auto", 1, n_gpus=4, engine="vllm"),
+                    Device("x", 80.0))
+    full = 5 * 2 * 2 * 512 * 2 * ctx / BYTES_PER_GIB  # 5 layers, K+V, 2 heads x 512, BF16
+    window = one["kv_cache_gib"] - full
+    assert four["kv_cache_gib"] == pytest.approx(full / 2 + window / 4, rel=1e-6)

@@ -60,6 +60,7 @@ MODELS = TableContract(
             "params_active": pl.Int64(), "params_embedding": pl.Int64(),
             "n_layers": pl.Int64(), "hidden": pl.Int64(), "n_heads": pl.Int64(),
             "head_dim": pl.Int64(), "vocab": pl.Int64(), "kv_heads": pl.Int64(),
+            "kv_heads_full": pl.Int64(),
             "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
             "n_full_attention_layers": pl.Int64(), "n_window_layers": pl.Int64(),
             "attn_head_dim": pl.Float64(),
