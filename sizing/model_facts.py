@@ -60,12 +60,14 @@ def _ffn_active_width(m: ModelArch) -> int:
     return max(m.ffn, m.moe.n_active * m.moe.expert_ffn + m.moe.shared_ffn)
 
 
-def _attention_head_dim(m: ModelArch) -> float:
-    """Mean of the query-key and value head widths, for attention FLOPs (MLA computes
-    attention over its decompressed heads, not the 576-wide cache entry)."""
+def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> float:
+    """Mean of the query-key and value head widths of a layer kind, for attention FLOPs
+    (MLA computes attention over its decompressed heads, not the 576-wide cache entry;
+    Gemma 4's full layers are wider than its sliding ones)."""
     if m.mla is not None:
         return (m.mla.qk_nope_dim + m.mla.qk_rope_dim + m.mla.v_head_dim) / 2
-    return (m.head_dim + m.head_dim_v) / 2
+    _, hd, hd_v = m.attention_geometry(kind)
+    return (hd + hd_v) / 2
 
 
 def model_row(m: ModelArch) -> dict[str, Any]:
@@ -98,6 +100,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED)
                                for k in m.layer_kinds),
         "attn_head_dim": _attention_head_dim(m),
+        "attn_head_dim_full": _attention_head_dim(m, LayerKind.FULL),
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,

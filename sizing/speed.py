@@ -13,8 +13,9 @@ tests/data/speed_measurements.csv by sizing.calibration; the constants below are
 fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
 `expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,
-`n_heads`, `attn_head_dim`, `n_full_attention_layers`, `n_window_layers`,
-`prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of efficiency_columns().
+`n_heads`, `attn_head_dim`, `attn_head_dim_full`, `n_full_attention_layers`,
+`n_window_layers`, `prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of
+efficiency_columns().
 """
 
 from __future__ import annotations
@@ -128,11 +129,12 @@ def prefill_seconds() -> pl.Expr:
     n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
     # Causal attention: 2 x p^2 x heads x head width on full layers (QK and AV, halved by
-    # the mask); window layers see at most `kv_window_tokens` keys per query.
-    per_key = 2 * _c("n_heads") * _c("attn_head_dim")
-    attention = per_key * p * (_c("n_full_attention_layers") * p
-                               + _c("n_window_layers")
-                               * pl.min_horizontal(p, _c("kv_window_tokens")))
+    # the mask); window layers see at most `kv_window_tokens` keys per query, each kind
+    # at its own head width.
+    per_key = 2 * _c("n_heads") * p
+    attention = per_key * (_c("n_full_attention_layers") * p * _c("attn_head_dim_full")
+                           + _c("n_window_layers") * pl.min_horizontal(p, _c("kv_window_tokens"))
+                           * _c("attn_head_dim"))
     eff = _c("prefill_efficiency")
     peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
     t_compute = (linear + attention) / peak

@@ -69,6 +69,7 @@ def test_gemma4_full_layers_cache_their_own_geometry_with_v_beside_k():
     assert row["kv_window_elems_per_token"] == 25 * 2 * 8 * 256
     assert row["kv_full_elems_per_token"] == 5 * 2 * 2 * 512
     assert row["kv_window_tokens"] == 1024
+    assert (row["attn_head_dim"], row["attn_head_dim_full"]) == (256, 512)  # prefill FLOPs
 
 
 def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():

@@ -63,7 +63,7 @@ MODELS = TableContract(
             "kv_heads_full": pl.Int64(),
             "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
             "n_full_attention_layers": pl.Int64(), "n_window_layers": pl.Int64(),
-            "attn_head_dim": pl.Float64(),
+            "attn_head_dim": pl.Float64(), "attn_head_dim_full": pl.Float64(),
             "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
             "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
             "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
