@@ -1,6 +1,7 @@
 """The code location loads, the graph materializes on the bundled snapshot, and the
 warehouse versions, time-travels and refuses tables that break their contract."""
 
+import dataclasses
 import datetime as dt
 
 import dagster as dg
@@ -9,6 +10,7 @@ import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+from assets.catalogs.assets import load_gpus
 from assets.hub.assets import HubResource
 from assets.prices.sources import PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
@@ -162,3 +164,30 @@ def test_read_as_of_a_time_returns_the_version_then_current(warehouse_root):
     assert then.equals(store.read("gpus", version=0, base=warehouse_root))
     with pytest.raises(ValueError, match="not both"):
         store.read("gpus", version=0, as_of=between, base=warehouse_root)
+
+
+def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp_path,
+                                                                              monkeypatch):
+    """A release that adds columns to a table (the GPU catalog gained used prices) must
+    publish over a warehouse written by the previous release, not fail on the schema."""
+    base = str(tmp_path)
+    gpus = load_gpus(CatalogResource())
+    contract = CONTRACTS["gpus"]
+    older = dataclasses.replace(contract, schema={c: t for c, t in contract.schema.items()
+                                                  if not c.startswith("price_used")})
+    monkeypatch.setitem(CONTRACTS, "gpus", older)
+    store.publish("gpus", gpus, verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
+    monkeypatch.setitem(CONTRACTS, "gpus", contract)
+    store.publish("gpus", gpus, verified_at=dt.date(2026, 11, 30), commit_info={}, base=base)
+    assert "price_used_usd" in store.read("gpus", base=base).columns
+    assert "price_used_usd" not in store.read("gpus", version=0, base=base).columns
+
+
+def test_a_shrinking_quarantine_publishes(warehouse_root):
+    """Fewer quarantined models is progress (a new release sizes them): the row-count
+    collapse guard must not refuse it, as it refuses a catalog that lost its rows."""
+    q = store.read("model_quarantine", base=warehouse_root)
+    fixed = q.head(0)
+    p = store.publish("model_quarantine", fixed, verified_at=dt.date(2026, 11, 30),
+                      commit_info={}, base=warehouse_root)
+    assert p.rows == 0 and q.height > 0

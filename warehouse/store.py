@@ -95,8 +95,10 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
     schema = pl.DataFrame(schema=contract.schema).to_arrow().schema
     reader = pa.RecordBatchReader.from_batches(schema, stream)
     try:
-        write_deltalake(uri, reader, mode="overwrite", storage_options=opts or None,
-                        configuration=_RETENTION,
+        # The contract in code is the schema: a release that adds or drops a column
+        # replaces the table's schema in the new version; older versions keep theirs.
+        write_deltalake(uri, reader, mode="overwrite", schema_mode="overwrite",
+                        storage_options=opts or None, configuration=_RETENTION,
                         writer_properties=_writer_properties(contract.schema),
                         target_file_size=_TARGET_FILE_BYTES,
                         commit_properties=CommitProperties(custom_metadata=metadata))
@@ -193,7 +195,7 @@ def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_a
         yield from df.to_arrow().to_batches()
     if rows == 0 and not contract.allow_empty:
         raise ContractViolation(f"{contract.name}: no rows")
-    if previous_rows and rows < MIN_ROWS_RATIO * previous_rows:
+    if previous_rows and rows < MIN_ROWS_RATIO * previous_rows and not contract.shrinks_freely:
         raise ContractViolation(
             f"{contract.name}: row count collapsed from {previous_rows} to {rows}")
 

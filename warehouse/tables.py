@@ -21,6 +21,9 @@ class TableContract:
     schema: dict[str, pl.DataType]
     not_null: tuple[str, ...] = ()
     allow_empty: bool = False
+    # A list of problems (quarantines) may shrink to anything: fewer rows is the good
+    # direction there, so the row-count collapse guard does not apply.
+    shrinks_freely: bool = False
     # Plausibility rules: (what must hold, an expression true on every row).
     rules: tuple[tuple[str, pl.Expr], ...] = ()
 
@@ -82,6 +85,7 @@ MODEL_QUARANTINE = TableContract(
     schema={"model_id": pl.String(), "reason": pl.String()} | VERIFIED_AT,
     not_null=("model_id", "reason"),
     allow_empty=True,
+    shrinks_freely=True,
 )
 
 WEIGHTS = TableContract(
@@ -217,6 +221,7 @@ PRICE_QUARANTINE = TableContract(
             "raw_ref": pl.String()} | VERIFIED_AT,
     not_null=("provider", "offer_id", "reason"),
     allow_empty=True,
+    shrinks_freely=True,
 )
 
 CHEAPEST_OFFERS = TableContract(
