@@ -24,18 +24,18 @@ import polars as pl
 
 from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
 
-# Fitted on 115 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
+# Fitted on 123 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
 # keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
 # "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
-# overhead, AMD's ROCm builds 2x. vLLM reads weights at a lower share of peak bandwidth
+# overhead, AMD's ROCm and Vulkan builds (W7900, 7900 XTX, Strix Halo) 2.3x. vLLM reads weights at a lower share of peak bandwidth
 # than llama.cpp but, with CUDA graphs, pays half its per-layer overhead. Prefill has its
 # own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16 peak)
 # are too few, and Apple publishes no dense FP16 figure, so no prefill there.
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
               "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
-              "llama.cpp|AMD": {"efficiency": 0.768, "layer_seconds": 144.0e-6},
-              "llama.cpp": {"efficiency": 0.825, "layer_seconds": 89.2e-6},
+              "llama.cpp|AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
+              "llama.cpp": {"efficiency": 0.824, "layer_seconds": 89.0e-6},
               "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
               "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
 PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.342},

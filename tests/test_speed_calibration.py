@@ -60,9 +60,10 @@ GPU_IDS = {
     "NVIDIA A100 80GB (SXM or PCIe not stated)": "a100_sxm4_80gb",
     "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
     "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
+    # The integrated GPU of the Ryzen AI Max+ 395 (Strix Halo), the only chip with it.
+    "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)": "ryzen_ai_max_395_128gb",
+    "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
 }
-# The Radeon 8060S of the Ryzen AI Max+ 395 has no sourced bandwidth in the catalog: its
-# measurements map to no device and are left out until it has.
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
 VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
