@@ -191,3 +191,18 @@ def test_a_shrinking_quarantine_publishes(warehouse_root):
     p = store.publish("model_quarantine", fixed, verified_at=dt.date(2026, 11, 30),
                       commit_info={}, base=warehouse_root)
     assert p.rows == 0 and q.height > 0
+
+
+def test_coverage_names_the_model_a_stand_in_is_sized_as(warehouse_root):
+    """A reference-page model whose own config is not public but whose architecture is
+    published elsewhere (Gemma 4 31B IT: NVIDIA's NVFP4 release of it) points readers to
+    the rows that size it."""
+    coverage = store.read("coverage", base=warehouse_root)
+    gemma = coverage.filter(pl.col("name_on_page") == "Gemma 4 31B IT").row(0, named=True)
+    assert gemma["status"] == "stand-in" and gemma["id"] == "google/gemma-4-31B-it"
+    assert gemma["sized_as"] == "nvidia/Gemma-4-31B-IT-NVFP4" and "base_model" in gemma["reason"]
+    sized = set(store.read("models", base=warehouse_root).get_column("model_id"))
+    stand_ins = coverage.filter(pl.col("status") == "stand-in")
+    assert stand_ins.height >= 3 and set(stand_ins.get_column("sized_as")) <= sized
+    assert coverage.filter(pl.col("status") != "stand-in").get_column("sized_as").null_count() \
+        == coverage.filter(pl.col("status") != "stand-in").height

@@ -175,8 +175,11 @@ COVERAGE = TableContract(
     "coverage",
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
-            "status": pl.String(), "reason": pl.String()} | VERIFIED_AT,
+            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String()}
+    | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
+    rules=(("a stand-in names the model it is sized as",
+            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),),
 )
 
 PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")

@@ -26,15 +26,19 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
               .when(pl.col("id").is_in(reconstructed)).then(pl.lit("reconstructed"))
               .when(pl.col("id").is_in(model_ids)).then(pl.lit("present"))
               .when(pl.col("quarantine_reason").is_not_null()).then(pl.lit("quarantined"))
+              .when(pl.col("sized_as").is_in(model_ids)).then(pl.lit("stand-in"))
               .otherwise(pl.lit("missing")))
     reason = (pl.when(status == "present").then(None)
               .when(status == "reconstructed").then(pl.lit("config rebuilt from published "
                                                            "numbers; see the snapshot manifest"))
               .when(status == "quarantined")
               .then(pl.concat_str(pl.lit("config not sizable: "), "quarantine_reason"))
+              .when(status == "stand-in")
+              .then(pl.concat_str(pl.lit("sized as "), "sized_as", pl.lit(": "), "note"))
               .otherwise(pl.coalesce("note", "missing_reason",
                                      pl.lit("no config.json in the bundled snapshot"))))
     return df.select("kind", "name_on_page", "id", status.alias("status"),
+                     pl.when(status == "stand-in").then("sized_as").alias("sized_as"),
                      reason.alias("reason"))
 
 
@@ -43,7 +47,8 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
           group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
           deps=["gpus", "models"],
           description="Each GPU and model named on the reference page: present, "
-                      "reconstructed, quarantined or missing, with the reason.")
+                      "reconstructed, sized as a stand-in of the same architecture, "
+                      "quarantined or missing, with the reason.")
 def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
              snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     reference = pl.read_csv(Path(catalog.path) / "reference_page.csv", infer_schema_length=0)
