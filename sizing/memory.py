@@ -186,6 +186,13 @@ def runtime_bytes_per_gpu() -> pl.Expr:
     return pl.when(_is_llama()).then(llama).otherwise(vllm)
 
 
+def engine_weights_bytes() -> pl.Expr:
+    """The weights an engine holds: the file's, plus the copies vLLM makes at load
+    (`vllm_copy_bytes`: Gemma 4's k_proj again as v_proj)."""
+    return pl.when(_is_llama()).then(_c("weights_bytes")) \
+        .otherwise(_c("weights_bytes") + _c("vllm_copy_bytes"))
+
+
 def weights_on_gpus_bytes() -> pl.Expr:
     """Weights held in GPU memory (all GPUs together).
 
@@ -194,7 +201,7 @@ def weights_on_gpus_bytes() -> pl.Expr:
     offloaded share of the rest stays in system RAM.
     """
     device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("input_embd_bytes")) \
-        .otherwise(_c("weights_bytes"))
+        .otherwise(engine_weights_bytes())
     return device * (1 - _c("offload_frac"))
 
 

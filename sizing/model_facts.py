@@ -120,4 +120,5 @@ def format_row(m: ModelArch, fmt: str, imatrix: bool = False,
         # read whole for every token, and duplicated onto the GPU by llama.cpp.
         "input_embd_bytes": 0 if m.tied_embeddings else w.token_embd,
         "expert_bytes": w.experts,
+        "vllm_copy_bytes": w.held_twice_by_vllm,
     }

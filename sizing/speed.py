@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, kv_cache_bytes
+from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, engine_weights_bytes, kv_cache_bytes
 
 # Fitted on 123 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
@@ -83,7 +83,7 @@ def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
 def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
     """The weights one step over `tokens` tokens reads: not an input-only embedding table
     (one row per token), and of the routed experts only the share the tokens touch."""
-    always = _c("weights_bytes") - _c("input_embd_bytes") - _c("expert_bytes")
+    always = engine_weights_bytes() - _c("input_embd_bytes") - _c("expert_bytes")
     return always + _c("expert_bytes") * experts_touched_share(tokens)
 
 

@@ -84,6 +84,14 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
     return out
 
 
+def held_twice_by_vllm(m: ModelArch, t: Tensor) -> bool:
+    """vLLM's fused QKV layer needs a V weight: for Gemma 4's k_eq_v full layers it loads
+    a copy of k_proj as v_proj (Gemma 4 weight loader in vLLM), so that k_proj is held
+    twice; llama.cpp uses the one tensor for both."""
+    return (t.kind == "attn_k" and m.global_attn is not None and m.global_attn.k_eq_v
+            and m.layer_kinds[t.layer] is LayerKind.FULL)
+
+
 def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
     """Gated DeltaNet block, with llama.cpp's qwen3next tensor names."""
     la = m.linear

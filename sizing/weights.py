@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from sizing.architecture import ModelArch
 from sizing.ggml_types import GGML_TYPES
 from sizing.gguf_quant import GGUF_FTYPES, gguf_tensor_types
-from sizing.tensors import Tensor
+from sizing.tensors import Tensor, held_twice_by_vllm
 
 BF16_BYTES = 2
 F32_BYTES = 4
@@ -46,6 +46,7 @@ class WeightBytes:
     total: int
     token_embd: int
     experts: int  # routed expert tensors: only k of E are read per token
+    held_twice_by_vllm: int = 0  # copies vLLM makes at load (sizing.tensors.held_twice_by_vllm)
     kinds: tuple[str, ...] = ()  # per-tensor storage type, for reports and tests
 
 
@@ -91,4 +92,6 @@ def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = 
     total = round(sum(sizes))
     embd = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.kind == "token_embd"))
     experts = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.is_expert))
-    return WeightBytes(total=total, token_embd=embd, experts=experts, kinds=tuple(kinds))
+    twice = round(sum(s for t, s in zip(tensors, sizes, strict=True) if held_twice_by_vllm(m, t)))
+    return WeightBytes(total=total, token_embd=embd, experts=experts,
+                       held_twice_by_vllm=twice, kinds=tuple(kinds))

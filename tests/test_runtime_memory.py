@@ -14,6 +14,7 @@ import pytest
 
 from sizing.estimate import Configuration, Device, estimate
 from sizing.memory import LLAMA_CPP_UBATCH, VLLM_CUDA_GRAPH_BYTES
+from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import load_arch
 
@@ -72,3 +73,19 @@ def test_tensor_parallel_replicates_few_kv_heads():
                   Device("x", 80.0))
     assert c8["kv_cache_gib"] == pytest.approx(c4["kv_cache_gib"])
     assert c8["weights_gpu_gib"] == pytest.approx(c4["weights_gpu_gib"] / 2)
+
+
+def test_vllm_holds_gemma4_k_proj_twice():
+    """vLLM's Gemma 4 weight loader (vllm/model_executor/models/gemma4.py): "k_eq_v
+    layers: checkpoint has k_proj but no v_proj. QKVParallelLinear expects both, so
+    duplicate k_proj as v_proj". Gemma 4 31B (config.json: 10 full_attention layers of
+    60, num_global_key_value_heads 4, global_head_dim 512, hidden_size 5376) holds
+    10 x 4 x 512 x 5376 more BF16 weights under vLLM; llama.cpp reads V from k_proj."""
+    m = load_arch("nvidia/Gemma-4-31B-IT-NVFP4")
+    copy_bytes = 10 * 4 * 512 * 5376 * 2
+    assert format_row(m, "BF16")["vllm_copy_bytes"] == copy_bytes
+    gpu = Device("x", 141.0, False, "NVIDIA", 4800.0, 989.0)
+    vllm = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
+    assert vllm["weights_gpu_gib"] * BYTES_PER_GIB == pytest.approx(
+        vllm["weights_bytes"] + copy_bytes)
+    assert format_row(load_arch("Qwen/Qwen3-8B"), "BF16")["vllm_copy_bytes"] == 0

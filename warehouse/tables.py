@@ -93,7 +93,8 @@ WEIGHTS = TableContract(
     keys=("model_id", "weight_format"),
     schema={"model_id": pl.String(), "weight_format": pl.String(),
             "weights_bytes": pl.Int64(), "input_embd_bytes": pl.Int64(),
-            "expert_bytes": pl.Int64(), "weights_gib": pl.Float64()} | VERIFIED_AT,
+            "expert_bytes": pl.Int64(), "vllm_copy_bytes": pl.Int64(),
+            "weights_gib": pl.Float64()} | VERIFIED_AT,
     not_null=("model_id", "weight_format", "weights_bytes"),
     rules=(("weights take a positive number of bytes", pl.col("weights_bytes") > 0),),
 )
