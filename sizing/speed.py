@@ -28,8 +28,9 @@ from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, engine_weights_bytes, kv_
 # benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
 # keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
 # "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
-# overhead, AMD's ROCm and Vulkan builds (W7900, 7900 XTX, Strix Halo) 2.3x. vLLM reads weights at a lower share of peak bandwidth
-# than llama.cpp but, with CUDA graphs, pays half its per-layer overhead. Prefill has its
+# overhead, AMD's ROCm and Vulkan builds (W7900, 7900 XTX, Strix Halo) 2.3x. vLLM reads
+# weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
+# half its per-layer overhead. Prefill has its
 # own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16 peak)
 # are too few, and Apple publishes no dense FP16 figure, so no prefill there.
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
