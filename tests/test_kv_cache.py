@@ -7,6 +7,13 @@ Rows come from tests/data/published_kv_logs.csv, each with its source:
   (ikawrakow/ik_llama.cpp#259; the latent layout is mainline's: 61 layers x 576).
 - llama.cpp recurrent state, Qwen3.5-27B, 2 sequences: "R (f32): 11.25 MiB, S (f32):
   288.00 MiB" (ggml-org/llama.cpp#23792).
+- llama.cpp sliding-window (iSWA) cache, gpt-oss-20b at 131,072 tokens, one sequence:
+  non-SWA "3072.00 MiB (131072 cells, 12 layers, 1/1 seqs)", SWA "18.00 MiB (768 cells,
+  12 layers, 1/1 seqs)" (builds 6699 and 8164: ikawrakow/ik_llama.cpp#822,
+  ontouchstart/rabbit-holes@9049cb29).
+- vLLM sliding-window cache, gpt-oss-120b: "To serve at least one request with the models's
+  max seq len (131072), (4.54 GiB KV cache is needed" with --max-num-batched-tokens 1024
+  (vllm-project/vllm#27508).
 """
 
 import polars as pl
@@ -15,13 +22,14 @@ import pytest
 from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes, state_bytes_per_sequence
 from sizing.model_facts import model_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
-from tests.conftest import load_arch
+from tests.conftest import TEST_DATA, load_arch
 
 
-def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1) -> float:
+def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1,
+        max_num_batched_tokens: int = 2048) -> float:
     row = model_row(load_arch(repo)) | {"engine": engine, "context": context,
                                          "kv_dtype": kv_dtype, "batch": batch,
-                                         "max_num_batched_tokens": 2048}
+                                         "max_num_batched_tokens": max_num_batched_tokens}
     return pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
         .select(kv_cache_bytes()).item()
 
@@ -57,6 +65,31 @@ def test_sliding_window_layers_are_capped():
     assert at_64k - at_32k == pytest.approx(per_token_full * 32768)
     window_cells = 768  # pad256(min(ctx, 128 + n_ubatch 512))
     assert at_32k == pytest.approx(per_token_full * 32768 + 18 * 8 * 64 * 2 * 2 * window_cells)
+
+
+def _logged(url_part: str, line_kind: str) -> list[dict]:
+    logs = pl.read_csv(TEST_DATA / "published_kv_logs.csv", infer_schema_length=0)
+    return logs.filter(pl.col("source_url").str.contains(url_part, literal=True)
+                       & (pl.col("line_kind") == line_kind)).to_dicts()
+
+
+@pytest.mark.parametrize("source", ["ik_llama.cpp/issues/822", "rabbit-holes/blob/9049cb29"])
+def test_llama_cpp_sliding_window_cache_against_logs(source):
+    """gpt-oss-20b's 12 full layers hold every cell; its 12 sliding layers (window 128)
+    hold pad256(128 + n_ubatch 512) = 768 cells, as the logs print."""
+    (full,), (swa,) = _logged(source, "kv_nonswa"), _logged(source, "kv_swa")
+    assert (int(full["n_ctx"]), full["n_seq"], full["n_ubatch"]) == (131072, "1", "512")
+    kv = _kv("openai/gpt-oss-20b", "llama.cpp", 131072, "f16")
+    assert kv / BYTES_PER_MIB == pytest.approx(float(full["value"]) + float(swa["value"]),
+                                               abs=0.005)
+
+
+def test_vllm_sliding_window_cache_against_log():
+    """vLLM's sliding-window spec keeps window - 1 + max_num_batched_tokens tokens in
+    16-token blocks plus one block; gpt-oss-120b's 18 full layers hold the whole request."""
+    (row,) = _logged("vllm-project/vllm/issues/27508", "vllm_kv_gib")
+    kv = _kv("openai/gpt-oss-120b", "vllm", 131072, "auto", max_num_batched_tokens=1024)
+    assert kv / BYTES_PER_GIB == pytest.approx(float(row["value"]), abs=0.005)
 
 
 def test_gemma4_full_layers_cache_their_own_geometry_with_v_beside_k():
