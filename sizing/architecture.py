@@ -69,6 +69,7 @@ class MoE:
     # Nemotron 3 Super: routed experts work in a latent space of this width, between a
     # hidden->latent and a latent->hidden projection shared by all experts; 0 if none.
     latent: int = 0
+    latent_norm: bool = False  # Kimi K3: an RMS norm on the experts' latent output
     # Gemma 4: the layer keeps its dense MLP beside the experts (with a router scale, a
     # per-expert scale and three more norms).
     dense_alongside: bool = False
@@ -91,17 +92,21 @@ class MLA:
     qk_rope_dim: int
     qk_nope_dim: int
     v_head_dim: int
+    output_gate: bool = False  # Kimi K3: sigmoid(g_proj(x)) on the heads' output
 
 
 @dataclass(frozen=True)
 class LinearAttention:
-    """Gated DeltaNet (Qwen3-Next, Qwen3.5): conv state plus a k_dim x v_dim state per head."""
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5) or Kimi Delta Attention (Kimi Linear / K3):
+    conv state plus a k_dim x v_dim state per head. KDA differs in its gate projections
+    only (a low-rank per-channel decay gate and a per-channel dt bias)."""
 
     n_k_heads: int
     n_v_heads: int
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int
+    kda: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class NativeQuant:
     """Quantization the checkpoint itself ships in (`quantization_config`)."""
 
     method: str  # "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", ...
+    format: str = ""  # compressed-tensors' packing, e.g. "mxfp4-pack-quantized"
     block: tuple[int, int] | None = None  # FP8 weight_block_size
     bits: int | None = None
     group_size: int | None = None
@@ -159,6 +165,9 @@ class ModelArch:
     native_quant: NativeQuant | None = None
     global_attn: GlobalAttention | None = None
     layer_scalar: bool = False  # Gemma 4: one learned output scale per layer
+    # Kimi K3's attention residuals: a norm and a 1 x hidden projection before attention
+    # and before the MLP of every layer, and once before the output head.
+    attn_res: bool = False
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""
@@ -188,7 +197,7 @@ _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
         "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
-        "glm_moe_dsa", "step3p7"}
+        "glm_moe_dsa", "step3p7", "kimi_linear"}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 
 # Families whose q/k/v projections carry a bias without a config flag saying so.
@@ -248,6 +257,15 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
                                     "block letter per layer")
         return tuple(_LAYER_TYPE_NAMES[c] for c in pattern)
     model_type = t["model_type"]
+    kda = t.get("linear_attn_config")
+    if isinstance(kda, Mapping):
+        # Kimi Linear / K3: 1-based layer numbers (KimiLinearConfig.is_kda_layer).
+        linear = set(_require(name, kda, "kda_layers"))
+        full = set(_require(name, kda, "full_attn_layers"))
+        if linear & full or linear | full != set(range(1, n_layers + 1)):
+            raise ConfigError(name, "kda_layers and full_attn_layers do not split the layers")
+        return tuple(LayerKind.LINEAR if i + 1 in linear else LayerKind.FULL
+                     for i in range(n_layers))
     if model_type == "qwen3_next" or "full_attention_interval" in t:
         every = int(_require(name, t, "full_attention_interval"))
         return tuple(LayerKind.FULL if (i + 1) % every == 0 else LayerKind.LINEAR
@@ -328,10 +346,12 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         layers=layers,
         router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
                                         "minimax_m2", "deepseek_v32", "glm_moe_dsa",
-                                        "nemotron_h") or bool(t.get("use_moe_router_bias")),
+                                        "nemotron_h", "kimi_linear")
+        or bool(t.get("use_moe_router_bias")),
         shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
                                         "qwen3_5_moe_text"),
-        latent=int(t.get("moe_latent_size") or 0),
+        latent=int(_first(t, "moe_latent_size", "routed_expert_hidden_size", default=0)),
+        latent_norm=bool(t.get("latent_moe_use_norm")),
         dense_alongside=t["model_type"] == "gemma4_text",
     )
 
@@ -345,6 +365,7 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
     skip = q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore") or ()
     return NativeQuant(
         method=method,
+        format=str(q.get("format") or ""),
         block=tuple(block) if block else None,
         bits=q.get("bits"),
         group_size=q.get("group_size"),
@@ -423,9 +444,16 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
             qk_rope_dim=int(_require(name, t, "qk_rope_head_dim")),
             qk_nope_dim=int(_require(name, t, "qk_nope_head_dim")),
             v_head_dim=int(_require(name, t, "v_head_dim")),
+            output_gate=bool(t.get("mla_use_output_gate")),
         )
     linear = None
-    if LayerKind.LINEAR in kinds:
+    kda = t.get("linear_attn_config")
+    if LayerKind.LINEAR in kinds and isinstance(kda, Mapping):
+        n, hd = int(_require(name, kda, "num_heads")), int(_require(name, kda, "head_dim"))
+        linear = LinearAttention(n_k_heads=n, n_v_heads=n, k_head_dim=hd, v_head_dim=hd,
+                                 conv_kernel=int(_require(name, kda, "short_conv_kernel_size")),
+                                 kda=True)
+    elif LayerKind.LINEAR in kinds:
         linear = LinearAttention(
             n_k_heads=int(_require(name, t, "linear_num_key_heads")),
             n_v_heads=int(_require(name, t, "linear_num_value_heads")),
@@ -493,6 +521,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         global_attn=_global_attention(t, head_dim),
         head_gate=bool(t.get("use_head_wise_attn_gate", model_type in _HEAD_GATE_FAMILIES)),
         layer_scalar=model_type == "gemma4_text",
+        attn_res=bool(t.get("attn_res_block_size")),
     )
 
 

@@ -109,7 +109,10 @@ def validate(m: ModelArch, c: Configuration) -> None:
 
 def checkpoint_format(m: ModelArch) -> str:
     """The weight format the model's own repository ships."""
-    method = m.native_quant.method if m.native_quant else ""
+    q = m.native_quant
+    method = "" if q is None else q.method
+    if method == "compressed-tensors" and q.format.startswith("mxfp4"):
+        method = "mxfp4"  # Kimi K3: routed experts packed as MXFP4 (group 32, E8M0 scales)
     return {"fp8": "FP8", "mxfp4": "MXFP4", "awq": "AWQ", "gptq": "GPTQ"}.get(method, "BF16")
 
 

@@ -57,6 +57,8 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
                 _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank, ne2=m.n_heads),
                 _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
                 _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
+        if a.output_gate:
+            out.append(_w(i, "attn_gate", h, m.n_heads * a.v_head_dim))
         return out
     kind = m.layer_kinds[i]
     n_kv, hd, hd_v = m.attention_geometry(kind)
@@ -93,7 +95,9 @@ def held_twice_by_vllm(m: ModelArch, t: Tensor) -> bool:
 
 
 def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
-    """Gated DeltaNet block, with llama.cpp's qwen3next tensor names."""
+    """Gated DeltaNet block, with llama.cpp's qwen3next tensor names; Kimi Delta
+    Attention has the same q/k/v, conv, output gate, norm and output shapes (its q, k
+    and v projections are counted here as one fused attn_qkv)."""
     la = m.linear
     assert la is not None
     k_dim, v_dim = la.n_k_heads * la.k_head_dim, la.n_v_heads * la.v_head_dim
@@ -104,7 +108,6 @@ def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
         *_gate_projections(m, i),
         Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, la.conv_kernel,
                la.conv_kernel * conv_dim, False),
-        _v(i, "ssm_dt", la.n_v_heads),
         _v(i, "ssm_a", la.n_v_heads),
         _v(i, "ssm_norm", la.v_head_dim),
         _w(i, "ssm_out", v_dim, m.hidden),
@@ -112,11 +115,20 @@ def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
 
 
 def _gate_projections(m: ModelArch, i: int) -> list[Tensor]:
-    """Per-head decay and update gates: fused as ssm_ba in Qwen3-Next, split in Qwen3.5."""
-    n = m.linear.n_v_heads
+    """Decay and update gates. Gated DeltaNet: one per head, fused as ssm_ba in
+    Qwen3-Next, split in Qwen3.5, with a per-head dt bias. KDA: a per-head beta and a
+    per-channel decay through a low-rank pair (f_a: hidden -> head_dim, f_b: head_dim ->
+    k_dim), with a per-channel dt bias (vLLM kda.py, llama.cpp kimi-linear)."""
+    la = m.linear
+    n = la.n_v_heads
+    if la.kda:
+        k_dim = la.n_k_heads * la.k_head_dim
+        return [_w(i, "ssm_beta", m.hidden, n), _w(i, "ssm_f_a", m.hidden, la.k_head_dim),
+                _w(i, "ssm_f_b", la.k_head_dim, k_dim), _v(i, "ssm_dt", k_dim)]
+    dt = _v(i, "ssm_dt", n)
     if m.model_type == "qwen3_next":
-        return [_w(i, "ssm_ba", m.hidden, 2 * n)]
-    return [_w(i, "ssm_alpha", m.hidden, n), _w(i, "ssm_beta", m.hidden, n)]
+        return [_w(i, "ssm_ba", m.hidden, 2 * n), dt]
+    return [_w(i, "ssm_alpha", m.hidden, n), _w(i, "ssm_beta", m.hidden, n), dt]
 
 
 def _mamba(m: ModelArch, i: int) -> list[Tensor]:
@@ -159,6 +171,8 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
         x = moe.latent or h
         if moe.latent:
             out += [_w(i, "ffn_latent_in", h, x), _w(i, "ffn_latent_out", x, h)]
+        if moe.latent_norm:
+            out.append(_v(i, "ffn_latent_norm", x))
         if m.gated_ffn:
             out.append(_w(i, "ffn_gate_exps", x, f, e))
         out += [_w(i, "ffn_up_exps", x, f, e), _w(i, "ffn_down_exps", f, x, e)]
@@ -182,6 +196,12 @@ def _dense_ffn(m: ModelArch, i: int) -> list[Tensor]:
         return [_w(i, "ffn_up", h, 2 * m.ffn), _w(i, "ffn_down", m.ffn, h)]
     gate = [_w(i, "ffn_gate", h, m.ffn)] if m.gated_ffn else []
     return [*gate, _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
+
+
+def _attn_res(m: ModelArch, i: int, before: str) -> list[Tensor]:
+    """Kimi K3's attention-residual mix before a sub-block: a norm and a 1 x hidden
+    scoring projection (llama.cpp kimi-linear attn_res_norm / attn_res_proj)."""
+    return [_v(i, f"{before}_res_norm", m.hidden), _v(i, f"{before}_res_proj", m.hidden)]
 
 
 def _gemma4_moe_extras(m: ModelArch, i: int) -> list[Tensor]:
@@ -210,6 +230,8 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
     tensors = [Tensor("token_embd", "token_embd", -1, h, h * m.vocab, True)]
     for i, kind in enumerate(m.layer_kinds):
         tensors.append(_v(i, "attn_norm", h))
+        if m.attn_res:
+            tensors += _attn_res(m, i, "attn") + _attn_res(m, i, "ffn")
         if m.single_op_blocks:  # Nemotron-H: each block is one mixer or one MLP
             tensors += _ffn(m, i) if kind is LayerKind.MLP_ONLY else _MIXERS[kind](m, i)
             continue
@@ -223,6 +245,9 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
         if m.layer_scalar:
             tensors.append(_v(i, "layer_output_scale", 1))
     tensors.append(Tensor("output_norm", "output_norm", -1, h, h, False))
+    if m.attn_res:
+        tensors += [Tensor(f"output_attn_res_{p}", f"output_attn_res_{p}", -1, h, h, False)
+                    for p in ("norm", "proj")]
     if not m.tied_embeddings:
         tensors.append(Tensor("output", "output", -1, h, h * m.vocab, True))
     return tensors

@@ -121,3 +121,17 @@ def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
     full = 5 * 2 * 2 * 512 * 2 * ctx / BYTES_PER_GIB  # 5 layers, K+V, 2 heads x 512, BF16
     window = one["kv_cache_gib"] - full
     assert four["kv_cache_gib"] == pytest.approx(full / 2 + window / 4, rel=1e-6)
+
+
+def test_kimi_delta_attention_state_per_sequence():
+    """Kimi K3 (config.json: 69 KDA layers, linear_attn_config num_heads 96, head_dim 128,
+    short_conv_kernel_size 4). vLLM (mamba_utils kda_state_shape): conv state of
+    q, k and v, (kernel - 1) x 3 x 96 x 128 in BF16, and a 96 x 128 x 128 FP32 recurrent
+    state per layer; llama.cpp keeps both in F32 (n_embd_r / n_embd_s for KDA)."""
+    row = model_row(load_arch("moonshotai/Kimi-K3"))
+    conv, ssm = 3 * 3 * 96 * 128, 96 * 128 * 128
+    for engine, conv_bytes in (("vllm", 2), ("llama.cpp", 4)):
+        per_seq = pl.DataFrame([row | {"engine": engine}]).select(
+            state_bytes_per_sequence()).item()
+        assert per_seq == 69 * (conv * conv_bytes + ssm * 4)
+    assert row["kv_full_elems_per_token"] == 24 * (512 + 64)  # 24 MLA layers' latent

@@ -72,3 +72,16 @@ def test_stated_active_parameters_lie_within_the_embedding_conventions(row):
     stated, slack = float(row["active_params"]), _bound(float(row["active_params"]),
                                                         float(row["printed_step"]))
     assert p.active - p.embedding - slack <= stated <= p.active + slack
+
+
+def test_kimi_k3_checkpoint_bytes():
+    """Kimi K3 ships its routed experts in MXFP4 (compressed-tensors, group 32, E8M0
+    scales) and everything else in BF16; the downloaded checkpoint is "118 files,
+    ~1.56 TB" (github.com/JustVugg/colibri/discussions/648), of which the vision tower
+    is about 0.8 GB."""
+    from sizing.estimate import checkpoint_format
+    from sizing.model_facts import format_row
+
+    m = load_arch("moonshotai/Kimi-K3")
+    assert checkpoint_format(m) == "MXFP4"
+    assert format_row(m, "MXFP4")["weights_bytes"] == pytest.approx(1.56e12 - 0.8e9, abs=0.005e12)
