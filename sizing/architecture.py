@@ -95,6 +95,30 @@ class MLA:
     output_gate: bool = False  # Kimi K3: sigmoid(g_proj(x)) on the heads' output
 
 
+# DeepSeek-V4's compression ratios (DeepSeek-V4-Flash inference/model.py; transformers
+# DeepseekV4Config): 0 keeps only the sliding window; 4 pools 4 tokens (overlapping
+# windows) into one entry and an indexer picks the top-k entries per query; 128 pools 128
+# tokens and every query attends to all of them.
+CSA_RATIO, HCA_RATIO = 4, 128
+
+
+@dataclass(frozen=True)
+class CompressedAttention:
+    """DeepSeek-V4 attention: one shared 512-wide K=V head (MQA) over a 128-token window
+    plus, per layer, compressed entries of the older context; low-rank q and grouped
+    low-rank output projections; hyper-connections carry `hc_mult` copies of the residual."""
+
+    ratios: tuple[int, ...]  # per layer: 0, CSA_RATIO or HCA_RATIO
+    q_lora_rank: int
+    o_lora_rank: int
+    o_groups: int
+    index_heads: int
+    index_head_dim: int
+    index_topk: int
+    hc_mult: int
+    hash_layers: int  # leading layers routed by a token-id table: no router bias
+
+
 @dataclass(frozen=True)
 class LinearAttention:
     """Gated DeltaNet (Qwen3-Next, Qwen3.5) or Kimi Delta Attention (Kimi Linear / K3):
@@ -128,6 +152,7 @@ class NativeQuant:
     bits: int | None = None
     group_size: int | None = None
     skip_modules: tuple[str, ...] = ()
+    experts_mxfp4: bool = False  # DeepSeek-V4: FP8 checkpoint whose routed experts are FP4
 
 
 @dataclass(frozen=True)
@@ -168,6 +193,7 @@ class ModelArch:
     # Kimi K3's attention residuals: a norm and a 1 x hidden projection before attention
     # and before the MLP of every layer, and once before the output head.
     attn_res: bool = False
+    compressed: CompressedAttention | None = None
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""
@@ -197,7 +223,7 @@ _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
         "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
-        "glm_moe_dsa", "step3p7", "kimi_linear"}
+        "glm_moe_dsa", "step3p7", "kimi_linear", "deepseek_v4"}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 
 # Families whose q/k/v projections carry a bias without a config flag saying so.
@@ -346,7 +372,7 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         layers=layers,
         router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
                                         "minimax_m2", "deepseek_v32", "glm_moe_dsa",
-                                        "nemotron_h", "kimi_linear")
+                                        "nemotron_h", "kimi_linear", "deepseek_v4")
         or bool(t.get("use_moe_router_bias")),
         shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
                                         "qwen3_5_moe_text"),
@@ -370,6 +396,7 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
         bits=q.get("bits"),
         group_size=q.get("group_size"),
         skip_modules=tuple(skip),
+        experts_mxfp4=t.get("expert_dtype") == "fp4",
     )
 
 
@@ -471,6 +498,8 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
             n_heads=n_mheads,
             conv_kernel=int(_require(name, t, "conv_kernel")),
         )
+    compressed = _compressed_attention(name, t, n_layers) if model_type == "deepseek_v4" \
+        else None
     chunk = int(t.get("attention_chunk_size") or 0) if LayerKind.CHUNKED in kinds else 0
     max_ctx = int(_first(t, "max_position_embeddings", "seq_length", "max_sequence_length",
                          default=0) or 0)
@@ -494,7 +523,9 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         n_heads=n_heads,
         n_kv_heads=int(n_kv_heads) if mla is None else 1,
         head_dim=head_dim if mla is None else mla.kv_lora_rank + mla.qk_rope_dim,
-        head_dim_v=int(_first(t, "v_head_dim", default=head_dim)) if mla is None else 0,
+        # MLA and DeepSeek-V4 cache one vector per token that serves as both K and V.
+        head_dim_v=0 if mla is not None or compressed is not None
+        else int(_first(t, "v_head_dim", default=head_dim)),
         vocab=vocab,
         tied_embeddings=bool(tied),
         ffn=int(ffn),
@@ -522,6 +553,29 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         head_gate=bool(t.get("use_head_wise_attn_gate", model_type in _HEAD_GATE_FAMILIES)),
         layer_scalar=model_type == "gemma4_text",
         attn_res=bool(t.get("attn_res_block_size")),
+        compressed=compressed,
+    )
+
+
+def _compressed_attention(name: str, t: Mapping[str, Any], n_layers: int) -> CompressedAttention:
+    """DeepSeek-V4's per-layer compression. `compress_ratios` also lists the
+    multi-token-prediction layers after the main ones; those are not sized (as for V3)."""
+    ratios = tuple(int(r) for r in _require(name, t, "compress_ratios"))
+    if len(ratios) < n_layers:
+        raise ConfigError(name, f"compress_ratios has {len(ratios)} entries for {n_layers} layers")
+    unknown = set(ratios) - {0, CSA_RATIO, HCA_RATIO}
+    if unknown:
+        raise ConfigError(name, f"compression ratio {min(unknown)} is not modelled")
+    return CompressedAttention(
+        ratios=ratios[:n_layers],
+        q_lora_rank=int(_require(name, t, "q_lora_rank")),
+        o_lora_rank=int(_require(name, t, "o_lora_rank")),
+        o_groups=int(_require(name, t, "o_groups")),
+        index_heads=int(_require(name, t, "index_n_heads")),
+        index_head_dim=int(_require(name, t, "index_head_dim")),
+        index_topk=int(_require(name, t, "index_topk")),
+        hc_mult=int(_require(name, t, "hc_mult")),
+        hash_layers=int(t.get("num_hash_layers") or 0),
     )
 
 

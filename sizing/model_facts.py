@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.architecture import LayerKind, ModelArch
+from sizing.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
 from sizing.tensors import count_params, enumerate_tensors
 from sizing.weights import weight_bytes
 
@@ -26,6 +26,35 @@ def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:
         if kind in kinds:
             n_kv, hd, hd_v = m.attention_geometry(kind)
             total += (hd + hd_v) * n_kv
+    return total
+
+
+def _compressed_elems_per_token(m: ModelArch) -> int:
+    """DeepSeek-V4: what the compressed caches add per token of context, over all layers:
+    one head_dim entry per `ratio` tokens, and on CSA layers one index_head_dim indexer key
+    per CSA_RATIO tokens (inference/model.py kv_cache sizes; vLLM and SGLang allocate the
+    same entries). The 128-token window every layer keeps is a sliding-window cache."""
+    c = m.compressed
+    if c is None:
+        return 0
+    entries = sum(m.head_dim // r for r in c.ratios if r)
+    keys = sum(c.index_head_dim // CSA_RATIO for r in c.ratios if r == CSA_RATIO)
+    return entries + keys
+
+
+def _compressor_state_elems(m: ModelArch) -> int:
+    """DeepSeek-V4's compressors keep the partly pooled window (kv and gate scores, F32)
+    per sequence: 2 x ratio x width, doubled twice at CSA_RATIO's overlapping windows,
+    plus the CSA indexer's own compressor (Compressor.kv_state / score_state)."""
+    c = m.compressed
+    if c is None:
+        return 0
+    total = 0
+    for r in c.ratios:
+        if r == CSA_RATIO:
+            total += 2 * (2 * r) * (2 * m.head_dim) + 2 * (2 * r) * (2 * c.index_head_dim)
+        elif r == HCA_RATIO:
+            total += 2 * r * m.head_dim
     return total
 
 
@@ -50,7 +79,7 @@ def _state_elems_per_sequence(m: ModelArch) -> tuple[int, int]:
             ssm += s.d_inner * s.d_state
         elif kind is LayerKind.CONV:
             conv += m.conv_cache * m.hidden
-    return conv, ssm
+    return conv, ssm + _compressor_state_elems(m)
 
 
 def _ffn_active_width(m: ModelArch) -> int:
@@ -63,7 +92,10 @@ def _ffn_active_width(m: ModelArch) -> int:
 def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> float:
     """Mean of the query-key and value head widths of a layer kind, for attention FLOPs
     (MLA computes attention over its decompressed heads, not the 576-wide cache entry;
-    Gemma 4's full layers are wider than its sliding ones)."""
+    Gemma 4's full layers are wider than its sliding ones; DeepSeek-V4's shared K=V head
+    is head_dim wide for both products)."""
+    if m.compressed is not None:
+        return m.head_dim
     if m.mla is not None:
         return (m.mla.qk_nope_dim + m.mla.qk_rope_dim + m.mla.v_head_dim) / 2
     _, hd, hd_v = m.attention_geometry(kind)
@@ -73,6 +105,7 @@ def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> fl
 def model_row(m: ModelArch) -> dict[str, Any]:
     """The per-model dimension row: parameters and cache geometry."""
     p = count_params(m)
+    c = m.compressed
     conv, ssm = _state_elems_per_sequence(m)
     window = m.sliding_window or m.chunk_size
     return {
@@ -89,7 +122,8 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "kv_heads": m.n_kv_heads,
         "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
-        "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,)),
+        "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,))
+        + _compressed_elems_per_token(m),
         "kv_window_elems_per_token": _kv_elems_per_token(
             m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
         "kv_window_tokens": window,
@@ -104,6 +138,12 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,
+        # DeepSeek-V4's compressed layers, for prefill FLOPs and decode reads.
+        "n_csa_layers": sum(r == CSA_RATIO for r in c.ratios) if c else 0,
+        "n_hca_layers": sum(r == HCA_RATIO for r in c.ratios) if c else 0,
+        "index_topk": c.index_topk if c else 0,
+        # Indexer scoring: one dot product per indexer head with each compressed key.
+        "index_flops_per_key": 2 * c.index_heads * c.index_head_dim if c else 0,
     }
 
 

@@ -14,7 +14,8 @@ fit's output, and tests/test_speed_calibration.py refits them and checks they ag
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
 `expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,
 `n_heads`, `attn_head_dim`, `attn_head_dim_full`, `n_full_attention_layers`,
-`n_window_layers`, `prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of
+`n_window_layers`, DeepSeek-V4's `n_csa_layers`, `n_hca_layers`, `index_topk` and
+`index_flops_per_key`, `prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of
 efficiency_columns().
 """
 
@@ -22,7 +23,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from sizing.memory import LLAMA_CPP, LLAMA_CPP_UBATCH, engine_weights_bytes, kv_cache_bytes
+from sizing.architecture import CSA_RATIO, HCA_RATIO
+from sizing.memory import (
+    LLAMA_CPP,
+    LLAMA_CPP_UBATCH,
+    engine_weights_bytes,
+    kv_bytes_per_element,
+    kv_cache_bytes,
+    kv_cells_full,
+)
 
 # Fitted on 123 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
@@ -88,6 +97,16 @@ def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
     return always + _c("expert_bytes") * experts_touched_share(tokens)
 
 
+def kv_bytes_read_per_step() -> pl.Expr:
+    """The KV cache and state a decode step reads: all of it, except that DeepSeek-V4's
+    CSA layers attend to only the `index_topk` pooled entries their indexer picks (the
+    indexer keys themselves are read whole)."""
+    pooled = kv_cells_full(_c("context"), _c("batch")) / CSA_RATIO
+    unread = (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)
+    return kv_cache_bytes() \
+        - _c("n_csa_layers") * _c("head_dim") * unread * kv_bytes_per_element()
+
+
 def efficiency_columns() -> list[pl.Expr]:
     """The fitted constants for a row's engine and vendor, as the input columns
     `decode_efficiency`, `decode_layer_seconds` and `prefill_efficiency`. (The calibration
@@ -101,7 +120,7 @@ def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
     n = _c("n_gpus")
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
-    kv = kv_cache_bytes()
+    kv = kv_bytes_read_per_step()
     device_bytes = (weights + kv) * (1 - _c("offload_frac"))
     host_bytes = (weights + kv) * _c("offload_frac")
     eff = _c("decode_efficiency")
@@ -120,6 +139,32 @@ def decode_step_seconds() -> pl.Expr:
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
 
 
+def causal_pairs(queries: pl.Expr, keys_seen: pl.Expr) -> pl.Expr:
+    """Query-key pairs of a causal pass over `queries` tokens in which a query sees at
+    most `keys_seen` keys: q^2 / 2 while the cap is not reached, then keys_seen per query."""
+    return pl.when(queries <= keys_seen).then(queries * queries / 2) \
+        .otherwise(keys_seen * queries - keys_seen * keys_seen / 2)
+
+
+def attention_flops(p: pl.Expr) -> pl.Expr:
+    """FLOPs of attention over a prompt of `p` tokens: 2 x (QK width + AV width) = 4 x
+    `attn_head_dim` per query-key pair and head. Full layers see every earlier token,
+    window layers the last `kv_window_tokens`. DeepSeek-V4 (sizing.architecture
+    CompressedAttention) adds, per CSA layer, the top `index_topk` of the p / 4 pooled
+    entries and the indexer scoring all of them; per HCA layer all p / 128 entries."""
+    per_pair = 4 * _c("n_heads")
+    full = _c("n_full_attention_layers") * _c("attn_head_dim_full") * causal_pairs(p, p)
+    window = _c("n_window_layers") * _c("attn_head_dim") \
+        * causal_pairs(p, pl.min_horizontal(p, _c("kv_window_tokens")))
+    csa_entries, hca_entries = p / CSA_RATIO, p / HCA_RATIO
+    compressed = _c("attn_head_dim") * (
+        _c("n_csa_layers") * CSA_RATIO * causal_pairs(csa_entries, _c("index_topk"))
+        + _c("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
+    indexer = _c("n_csa_layers") * _c("index_flops_per_key") * CSA_RATIO \
+        * causal_pairs(csa_entries, csa_entries)
+    return per_pair * (full + window + compressed) + indexer
+
+
 def prefill_seconds() -> pl.Expr:
     """Seconds to process a prompt of `prompt_tokens` (one sequence).
 
@@ -129,16 +174,9 @@ def prefill_seconds() -> pl.Expr:
     p = _c("prompt_tokens")
     n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
-    # Causal attention: 2 x p^2 x heads x head width on full layers (QK and AV, halved by
-    # the mask); window layers see at most `kv_window_tokens` keys per query, each kind
-    # at its own head width.
-    per_key = 2 * _c("n_heads") * p
-    attention = per_key * (_c("n_full_attention_layers") * p * _c("attn_head_dim_full")
-                           + _c("n_window_layers") * pl.min_horizontal(p, _c("kv_window_tokens"))
-                           * _c("attn_head_dim"))
     eff = _c("prefill_efficiency")
     peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
-    t_compute = (linear + attention) / peak
+    t_compute = (linear + attention_flops(p)) / peak
     # llama.cpp re-reads the weights once per micro-batch of 512 tokens; vLLM reads them
     # once for the whole prompt.
     llama = pl.col("engine") == LLAMA_CPP

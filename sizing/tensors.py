@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sizing.architecture import LayerKind, ModelArch
+from sizing.architecture import CSA_RATIO, LayerKind, ModelArch
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ def _v(layer: int, kind: str, n: int) -> Tensor:
 def _attention(m: ModelArch, i: int) -> list[Tensor]:
     h = m.hidden
     out: list[Tensor] = []
+    if m.compressed is not None:
+        return _compressed_attention(m, i)
     if m.mla is not None:
         a = m.mla
         qk_dim = a.qk_nope_dim + a.qk_rope_dim
@@ -84,6 +86,47 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
     if m.model_type == "gpt_oss":
         out.append(_v(i, "attn_sinks", m.n_heads))
     return out
+
+
+def _compressed_attention(m: ModelArch, i: int) -> list[Tensor]:
+    """DeepSeek-V4 attention (DeepSeek-V4-Flash inference/model.py Attention, Compressor,
+    Indexer): low-rank q, one K=V projection, a per-head sink, a grouped low-rank output
+    (wo_a maps each of o_groups head groups to o_lora_rank, wo_b all groups to hidden);
+    a compressor on every compressed layer (overlapping windows at CSA_RATIO: twice as
+    wide), and on CSA layers an indexer with its own query and compressor."""
+    c, h, hd = m.compressed, m.hidden, m.head_dim
+    q = c.q_lora_rank
+    out = [_w(i, "attn_q_a", h, q), _v(i, "attn_q_a_norm", q),
+           _w(i, "attn_q_b", q, m.n_heads * hd), _w(i, "attn_kv", h, hd), _v(i, "attn_kv_norm", hd),
+           _w(i, "attn_output_a", m.n_heads * hd // c.o_groups, c.o_groups * c.o_lora_rank),
+           _w(i, "attn_output", c.o_groups * c.o_lora_rank, h), _v(i, "attn_sinks", m.n_heads)]
+    ratio = c.ratios[i]
+    if ratio:
+        out += _compressor(i, "attn_compressor", h, hd, ratio)
+    if ratio == CSA_RATIO:
+        ih = c.index_heads * c.index_head_dim
+        out += [_w(i, "indexer_q_b", q, ih), _w(i, "indexer_weights_proj", h, c.index_heads),
+                *_compressor(i, "indexer_compressor", h, c.index_head_dim, ratio)]
+    return out
+
+
+def _compressor(i: int, name: str, hidden: int, width: int, ratio: int) -> list[Tensor]:
+    """Learned pooling of `ratio` tokens into one cache entry: kv and gate projections, a
+    per-position bias and a norm; CSA_RATIO's overlapping windows double the width."""
+    wide = width * (2 if ratio == CSA_RATIO else 1)
+    return [_w(i, f"{name}_kv", hidden, wide), _w(i, f"{name}_gate", hidden, wide),
+            _v(i, f"{name}_ape", ratio * wide), _v(i, f"{name}_norm", width)]
+
+
+def _hyper_connections(m: ModelArch, i: int) -> list[Tensor]:
+    """DeepSeek-V4's hyper-connections around attention and the FFN: each mixes hc_mult
+    residual copies with a (2 + hc) x hc map computed from all of them (Block.hc_*)."""
+    hc = m.compressed.hc_mult
+    mix = (2 + hc) * hc
+    return [t for part in ("attn", "ffn") for t in (
+        Tensor(f"blk.{i}.hc_{part}_fn", f"hc_{part}_fn", i, hc * m.hidden,
+               mix * hc * m.hidden, False),
+        _v(i, f"hc_{part}_base", mix), _v(i, f"hc_{part}_scale", 3))]
 
 
 def held_twice_by_vllm(m: ModelArch, t: Tensor) -> bool:
@@ -165,7 +208,8 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
         e, f = moe.n_experts, moe.expert_ffn
         out = _dense_ffn(m, i) + _gemma4_moe_extras(m, i) if moe.dense_alongside else []
         out.append(_w(i, "ffn_gate_inp", h, e))
-        if moe.router_bias:
+        hashed = m.compressed is not None and i < m.compressed.hash_layers
+        if moe.router_bias and not hashed:  # hash-routed layers look experts up by token id
             out.append(_v(i, "exp_probs_b", e))
         # Latent MoE: experts read and write a narrower latent, projected once per layer.
         x = moe.latent or h
@@ -232,6 +276,8 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
         tensors.append(_v(i, "attn_norm", h))
         if m.attn_res:
             tensors += _attn_res(m, i, "attn") + _attn_res(m, i, "ffn")
+        if m.compressed is not None:
+            tensors += _hyper_connections(m, i)
         if m.single_op_blocks:  # Nemotron-H: each block is one mixer or one MLP
             tensors += _ffn(m, i) if kind is LayerKind.MLP_ONLY else _MIXERS[kind](m, i)
             continue
@@ -248,6 +294,11 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
     if m.attn_res:
         tensors += [Tensor(f"output_attn_res_{p}", f"output_attn_res_{p}", -1, h, h, False)
                     for p in ("norm", "proj")]
+    if m.compressed is not None:  # hyper-connections collapse into one stream for the head
+        hc = m.compressed.hc_mult
+        tensors += [Tensor("hc_head_fn", "hc_head_fn", -1, hc * h, hc * hc * h, False),
+                    Tensor("hc_head_base", "hc_head_base", -1, hc, hc, False),
+                    Tensor("hc_head_scale", "hc_head_scale", -1, 1, 1, False)]
     if not m.tied_embeddings:
         tensors.append(Tensor("output", "output", -1, h, h * m.vocab, True))
     return tensors

@@ -5,7 +5,9 @@ Formats and what each stores per tensor (sources in docs beside each constant):
   1-D tensors (norms, biases) stay F32.
 - BF16 / F16: two bytes for every parameter, as the safetensors checkpoint holds them.
 - FP8 (DeepSeek/Qwen block FP8): one byte per linear weight plus an F32 scale per
-  128 x 128 block; embeddings, output head, routers and norms stay BF16.
+  128 x 128 block; embeddings, output head, routers and norms stay BF16 (DeepSeek-V4 also
+  its compressors and indexer weights); routed experts a checkpoint ships in FP4
+  (DeepSeek-V4's expert_dtype "fp4") stay MXFP4.
 - AWQ / GPTQ 4-bit, group 128: packed int4 weights, an F16 scale and a packed 4-bit
   zero point per group of 128 inputs per output; GPTQ adds an int32 group index per
   input row. Embeddings and the output head stay 16-bit.
@@ -37,8 +39,11 @@ NF4_BITS_PER_WEIGHT = 4 + 8 / 64 + 32 / (64 * 256)
 
 CHECKPOINT_FORMATS = ("BF16", "F16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4", "NF4")
 WEIGHT_FORMATS = CHECKPOINT_FORMATS + GGUF_FTYPES
-# Tensors every checkpoint quantizer leaves in 16 bits.
-_KEPT_16_BIT = ("token_embd", "output", "ffn_gate_inp")
+# Tensors every checkpoint quantizer leaves in 16 bits (DeepSeek-V4's compressors and
+# indexer head weights are BF16 in its FP8 checkpoint: inference/model.py).
+_KEPT_16_BIT = ("token_embd", "output", "ffn_gate_inp", "attn_compressor_kv",
+                "attn_compressor_gate", "indexer_compressor_kv", "indexer_compressor_gate",
+                "indexer_weights_proj")
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,13 @@ def _linear(t: Tensor) -> bool:
     return t.matrix and t.kind not in _KEPT_16_BIT
 
 
-def _checkpoint_tensor_bytes(fmt: str, t: Tensor, moe: bool) -> int:
-    n = t.n_elems
+def _checkpoint_tensor_bytes(fmt: str, t: Tensor, m: ModelArch) -> int:
+    n, moe = t.n_elems, m.is_moe
     if not t.matrix or not _linear(t) or fmt in ("BF16", "F16"):
         return n * BF16_BYTES
+    fp4_experts = m.native_quant is not None and m.native_quant.experts_mxfp4
+    if fmt == "FP8" and fp4_experts and t.is_expert:
+        return -(-n // MXFP4_BLOCK_ELEMS) * MXFP4_BLOCK_BYTES
     if fmt == "FP8":
         return n + -(-n // FP8_BLOCK_ELEMS) * F32_BYTES
     if fmt in ("AWQ", "GPTQ"):
@@ -83,7 +91,7 @@ def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = 
     F32, gpt-oss experts kept in MXFP4) with `gguf=True`."""
     if fmt in CHECKPOINT_FORMATS and not (gguf and fmt in GGUF_FTYPES):
         kinds = tuple(fmt if _linear(t) else "BF16" for t in tensors)
-        sizes = [_checkpoint_tensor_bytes(fmt, t, m.is_moe) for t in tensors]
+        sizes = [_checkpoint_tensor_bytes(fmt, t, m) for t in tensors]
     elif fmt in GGUF_FTYPES:
         kinds = gguf_tensor_types(m, tensors, fmt, imatrix)
         sizes = [GGML_TYPES[k].tensor_bytes(t.n_elems) for t, k in zip(tensors, kinds, strict=True)]

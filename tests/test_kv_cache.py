@@ -135,3 +135,18 @@ def test_kimi_delta_attention_state_per_sequence():
             state_bytes_per_sequence()).item()
         assert per_seq == 69 * (conv * conv_bytes + ssm * 4)
     assert row["kv_full_elems_per_token"] == 24 * (512 + 64)  # 24 MLA layers' latent
+
+
+def test_deepseek_v4_compressed_cache_and_compressor_state():
+    """DeepSeek-V4-Flash inference/model.py: every layer keeps a 128-token window of one
+    512-wide K=V vector (Attention.kv_cache); a layer of compress ratio r adds one entry
+    per r tokens, a ratio-4 layer also one 128-wide indexer key per 4 tokens (Indexer
+    kv_cache); each compressor holds kv_state and score_state of (coff x r) x (coff x
+    width) F32, coff = 2 at ratio 4 (overlapping windows). config.json: 43 layers with
+    compress_ratios 0 x 2, 4 x 21, 128 x 20."""
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash"))
+    assert row["kv_window_elems_per_token"] == 43 * 512 and row["kv_window_tokens"] == 128
+    assert row["kv_full_elems_per_token"] == 21 * (512 // 4 + 128 // 4) + 20 * (512 // 128)
+    csa_state = 2 * (2 * 4) * (2 * 512) + 2 * (2 * 4) * (2 * 128)  # main + indexer compressor
+    assert row["state_ssm_elems_per_seq"] == 21 * csa_state + 20 * 2 * 128 * 512
+    assert row["kv_heads"] == 1  # one KV head: replicated, not split, under tensor parallelism

@@ -22,10 +22,21 @@ TARGET = 0.02
 # Unsloth's UD mixes are sized as their base type (recipe not public): a looser bound.
 APPROXIMATE_TARGET = 0.06
 # Published files whose recipe is not llama.cpp's: explained, and excluded from the bound.
+# Keyed by the model or by the GGUF repository.
 KNOWN_DEVIATIONS = {
     "microsoft/phi-4": "published phi-4 GGUFs come from Unsloth's 'llamafied' re-upload "
                        "(split q/k/v and gate/up) or an older llama-quantize attn_qkv rule",
+    **dict.fromkeys(
+        [f"google/gemma-3-{size}-it-qat-q4_0-gguf" for size in ("4b", "12b", "27b")],
+        "Google's QAT files keep the embedding table in F16 where llama-quantize picks Q6_K "
+        "(huggingface.co/stduhpf/google-gemma-3-4b-it-qat-q4_0-gguf-small: 'The official "
+        "QAT weights released by google use fp16 (instead of Q6_K) for the embeddings "
+        "table'): +9 % to +24 %"),
 }
+
+
+def _deviates(r) -> bool:
+    return r["model_repo"] in KNOWN_DEVIATIONS or r["gguf_repo"] in KNOWN_DEVIATIONS
 
 
 def _stand_ins() -> dict[str, str]:
@@ -49,8 +60,9 @@ def _rows():
 
 ROWS = list(_rows())
 # Of the published rows, those whose model config is bundled and whose format we size.
-# The rest (gemma-3, Qwen2.5-3B, IQ1/TQ types...) wait for their configs or types.
-EXPECTED_ROWS = 100
+# The rest (Qwen2.5-3B, DeepSeek-V2-Lite, GLM-4.7-Flash, IQ1/TQ types...) wait for their
+# configs or types.
+EXPECTED_ROWS = 126
 
 
 def _relative_error(r) -> tuple[float, float]:
@@ -64,7 +76,7 @@ def _relative_error(r) -> tuple[float, float]:
     return (ours - published) / published, rounding
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r["model_repo"] not in KNOWN_DEVIATIONS],
+@pytest.mark.parametrize("row", [r for r in ROWS if not _deviates(r)],
                          ids=lambda r: f"{r['model_repo']}:{r['quant']}:{r['quantizer']}")
 def test_within_two_percent(row):
     err, rounding = _relative_error(row)
@@ -77,8 +89,7 @@ def test_no_published_row_is_dropped_silently():
 
 
 def test_enough_models_and_most_within_half_a_percent():
-    checked = [r for r in ROWS if r["model_repo"] not in KNOWN_DEVIATIONS
-               and not r["quant"].startswith("UD-")]
+    checked = [r for r in ROWS if not _deviates(r) and not r["quant"].startswith("UD-")]
     assert len({r["model_repo"] for r in checked}) >= 10
     precise = [r for r in checked if r["size_unit"] == "B" or len(r["size_value"]) >= 5]
     errors = [abs(_relative_error(r)[0]) for r in precise]

@@ -2,12 +2,14 @@
 active parameters never speed it up, a longer prompt never shortens time to first token,
 and a mixture of experts decodes faster than a dense model of the same size."""
 
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sizing.architecture import parse_config
 from sizing.estimate import Configuration, Device, estimate
+from sizing.model_facts import model_row
 from tests.conftest import load_arch
 
 
@@ -60,3 +62,37 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
         moe["weights_bytes"] - moe["input_embd_bytes"] - moe["expert_bytes"]
         + moe["expert_bytes"] * 8 / 128)
     assert low * bytes_ratio <= speedup <= bytes_ratio
+
+
+def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
+    """The closed form of sizing.speed.attention_flops against a token-by-token count of
+    what DeepSeek-V4-Flash's reference code (inference/model.py) attends to: query t sees
+    min(t, 128) window tokens on every layer; on ratio-4 layers the top min(512, t // 4)
+    pooled entries after the indexer scored all t // 4 of them (64 heads x 128 wide); on
+    ratio-128 layers all t // 128 entries. 4 FLOPs per pair, head and dimension (QK and
+    AV over the shared 512-wide K=V head)."""
+    from sizing.speed import attention_flops
+
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash"))
+    p = 8192
+    pairs = sum(43 * min(t, 128) + 21 * min(512, t // 4) + 20 * (t // 128)
+                for t in range(1, p + 1))
+    indexer = sum(21 * (t // 4) for t in range(1, p + 1)) * 2 * 64 * 128
+    expected = 4 * 64 * 512 * pairs + indexer
+    ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
+    assert ours == pytest.approx(expected, rel=0.01)
+
+
+def test_deepseek_v4_decode_reads_only_the_picked_entries():
+    """At 1M tokens a DeepSeek-V4 decode step reads the indexer keys whole but only the
+    512 entries per ratio-4 layer that its indexer picks, not all 262,144 pooled ones."""
+    from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes
+    from sizing.speed import kv_bytes_read_per_step
+
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
+        "engine": "llama.cpp", "context": 1_048_576, "kv_dtype": "f16", "batch": 1,
+        "max_num_batched_tokens": 2048}
+    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
+    held, read = df.select(kv_cache_bytes().alias("held"),
+                           kv_bytes_read_per_step().alias("read")).row(0)
+    assert held - read == 21 * 512 * (1_048_576 // 4 - 512) * 2

@@ -71,6 +71,8 @@ MODELS = TableContract(
             "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
             "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
             "n_experts_active": pl.Int64(), "is_mla": pl.Boolean(),
+            "n_csa_layers": pl.Int64(), "n_hca_layers": pl.Int64(), "index_topk": pl.Int64(),
+            "index_flops_per_key": pl.Int64(),
             "config_sha256": pl.String(), "config_obtained": pl.String(),
             "config_hub_check": pl.String()} | VERIFIED_AT,
     not_null=("model_id", "params_total", "max_context"),
