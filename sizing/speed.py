@@ -33,15 +33,18 @@ from sizing.memory import (
     kv_cells_full,
 )
 
-# Fitted on 123 decode and 59 prefill measurements (llama-bench 2023-2026; vLLM's
-# benchmark_latency, the Qwen2.5 speed benchmark and silybench's concurrency sweeps),
+# Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
+# benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
+# single-request time to first token from `vllm bench serve` runs),
 # keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
 # "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
 # overhead, AMD's ROCm and Vulkan builds (W7900, 7900 XTX, Strix Halo) 2.3x. vLLM reads
 # weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
-# half its per-layer overhead. Prefill has its
-# own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16 peak)
-# are too few, and Apple publishes no dense FP16 figure, so no prefill there.
+# half its per-layer overhead. Prefill has its own fit for NVIDIA only (vLLM reaches half
+# the dense FP16 peak, llama.cpp a third; vLLM's FP8 runs are timed at the FP16 peak: on
+# the H100 they prefill 1.2x faster than BF16, not the FP8 peak's 2x): AMD's 3 rows (one
+# MI300X build, 1.3 % of the dense FP16 peak) are too few, and Apple publishes no dense
+# FP16 figure, so no prefill there.
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
               "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "llama.cpp|AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
@@ -49,8 +52,10 @@ DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6
               "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
               "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
 PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.342},
-               "llama.cpp": {"efficiency": 0.339}}
-# vLLM has no prefill measurements here: it takes llama.cpp's prefill figures.
+               "llama.cpp": {"efficiency": 0.339},
+               "vllm|NVIDIA": {"efficiency": 0.496},
+               "vllm": {"efficiency": 0.496}}
+# An engine without a fit of its own takes llama.cpp's.
 FALLBACK_ENGINE = "llama.cpp"
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for

@@ -36,6 +36,8 @@ SAME_SHAPES = {
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.3-70B-Instruct",
 }
 GPU_IDS = {
     "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
@@ -60,6 +62,9 @@ GPU_IDS = {
     "NVIDIA A100 80GB (SXM or PCIe not stated)": "a100_sxm4_80gb",
     "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
     "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
+    "H100 80GB (SXM, GCP a3-highgpu-1g)": "h100_sxm5_80gb",
+    "A100 80GB (form factor not stated)": "a100_sxm4_80gb",
+    "B200": "b200_180gb",
     # The integrated GPU of the Ryzen AI Max+ 395 (Strix Halo), the only chip with it.
     "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)": "ryzen_ai_max_395_128gb",
     "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
@@ -67,7 +72,9 @@ GPU_IDS = {
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
 VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
-               "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8"}
+               "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
+               "fp8 (online dynamic, --quantization fp8)": "FP8",
+               "fp8 (checkpoint not named)": "FP8"}
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
 
 
