@@ -15,6 +15,7 @@ from assets.catalogs.assets import engines, gpus, weight_formats
 from assets.catalogs.coverage import coverage
 from assets.hub.assets import HubResource, hub_models
 from assets.models.assets import models
+from assets.models.param_checks import param_checks
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
@@ -29,7 +30,7 @@ from assets.sizing.shards import ALL_SHARDS_TAGS
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-              fit_matrix_table, cost_matrix, coverage,
+              fit_matrix_table, cost_matrix, coverage, param_checks,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(

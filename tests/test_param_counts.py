@@ -13,7 +13,7 @@ import csv
 import pytest
 
 from sizing.tensors import count_params
-from tests.conftest import TEST_DATA, load_arch
+from tests.conftest import ROOT, load_arch
 
 
 @pytest.mark.parametrize(("repo", "total", "printed_step"), [
@@ -39,9 +39,9 @@ def test_embedding_split():
     assert abs(p.non_embedding - 70.0e9) <= 0.005 * 70.0e9 + 0.05e9
 
 
-# Vendors' stated counts for the bundled models (tests/data/official_param_counts.csv:
+# Vendors' stated counts for the bundled models (data/catalogs/official_param_counts.csv:
 # the quote, where it was read and its date on every row; rows not compared say why).
-OFFICIAL = [r for r in csv.DictReader((TEST_DATA / "official_param_counts.csv").open())
+OFFICIAL = [r for r in csv.DictReader((ROOT / "data/catalogs/official_param_counts.csv").open())
             if r["compared"] == "yes"]
 
 

@@ -25,6 +25,7 @@ def test_definitions_load():
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
+                    "param_checks",
                     "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                     "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
@@ -208,3 +209,28 @@ def test_coverage_names_the_model_a_stand_in_is_sized_as(warehouse_root):
     assert stand_ins.height >= 2 and set(stand_ins.get_column("sized_as")) <= sized
     assert coverage.filter(pl.col("status") != "stand-in").get_column("sized_as").null_count() \
         == coverage.filter(pl.col("status") != "stand-in").height
+
+
+def test_param_checks_publish_each_vendor_statement_beside_the_computed_count(warehouse_root):
+    """Every compared statement agrees (the check would warn otherwise); Kimi K3's
+    '2.8T / 104B' lies within its rounding of the 2.78T computed from its config."""
+    checks = store.read("param_checks", base=warehouse_root)
+    assert set(checks.get_column("verdict")) <= {"agrees", "not compared"}
+    k3 = checks.filter(pl.col("model_id") == "moonshotai/Kimi-K3").row(0, named=True)
+    assert k3["stated_total"] == 2.8e12 and k3["computed_total"] == pytest.approx(2.78e12, rel=1e-3)
+    assert checks.filter(pl.col("verdict") == "agrees").height >= 30
+
+
+def test_a_stated_count_that_disagrees_is_flagged():
+    """The same frame with a wrong statement: the comparison must be able to fail."""
+    from assets.models.param_checks import param_check_frame
+
+    models = pl.DataFrame({"model_id": ["a/b"], "params_total": [8_030_261_248],
+                           "params_active": [8_030_261_248], "params_embedding": [1_050_673_152]})
+    stated = pl.DataFrame({"repo_id": ["a/b"], "total_params": ["7e9"], "active_params": [""],
+                           "non_embedding_params": [""], "printed_step": ["0.1e9"],
+                           "compared": ["yes"], "includes": [""], "why_not_compared": [""],
+                           "source_url": ["x"], "quote": ["7B"]})
+    assert param_check_frame(stated, models).get_column("verdict").to_list() == ["differs"]
+    right = stated.with_columns(pl.lit("8.03e9").alias("total_params"))
+    assert param_check_frame(right, models).get_column("verdict").to_list() == ["agrees"]

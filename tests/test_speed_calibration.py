@@ -37,7 +37,6 @@ SAME_SHAPES = {
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
-    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.3-70B-Instruct",
 }
 GPU_IDS = {
     "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",

@@ -174,6 +174,20 @@ ENGINES = TableContract(
     not_null=("engine", "kv_dtypes"),
 )
 
+PARAM_CHECKS = TableContract(
+    "param_checks",
+    keys=("model_id",),
+    schema={"model_id": pl.String(), "stated_total": pl.Float64(), "stated_active": pl.Float64(),
+            "stated_non_embedding": pl.Float64(), "stated_step": pl.Float64(),
+            "computed_total": pl.Int64(), "computed_active": pl.Int64(),
+            "computed_non_embedding": pl.Int64(), "total_relative_diff": pl.Float64(),
+            "verdict": pl.String(), "includes": pl.String(), "why_not_compared": pl.String(),
+            "source_url": pl.String(), "quote": pl.String()} | VERIFIED_AT,
+    not_null=("model_id", "stated_total", "computed_total", "verdict", "source_url"),
+    rules=(("verdict is agrees, differs or not compared",
+            pl.col("verdict").is_in(["agrees", "differs", "not compared"])),),
+)
+
 COVERAGE = TableContract(
     "coverage",
     keys=("kind", "name_on_page"),
@@ -290,5 +304,5 @@ COST_MATRIX = TableContract(
 
 CONTRACTS = {c.name: c for c in (
     COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
-    FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, GPU_PRICES,
+    FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
