@@ -120,6 +120,19 @@ class CompressedAttention:
 
 
 @dataclass(frozen=True)
+class SparseIndexer:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer scores every
+    cached token and the MLA attention of each layer reads only the top `topk`. Layers
+    marked False reuse the previous indexer's choice and have no indexer of their own
+    (GLM-5.3's "shared" indexer_types)."""
+
+    heads: int
+    head_dim: int
+    topk: int
+    own: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
 class LinearAttention:
     """Gated DeltaNet (Qwen3-Next, Qwen3.5) or Kimi Delta Attention (Kimi Linear / K3):
     conv state plus a k_dim x v_dim state per head. KDA differs in its gate projections
@@ -194,6 +207,7 @@ class ModelArch:
     # and before the MLP of every layer, and once before the output head.
     attn_res: bool = False
     compressed: CompressedAttention | None = None
+    sparse_indexer: SparseIndexer | None = None
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""
@@ -239,6 +253,8 @@ _FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text
 # Families whose attention output passes a per-head sigmoid gate (g_proj).
 _HEAD_GATE_FAMILIES = {"step3p5", "step3p7"}
 _FUSED_QKV_FAMILIES = {"phi3"}
+# Families with DeepSeek Sparse Attention's lightning indexer.
+_DSA_FAMILIES = {"deepseek_v32", "glm_moe_dsa"}
 
 
 def _first(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
@@ -500,6 +516,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         )
     compressed = _compressed_attention(name, t, n_layers) if model_type == "deepseek_v4" \
         else None
+    sparse = _sparse_indexer(name, t, n_layers) if model_type in _DSA_FAMILIES else None
     chunk = int(t.get("attention_chunk_size") or 0) if LayerKind.CHUNKED in kinds else 0
     max_ctx = int(_first(t, "max_position_embeddings", "seq_length", "max_sequence_length",
                          default=0) or 0)
@@ -554,7 +571,26 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         layer_scalar=model_type == "gemma4_text",
         attn_res=bool(t.get("attn_res_block_size")),
         compressed=compressed,
+        sparse_indexer=sparse,
     )
+
+
+def _sparse_indexer(name: str, t: Mapping[str, Any], n_layers: int) -> SparseIndexer:
+    """The lightning indexer of DeepSeek-V3.2 / GLM-5; GLM-5.3 names per layer whether an
+    indexer is its own ("full") or reuses the previous one's top-k ("shared")."""
+    types = t.get("indexer_types")
+    if types is None:
+        if int(t.get("index_topk_freq") or 1) > 1:
+            raise ConfigError(name, "an indexer sharing pattern without indexer_types is not "
+                                    "modelled")
+        own = (True,) * n_layers
+    else:
+        if len(types) < n_layers or set(types) - {"full", "shared"}:
+            raise ConfigError(name, "indexer_types is not one of full / shared per layer")
+        own = tuple(x == "full" for x in types[:n_layers])
+    return SparseIndexer(heads=int(_require(name, t, "index_n_heads")),
+                         head_dim=int(_require(name, t, "index_head_dim")),
+                         topk=int(_require(name, t, "index_topk")), own=own)
 
 
 def _compressed_attention(name: str, t: Mapping[str, Any], n_layers: int) -> CompressedAttention:

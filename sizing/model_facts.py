@@ -42,6 +42,36 @@ def _compressed_elems_per_token(m: ModelArch) -> int:
     return entries + keys
 
 
+def _indexer_key_elems_per_token(m: ModelArch) -> int:
+    """DeepSeek Sparse Attention caches one index_head_dim key per token in every layer
+    with its own indexer (vLLM and llama.cpp alike; llama.cpp in the main cache's type)."""
+    s = m.sparse_indexer
+    return s.head_dim * sum(s.own) if s is not None else 0
+
+
+def _sparse_attention(m: ModelArch) -> dict[str, int]:
+    """Layers whose attention reads only the top `index_topk` of a pool of context /
+    `sparse_ratio` cache entries `sparse_entry_elems` wide, and the layers whose indexer
+    scores all of them: DeepSeek-V4's CSA layers (pooled 4:1), DeepSeek Sparse Attention's
+    MLA layers (every token). Zero for dense attention."""
+    c, s = m.compressed, m.sparse_indexer
+    if c is not None:
+        csa = sum(r == CSA_RATIO for r in c.ratios)
+        return {"n_sparse_layers": csa, "sparse_ratio": CSA_RATIO,
+                "sparse_entry_elems": m.head_dim, "n_indexer_layers": csa,
+                "index_topk": c.index_topk,
+                "index_flops_per_key": 2 * c.index_heads * c.index_head_dim,
+                "n_hca_layers": sum(r == HCA_RATIO for r in c.ratios)}
+    if s is not None:
+        return {"n_sparse_layers": sum(k is LayerKind.FULL for k in m.layer_kinds),
+                "sparse_ratio": 1, "sparse_entry_elems": m.head_dim,
+                "n_indexer_layers": sum(s.own), "index_topk": s.topk,
+                "index_flops_per_key": 2 * s.heads * s.head_dim, "n_hca_layers": 0}
+    return dict.fromkeys(("n_sparse_layers", "sparse_ratio", "sparse_entry_elems",
+                          "n_indexer_layers", "index_topk", "index_flops_per_key",
+                          "n_hca_layers"), 0)
+
+
 def _compressor_state_elems(m: ModelArch) -> int:
     """DeepSeek-V4's compressors keep the partly pooled window (kv and gate scores, F32)
     per sequence: 2 x ratio x width, doubled twice at CSA_RATIO's overlapping windows,
@@ -105,8 +135,8 @@ def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> fl
 def model_row(m: ModelArch) -> dict[str, Any]:
     """The per-model dimension row: parameters and cache geometry."""
     p = count_params(m)
-    c = m.compressed
     conv, ssm = _state_elems_per_sequence(m)
+    sparse = _sparse_attention(m)
     window = m.sliding_window or m.chunk_size
     return {
         "model_id": m.name,
@@ -123,14 +153,16 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
         "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,))
-        + _compressed_elems_per_token(m),
+        + _compressed_elems_per_token(m) + _indexer_key_elems_per_token(m),
         "kv_window_elems_per_token": _kv_elems_per_token(
             m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
         "kv_window_tokens": window,
         "state_conv_elems_per_seq": conv,
         "state_ssm_elems_per_seq": ssm,
         "ffn_active_width": _ffn_active_width(m),
-        "n_full_attention_layers": sum(k is LayerKind.FULL for k in m.layer_kinds),
+        # Layers attending densely to the whole context (sparse ones are counted apart).
+        "n_full_attention_layers": sum(k is LayerKind.FULL for k in m.layer_kinds)
+        - (sparse["n_sparse_layers"] if m.sparse_indexer is not None else 0),
         "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED)
                                for k in m.layer_kinds),
         "attn_head_dim": _attention_head_dim(m),
@@ -138,12 +170,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,
-        # DeepSeek-V4's compressed layers, for prefill FLOPs and decode reads.
-        "n_csa_layers": sum(r == CSA_RATIO for r in c.ratios) if c else 0,
-        "n_hca_layers": sum(r == HCA_RATIO for r in c.ratios) if c else 0,
-        "index_topk": c.index_topk if c else 0,
-        # Indexer scoring: one dot product per indexer head with each compressed key.
-        "index_flops_per_key": 2 * c.index_heads * c.index_head_dim if c else 0,
+        **sparse,
     }
 
 

@@ -14,16 +14,17 @@ fit's output, and tests/test_speed_calibration.py refits them and checks they ag
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
 `expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,
 `n_heads`, `attn_head_dim`, `attn_head_dim_full`, `n_full_attention_layers`,
-`n_window_layers`, DeepSeek-V4's `n_csa_layers`, `n_hca_layers`, `index_topk` and
-`index_flops_per_key`, `prompt_tokens`, `host_bandwidth_gb_s` and the fitted constants of
-efficiency_columns().
+`n_window_layers`, the sparse-attention columns of sizing.model_facts (`n_sparse_layers`,
+`sparse_ratio`, `sparse_entry_elems`, `n_indexer_layers`, `index_topk`,
+`index_flops_per_key`, `n_hca_layers`), `prompt_tokens`, `host_bandwidth_gb_s` and the
+fitted constants of efficiency_columns().
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from sizing.architecture import CSA_RATIO, HCA_RATIO
+from sizing.architecture import HCA_RATIO
 from sizing.memory import (
     LLAMA_CPP,
     LLAMA_CPP_UBATCH,
@@ -103,13 +104,13 @@ def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
 
 
 def kv_bytes_read_per_step() -> pl.Expr:
-    """The KV cache and state a decode step reads: all of it, except that DeepSeek-V4's
-    CSA layers attend to only the `index_topk` pooled entries their indexer picks (the
-    indexer keys themselves are read whole)."""
-    pooled = kv_cells_full(_c("context"), _c("batch")) / CSA_RATIO
+    """The KV cache and state a decode step reads: all of it, except that sparse layers
+    (DeepSeek-V4's CSA, DeepSeek Sparse Attention) attend to only the `index_topk` entries
+    their indexer picks (the indexer keys themselves are read whole)."""
+    pooled = kv_cells_full(_c("context"), _c("batch")) / _c("sparse_ratio").clip(lower_bound=1)
     unread = (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)
-    return kv_cache_bytes() \
-        - _c("n_csa_layers") * _c("head_dim") * unread * kv_bytes_per_element()
+    return kv_cache_bytes() - _c("n_sparse_layers") * _c("sparse_entry_elems") * unread \
+        * kv_bytes_per_element()
 
 
 def efficiency_columns() -> list[pl.Expr]:
@@ -154,20 +155,21 @@ def causal_pairs(queries: pl.Expr, keys_seen: pl.Expr) -> pl.Expr:
 def attention_flops(p: pl.Expr) -> pl.Expr:
     """FLOPs of attention over a prompt of `p` tokens: 2 x (QK width + AV width) = 4 x
     `attn_head_dim` per query-key pair and head. Full layers see every earlier token,
-    window layers the last `kv_window_tokens`. DeepSeek-V4 (sizing.architecture
-    CompressedAttention) adds, per CSA layer, the top `index_topk` of the p / 4 pooled
-    entries and the indexer scoring all of them; per HCA layer all p / 128 entries."""
+    window layers the last `kv_window_tokens`. Sparse layers (DeepSeek-V4's CSA: pooled
+    4:1; DeepSeek Sparse Attention: every token) see the top `index_topk` entries after
+    their indexer scored all of them; DeepSeek-V4's HCA layers see all p / 128 entries."""
     per_pair = 4 * _c("n_heads")
     full = _c("n_full_attention_layers") * _c("attn_head_dim_full") * causal_pairs(p, p)
     window = _c("n_window_layers") * _c("attn_head_dim") \
         * causal_pairs(p, pl.min_horizontal(p, _c("kv_window_tokens")))
-    csa_entries, hca_entries = p / CSA_RATIO, p / HCA_RATIO
-    compressed = _c("attn_head_dim") * (
-        _c("n_csa_layers") * CSA_RATIO * causal_pairs(csa_entries, _c("index_topk"))
+    ratio = _c("sparse_ratio").clip(lower_bound=1)
+    entries, hca_entries = p / ratio, p / HCA_RATIO
+    sparse = _c("attn_head_dim_full") * (
+        _c("n_sparse_layers") * ratio * causal_pairs(entries, _c("index_topk"))
         + _c("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
-    indexer = _c("n_csa_layers") * _c("index_flops_per_key") * CSA_RATIO \
-        * causal_pairs(csa_entries, csa_entries)
-    return per_pair * (full + window + compressed) + indexer
+    indexer = _c("n_indexer_layers") * _c("index_flops_per_key") * ratio \
+        * causal_pairs(entries, entries)
+    return per_pair * (full + window + sparse) + indexer
 
 
 def prefill_seconds() -> pl.Expr:

@@ -59,6 +59,9 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
                 _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank, ne2=m.n_heads),
                 _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
                 _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
+        s = m.sparse_indexer
+        if s is not None and s.own[i]:
+            out += _lightning_indexer(m, i)
         if a.output_gate:
             out.append(_w(i, "attn_gate", h, m.n_heads * a.v_head_dim))
         return out
@@ -108,6 +111,17 @@ def _compressed_attention(m: ModelArch, i: int) -> list[Tensor]:
         out += [_w(i, "indexer_q_b", q, ih), _w(i, "indexer_weights_proj", h, c.index_heads),
                 *_compressor(i, "indexer_compressor", h, c.index_head_dim, ratio)]
     return out
+
+
+def _lightning_indexer(m: ModelArch, i: int) -> list[Tensor]:
+    """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2-Exp inference/model.py Indexer;
+    vLLM, llama.cpp): queries from the MLA q latent, one shared key head with a LayerNorm
+    (weight and bias), and per-head weights on the scores."""
+    s, h = m.sparse_indexer, m.hidden
+    return [_w(i, "indexer_q_b", m.mla.q_lora_rank, s.heads * s.head_dim),
+            _w(i, "indexer_k", h, s.head_dim), _v(i, "indexer_k_norm", s.head_dim),
+            _v(i, "indexer_k_norm.bias", s.head_dim),
+            _w(i, "indexer_weights_proj", h, s.heads)]
 
 
 def _compressor(i: int, name: str, hidden: int, width: int, ratio: int) -> list[Tensor]:

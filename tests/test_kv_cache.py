@@ -150,3 +150,23 @@ def test_deepseek_v4_compressed_cache_and_compressor_state():
     csa_state = 2 * (2 * 4) * (2 * 512) + 2 * (2 * 4) * (2 * 128)  # main + indexer compressor
     assert row["state_ssm_elems_per_seq"] == 21 * csa_state + 20 * 2 * 128 * 512
     assert row["kv_heads"] == 1  # one KV head: replicated, not split, under tensor parallelism
+
+
+def test_sparse_attention_indexer_keys_and_capped_reads():
+    """DeepSeek Sparse Attention caches a 128-wide indexer key per token beside the MLA
+    latent (576) on every layer with its own indexer (llama.cpp PR #23346, in the main
+    cache's type; since PR #26474 only on GLM-5.3's "full" indexer layers). A decode step
+    reads every indexer key but only the top 2048 latent entries (FlashMLA's sparse
+    kernel, vLLM's sparse MLA backend)."""
+    from sizing.speed import kv_bytes_read_per_step
+
+    assert model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))["kv_full_elems_per_token"] \
+        == 61 * (576 + 128)
+    assert model_row(load_arch("zai-org/GLM-5.3"))["kv_full_elems_per_token"] \
+        == 78 * 576 + 21 * 128
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
+        "engine": "llama.cpp", "context": 131072, "kv_dtype": "f16", "batch": 1,
+        "max_num_batched_tokens": 2048}
+    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
+    read = df.select(kv_bytes_read_per_step()).item()
+    assert read == 61 * (128 * 131072 + 576 * 2048) * 2

@@ -85,3 +85,22 @@ def test_kimi_k3_checkpoint_bytes():
     m = load_arch("moonshotai/Kimi-K3")
     assert checkpoint_format(m) == "MXFP4"
     assert format_row(m, "MXFP4")["weights_bytes"] == pytest.approx(1.56e12 - 0.8e9, abs=0.005e12)
+
+
+def test_lightning_indexer_weights():
+    """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2-Exp inference/model.py Indexer):
+    wq_b q_lora_rank -> heads x head_dim, wk hidden -> head_dim, k_norm LayerNorm (weight
+    and bias), weights_proj hidden -> heads. DeepSeek-V3.2 has one on each of its 61 layers
+    (config: q_lora_rank 1536, hidden 7168, index_n_heads 64, index_head_dim 128) and is
+    otherwise DeepSeek-V3. GLM-5.3 keeps its own indexer on the 21 "full" indexer_types
+    layers only; the Hub's safetensors totals of GLM-5 (753,864,139,008) and GLM-5.2 / 5.3
+    (753,329,940,480; huggingface.co/api/models/zai-org/GLM-5.2, as quoted in public test
+    fixtures) differ by exactly the 57 indexers of the other layers (hidden 6144,
+    q_lora_rank 2048, 32 heads)."""
+    v3 = count_params(load_arch("deepseek-ai/DeepSeek-V3")).total
+    v32 = count_params(load_arch("deepseek-ai/DeepSeek-V3.2")).total
+    assert v32 - v3 == 61 * (1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64)
+    glm5 = count_params(load_arch("zai-org/GLM-5")).total
+    glm53 = count_params(load_arch("zai-org/GLM-5.3")).total
+    assert glm5 - glm53 == 753_864_139_008 - 753_329_940_480
+    assert glm5 - glm53 == 57 * (2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32)

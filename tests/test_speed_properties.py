@@ -96,3 +96,18 @@ def test_deepseek_v4_decode_reads_only_the_picked_entries():
     held, read = df.select(kv_cache_bytes().alias("held"),
                            kv_bytes_read_per_step().alias("read")).row(0)
     assert held - read == 21 * 512 * (1_048_576 // 4 - 512) * 2
+
+
+def test_sparse_attention_prefill_counts_each_query_like_the_reference():
+    """DeepSeek-V3.2 (inference/model.py of V3.2-Exp): each of the 61 MLA layers attends to
+    the top min(2048, t) earlier tokens its indexer picks after scoring all t of them
+    (64 heads x 128); MLA's heads are 192 wide for QK and 128 for AV, 128 heads."""
+    from sizing.speed import attention_flops
+
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))
+    p = 8192
+    pairs = sum(min(t, 2048) for t in range(1, p + 1))
+    expected = 61 * (2 * 128 * (192 + 128) * pairs
+                     + sum(range(1, p + 1)) * 2 * 64 * 128)
+    ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
+    assert ours == pytest.approx(expected, rel=0.01)
