@@ -133,7 +133,14 @@ def _find_gpu(query: str):
 def estimate_command(args: argparse.Namespace) -> int:
     _use_project_instance()
     from sizing.architecture import ConfigError, parse_config
-    from sizing.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
+    from sizing.estimate import (
+        Configuration,
+        Device,
+        InvalidConfiguration,
+        Usage,
+        default_kv_dtype,
+        estimate,
+    )
 
     if args.config:
         path, name = Path(args.config), Path(args.config).parent.name or args.config
@@ -150,7 +157,7 @@ def estimate_command(args: argparse.Namespace) -> int:
     device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
                     gpu["price_new_usd"], gpu["price_used_usd"])
-    kv = args.kv_dtype or ("f16" if args.engine == "llama.cpp" else "auto")
+    kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens)
     offers = _published_offers()

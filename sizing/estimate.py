@@ -21,6 +21,7 @@ from sizing.memory import (
     ENGINES,
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
+    VLLM,
     default_batched_tokens,
     kv_bytes_per_element_column,
     memory_columns,
@@ -81,6 +82,14 @@ class InvalidConfiguration(ValueError):
     """A configuration the engines cannot run (unknown format, context out of range...)."""
 
 
+def default_kv_dtype(m: ModelArch, engine: str) -> str:
+    """The KV-cache type an engine uses unless told otherwise: llama.cpp's f16, vLLM's
+    model dtype, or FP8 where vLLM accepts nothing else (DeepSeek-V4)."""
+    if engine == LLAMA_CPP:
+        return "f16"
+    return "fp8" if m.compressed is not None else "auto"
+
+
 def validate(m: ModelArch, c: Configuration) -> None:
     if c.engine not in ENGINES:
         raise InvalidConfiguration(f"unknown engine {c.engine!r}; known: {', '.join(ENGINES)}")
@@ -94,6 +103,8 @@ def validate(m: ModelArch, c: Configuration) -> None:
         raise InvalidConfiguration(
             f"{c.engine} KV cache types are {', '.join(KV_DTYPES_BY_ENGINE[c.engine])}, "
             f"not {c.kv_dtype!r}")
+    if c.engine == VLLM and m.compressed is not None and c.kv_dtype != "fp8":
+        raise InvalidConfiguration(f"vllm runs {m.name} with an fp8 KV cache only")
     if c.context <= 0:
         raise InvalidConfiguration(f"context must be positive, got {c.context}")
     if c.context > m.max_context:

@@ -1,8 +1,8 @@
 """The default configuration grid of the published fit matrix (documented in warehouse/README.md).
 
 Rows that cannot exist are not generated: a format the engine cannot load, a context
-beyond the model's maximum, a GPU the engine does not run on, or vLLM tensor
-parallelism that does not divide the attention heads.
+beyond the model's maximum, a GPU the engine does not run on, vLLM tensor parallelism
+that does not divide the attention heads, or a KV-cache type vLLM refuses for the model.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
     configurations multiplied by contexts, KV-cache types and batches."""
     rows = (configured.join(contexts(models), on="model_id")
             .join(engine_kv_dtypes(), on="engine")
+            .filter(~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == VLLM)
+                      & (pl.col("kv_dtype") != "fp8")))
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())

@@ -234,3 +234,12 @@ def test_a_stated_count_that_disagrees_is_flagged():
     assert param_check_frame(stated, models).get_column("verdict").to_list() == ["differs"]
     right = stated.with_columns(pl.lit("8.03e9").alias("total_params"))
     assert param_check_frame(right, models).get_column("verdict").to_list() == ["agrees"]
+
+
+def test_matrix_has_only_the_kv_types_vllm_accepts_for_deepseek_v4(warehouse_root):
+    vllm = pl.scan_parquet(store.latest_parquet_uri("fit_matrix", base=warehouse_root)) \
+        .filter(pl.col("engine") == "vllm").select("model_id", "kv_dtype").unique().collect()
+    v4 = vllm.filter(pl.col("model_id") == "deepseek-ai/DeepSeek-V4-Flash")
+    assert v4.height and set(v4.get_column("kv_dtype")) == {"fp8"}
+    assert set(vllm.filter(pl.col("model_id") == "Qwen/Qwen3-8B").get_column("kv_dtype")) \
+        == {"auto", "fp8"}

@@ -89,3 +89,16 @@ def test_vllm_holds_gemma4_k_proj_twice():
     assert vllm["weights_gpu_gib"] * BYTES_PER_GIB == pytest.approx(
         vllm["weights_bytes"] + copy_bytes)
     assert format_row(load_arch("Qwen/Qwen3-8B"), "BF16")["vllm_copy_bytes"] == 0
+
+
+def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
+    """vllm/model_executor/layers/deepseek_v4_attention.py: "DeepseekV4 only supports fp8
+    kv-cache format". An estimate that asks for vLLM's default cache is refused and the
+    default it picks is fp8 (the matrix side: tests/test_pipeline.py)."""
+    from sizing.estimate import InvalidConfiguration, default_kv_dtype
+
+    m = load_arch("deepseek-ai/DeepSeek-V4-Flash")
+    with pytest.raises(InvalidConfiguration, match="fp8 KV cache only"):
+        estimate(m, Configuration("FP8", 8192, "auto", engine="vllm"), Device("x", 192.0))
+    assert default_kv_dtype(m, "vllm") == "fp8" and default_kv_dtype(m, "llama.cpp") == "f16"
+    assert default_kv_dtype(load_arch("Qwen/Qwen3-8B"), "vllm") == "auto"

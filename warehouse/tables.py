@@ -71,6 +71,7 @@ MODELS = TableContract(
             "kv_window_tokens": pl.Int64(), "state_conv_elems_per_seq": pl.Int64(),
             "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
             "n_experts_active": pl.Int64(), "is_mla": pl.Boolean(),
+            "vllm_kv_fp8_only": pl.Boolean(),
             "n_sparse_layers": pl.Int64(), "sparse_ratio": pl.Int64(),
             "sparse_entry_elems": pl.Int64(), "n_indexer_layers": pl.Int64(),
             "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
