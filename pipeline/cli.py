@@ -47,7 +47,7 @@ def refresh(args: argparse.Namespace) -> int:
     print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
     for table in ("gpus", "weight_formats", "engines", "hub_models", "gguf_files", "models",
                   "model_quarantine", "weights", "fit_configurations", "fit_matrix", "cost_basis",
-                  "cost_matrix", "coverage",
+                  "cost_matrix", "coverage", "param_checks", "gguf_published_sizes",
                   "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                   "gpu_prices", "price_quarantine", "cheapest_offers"):
         latest = store.history(table)[0]

@@ -26,11 +26,12 @@ from assets.sizing.assets import (
     weights,
     weights_match_published_gguf,
 )
+from assets.sizing.published_sizes import gguf_published_sizes
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-              fit_matrix_table, cost_matrix, coverage, param_checks,
+              fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(

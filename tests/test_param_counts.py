@@ -3,7 +3,7 @@
 Official figures (model cards): Qwen2.5-72B-Instruct "Number of Parameters: 72.7B,
 Number of Paramaters (Non-Embedding): 70.0B"; Qwen3-30B-A3B "30.5B in total and 3.3B
 activated"; gpt-oss-120b "117B parameters"; Llama-3.1-8B "8.03B" (the llama.cpp log
-"model params = 8.03 B" in tests/data/published_gguf_sizes.csv); Llama-3.1-70B
+"model params = 8.03 B" in data/catalogs/published_gguf_sizes.csv); Llama-3.1-70B
 "70.55 B" (gguf-parser-go@8dc7a62 README). A figure printed to 0.1 B is only known to
 +-0.05 B, which the tolerance adds to 0.5 %.
 """

@@ -25,7 +25,7 @@ def test_definitions_load():
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
-                    "param_checks",
+                    "param_checks", "gguf_published_sizes",
                     "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                     "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
@@ -243,3 +243,16 @@ def test_matrix_has_only_the_kv_types_vllm_accepts_for_deepseek_v4(warehouse_roo
     assert v4.height and set(v4.get_column("kv_dtype")) == {"fp8"}
     assert set(vllm.filter(pl.col("model_id") == "Qwen/Qwen3-8B").get_column("kv_dtype")) \
         == {"auto", "fp8"}
+
+
+def test_published_gguf_sizes_beside_the_computed_ones(warehouse_root):
+    """Qwen2.5-72B-Instruct Q4_K_M: the reference page's model, 47.4 GB published; the
+    computed size is within 1 % (the table the check and readers use, not a copy)."""
+    sizes = store.read("gguf_published_sizes", base=warehouse_root)
+    q = sizes.filter((pl.col("model_id") == "Qwen/Qwen2.5-72B-Instruct")
+                     & (pl.col("quant") == "Q4_K_M")).row(0, named=True)
+    assert abs(q["relative_diff"]) < 0.01 and q["computed_bytes"] > 47e9
+    compared = sizes.filter(pl.col("computed_bytes").is_not_null()
+                            & pl.col("deviation").is_null())
+    assert compared.height >= 110 and compared.get_column("model_id").n_unique() >= 20
+    assert sizes.filter(pl.col("sized_as").is_null()).height > 0  # rows waiting for a config

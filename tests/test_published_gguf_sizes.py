@@ -1,4 +1,4 @@
-"""Computed GGUF weight bytes against published file sizes (tests/data/published_gguf_sizes.csv).
+"""Computed GGUF weight bytes against published file sizes (data/catalogs/published_gguf_sizes.csv).
 
 Each row there names its source (Hugging Face listings, gguf-parser-go's README, llama.cpp
 load logs, app catalogs) and the unit as printed. A size printed to 0.1 GiB carries a
@@ -14,29 +14,19 @@ import pytest
 
 from sizing.tensors import enumerate_tensors
 from sizing.weights import WEIGHT_FORMATS, weight_bytes
-from tests.conftest import ROOT, TEST_DATA, config_path, load_arch
+from tests.conftest import ROOT, config_path, load_arch
 
 UNIT_BYTES = {"B": 1, "GB": 1e9, "GiB": 2**30, "MiB": 2**20}
 QUANT_NAMES = {"FP16": "F16", "MXFP4": "MXFP4_MOE"}
 TARGET = 0.02
 # Unsloth's UD mixes are sized as their base type (recipe not public): a looser bound.
 APPROXIMATE_TARGET = 0.06
-# Published files whose recipe is not llama.cpp's: explained, and excluded from the bound.
-# Keyed by the model or by the GGUF repository.
-KNOWN_DEVIATIONS = {
-    "microsoft/phi-4": "published phi-4 GGUFs come from Unsloth's 'llamafied' re-upload "
-                       "(split q/k/v and gate/up) or an older llama-quantize attn_qkv rule",
-    **dict.fromkeys(
-        [f"google/gemma-3-{size}-it-qat-q4_0-gguf" for size in ("4b", "12b", "27b")],
-        "Google's QAT files keep the embedding table in F16 where llama-quantize picks Q6_K "
-        "(huggingface.co/stduhpf/google-gemma-3-4b-it-qat-q4_0-gguf-small: 'The official "
-        "QAT weights released by google use fp16 (instead of Q6_K) for the embeddings "
-        "table'): +9 % to +24 %"),
-}
 
 
 def _deviates(r) -> bool:
-    return r["model_repo"] in KNOWN_DEVIATIONS or r["gguf_repo"] in KNOWN_DEVIATIONS
+    """Published files whose recipe is not llama.cpp's: the data file says why, and they
+    are left out of the bound."""
+    return bool(r["deviation"])
 
 
 def _stand_ins() -> dict[str, str]:
@@ -50,7 +40,7 @@ STAND_INS = _stand_ins()
 
 
 def _rows():
-    with open(TEST_DATA / "published_gguf_sizes.csv") as f:
+    with open(ROOT / "data" / "catalogs" / "published_gguf_sizes.csv") as f:
         for r in csv.DictReader(f):
             quant = QUANT_NAMES.get(r["quant"], r["quant"])
             repo = STAND_INS.get(r["model_repo"], r["model_repo"])

@@ -3,7 +3,7 @@
 Expected values are published facts, not our output:
 - BF16 135.43 GiB and Q8_0 71.95 GiB: 72.706 B parameters x 2 bytes and x 8.5 bits.
 - Q4_K_M file 47.4 GB (44.15 GiB, 5.22 bpw): bartowski/Qwen2.5-72B-Instruct-GGUF file page
-  and gguf-parser-go@8dc7a62 README (tests/data/published_gguf_sizes.csv).
+  and gguf-parser-go@8dc7a62 README (data/catalogs/published_gguf_sizes.csv).
 - KV f16: 80 layers x 8 KV heads x 128 x (K+V) x 2 bytes = 320 KiB per token (llama.cpp
   llama_kv_cache: k/v tensors of n_embd_k_gqa x kv_size), 2.5 GiB at 8K, 10 GiB at 32K.
 """

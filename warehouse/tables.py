@@ -177,6 +177,20 @@ ENGINES = TableContract(
     not_null=("engine", "kv_dtypes"),
 )
 
+GGUF_PUBLISHED_SIZES = TableContract(
+    "gguf_published_sizes",
+    keys=("model_id", "gguf_repo", "quant", "source_url"),
+    schema={"model_id": pl.String(), "sized_as": pl.String(), "gguf_repo": pl.String(),
+            "quant": pl.String(), "quantizer": pl.String(), "imatrix": pl.String(),
+            "published_value": pl.String(), "published_unit": pl.String(),
+            "published_bytes": pl.Float64(), "computed_bytes": pl.Int64(),
+            "relative_diff": pl.Float64(), "deviation": pl.String(), "source_url": pl.String(),
+            "source_date": pl.String(), "quote": pl.String(), "notes": pl.String()}
+    | VERIFIED_AT,
+    not_null=("model_id", "gguf_repo", "quant", "published_bytes", "source_url"),
+    rules=(("published sizes are positive", pl.col("published_bytes") > 0),),
+)
+
 PARAM_CHECKS = TableContract(
     "param_checks",
     keys=("model_id",),
@@ -307,5 +321,5 @@ COST_MATRIX = TableContract(
 
 CONTRACTS = {c.name: c for c in (
     COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
-    FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS, GPU_PRICES,
-    PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+    FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
+    GGUF_PUBLISHED_SIZES, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
