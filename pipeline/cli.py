@@ -178,6 +178,7 @@ def estimate_command(args: argparse.Namespace) -> int:
             "launch_vllm", "launch_vllm_reason")
     out = {k: r.get(k) for k in keys}
     out["cost_per_mtok_usd_reason"] = r.get("cost_per_mtok_usd_reason")
+    out["prefill_tok_s_reason"] = r.get("prefill_tok_s_reason")
     out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
     r["recommendations"] = out["recommendations"]
     if args.json:
@@ -198,8 +199,11 @@ def estimate_command(args: argparse.Namespace) -> int:
     print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
     print(f"  decode            {_fmt(r['decode_tok_s'], '.1f')} tok/s per sequence, "
           f"{_fmt(r['decode_aggregate_tok_s'], '.1f')} tok/s in all")
-    print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first token "
-          f"{_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    if r["prefill_tok_s"] is None:
+        print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
+    else:
+        print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first "
+              f"token {_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
     b = r["cost_basis"]
     if r["cost_per_mtok_usd"] is None:
         print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")

@@ -170,6 +170,11 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
                          "purchase_used_usd": out["purchase_used_usd"]}
     if u.price_per_gpu_hour_usd is None:
         out["cost_per_mtok_usd_reason"] = f"no hourly price: {u.price_source}"
+    if out["prefill_tok_s"] is None:
+        out["prefill_tok_s_reason"] = (
+            f"no published dense FP16 tensor throughput for {d.name}"
+            if d.fp16_dense_tflops is None
+            else f"prefill not calibrated for {c.engine} on {d.vendor or 'this vendor'}'s GPUs")
     ft = finetune_memory(m)
     for key, regime in ft.items():
         out[f"finetune_{key}_gib"] = regime.total_gib

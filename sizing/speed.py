@@ -45,7 +45,8 @@ from sizing.memory import (
 # the dense FP16 peak, llama.cpp a third; vLLM's FP8 runs are timed at the FP16 peak: on
 # the H100 they prefill 1.2x faster than BF16, not the FP8 peak's 2x): AMD's 3 rows (one
 # MI300X build, 1.3 % of the dense FP16 peak) are too few, and Apple publishes no dense
-# FP16 figure, so no prefill there.
+# FP16 figure, so no prefill there. The pooled prefill fits are reported, not used for
+# prediction (efficiency_columns).
 DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
               "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "llama.cpp|AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
@@ -76,16 +77,17 @@ def _c(name: str) -> pl.Expr:
     return pl.col(name).cast(pl.Float64)
 
 
-def _fitted(table: dict[str, dict[str, float]], field: str) -> pl.Expr:
-    """The fitted constant for the row's engine and vendor, else the engine's, else the
-    fallback engine's. Evaluated on the small (GPU, engine) dimension table, not per row."""
+def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True) -> pl.Expr:
+    """The fitted constant for the row's engine and vendor, else (with `pooled`) the
+    engine's, else the fallback engine's; without `pooled`, null where the vendor has no
+    fit of its own. Evaluated on the small (GPU, engine) dimension table, not per row."""
     per_vendor = {k: v[field] for k, v in table.items() if "|" in k}
     per_engine = {k: v[field] for k, v in table.items() if "|" not in k}
     engine = pl.col("engine").replace_strict(per_engine, default=table[FALLBACK_ENGINE][field],
                                              return_dtype=pl.Float64)
     key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
-    return key.replace_strict(per_vendor, default=None, return_dtype=pl.Float64) \
-        .fill_null(engine)
+    vendor = key.replace_strict(per_vendor, default=None, return_dtype=pl.Float64)
+    return vendor.fill_null(engine) if pooled else vendor
 
 
 def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
@@ -119,7 +121,10 @@ def efficiency_columns() -> list[pl.Expr]:
     sets them to 1, 0 and 1 to get the bare roofline.)"""
     return [_fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
-            _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency")]
+            # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
+            # vendor's own fit is used (the pooled one predicted AMD's measured MI300X
+            # llama.cpp build 25x too fast), else no prefill figure.
+            _fitted(PREFILL_FIT, "efficiency", pooled=False).alias("prefill_efficiency")]
 
 
 def decode_step_seconds() -> pl.Expr:

@@ -102,3 +102,19 @@ def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
         estimate(m, Configuration("FP8", 8192, "auto", engine="vllm"), Device("x", 192.0))
     assert default_kv_dtype(m, "vllm") == "fp8" and default_kv_dtype(m, "llama.cpp") == "f16"
     assert default_kv_dtype(load_arch("Qwen/Qwen3-8B"), "vllm") == "auto"
+
+
+def test_prefill_only_where_the_vendor_is_calibrated():
+    """Prefill reaches 1 % to 50 % of the tensor peak depending on the engine's kernels:
+    a figure is given only where the engine has a fit on the vendor's own measurements
+    (NVIDIA), else null with the reason (AMD's only measured llama.cpp build ran at 1.3 %
+    of the MI300X's peak, 25x below the pooled fit)."""
+    m = load_arch("Qwen/Qwen3-8B")
+    conf = Configuration("Q4_K_M", 8192, "f16")
+    amd = estimate(m, conf, Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0))
+    nvidia = estimate(m, conf, Device("h100", 80.0, False, "NVIDIA", 3350.0, 989.0))
+    assert amd["prefill_tok_s"] is None and amd["ttft_ms"] is None
+    assert "not calibrated for llama.cpp on AMD" in amd["prefill_tok_s_reason"]
+    assert nvidia["prefill_tok_s"] > 0 and "prefill_tok_s_reason" not in nvidia
+    apple = estimate(m, conf, Device("mac", 64.0, True, "Apple", 400.0))
+    assert "no published dense FP16" in apple["prefill_tok_s_reason"]
