@@ -67,6 +67,17 @@ UNIFIED_GPU_SHARE = 0.75
 TIGHT_HEADROOM_FRACTION = 0.05
 
 
+# vLLM's own layouts for the sparse-attention caches (DeepSeek-V3.2, GLM-5, DeepSeek-V4):
+# the indexer keys are always FP8 with one F32 scale per 128 (132 bytes per 128-wide key:
+# vllm/model_executor/models/deepseek_v2.py DeepseekV32IndexerCache), whatever the KV
+# type; with an FP8 cache each MLA latent entry takes 656 bytes for 576 values (512 FP8,
+# four F32 scales, 64 BF16 RoPE: FlashMLA's "FP8 with scale" format, flashmla_sparse.py)
+# and each DeepSeek-V4 entry 584 bytes for 512 values (448 FP8, 64 BF16 RoPE, 7 scales and
+# a pad byte: deepseek_v4_attention.py). The model columns `vllm_fp8_entry_extra_bytes`
+# (656 - 576 or 584 - 512) and `index_key_elems_per_token` carry these to the rows.
+VLLM_INDEXER_BYTES_PER_ELEMENT = 132 / 128
+
+
 def _c(name: str) -> pl.Expr:
     return pl.col(name).cast(pl.Float64)
 
@@ -162,9 +173,23 @@ def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None)
     """KV cache plus recurrent state for the whole model (all GPUs together)."""
     context = _c("context") if context is None else context
     batch = _c("batch") if batch is None else batch
-    attention = (_c("kv_full_elems_per_token") * kv_cells_full(context, batch)
-                 + _c("kv_window_elems_per_token") * kv_cells_window(context, batch))
-    return attention * kv_bytes_per_element() + state_bytes_per_sequence() * batch
+    full, window = kv_cells_full(context, batch), kv_cells_window(context, batch)
+    attention = (_c("kv_full_elems_per_token") * full
+                 + _c("kv_window_elems_per_token") * window)
+    return attention * kv_bytes_per_element() + state_bytes_per_sequence() * batch \
+        + _vllm_sparse_layout_bytes(full, window)
+
+
+def _vllm_sparse_layout_bytes(full: pl.Expr, window: pl.Expr) -> pl.Expr:
+    """What vLLM's sparse-attention cache layouts add to (or, for the indexer keys under a
+    16-bit cache, take from) elements x bytes per element: see VLLM_INDEXER_BYTES_PER_ELEMENT.
+    Entries: one per MLA layer per token, or DeepSeek-V4's pooled and window entries."""
+    fp8 = pl.col("kv_dtype") == "fp8"
+    entries = _c("vllm_fp8_entries_per_token") * full + _c("n_window_layers") * window
+    layout = pl.when(fp8).then(_c("vllm_fp8_entry_extra_bytes") * entries).otherwise(0.0)
+    indexer = _c("index_key_elems_per_token") * full \
+        * (VLLM_INDEXER_BYTES_PER_ELEMENT - kv_bytes_per_element())
+    return pl.when(_is_llama()).then(0.0).otherwise(layout + indexer)
 
 
 def runtime_bytes_per_gpu() -> pl.Expr:

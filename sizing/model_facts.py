@@ -31,22 +31,42 @@ def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:
 
 def _compressed_elems_per_token(m: ModelArch) -> int:
     """DeepSeek-V4: what the compressed caches add per token of context, over all layers:
-    one head_dim entry per `ratio` tokens, and on CSA layers one index_head_dim indexer key
-    per CSA_RATIO tokens (inference/model.py kv_cache sizes; vLLM and SGLang allocate the
-    same entries). The 128-token window every layer keeps is a sliding-window cache."""
+    one head_dim entry per `ratio` tokens (inference/model.py kv_cache sizes; vLLM and
+    SGLang allocate the same entries; the indexer keys are counted with
+    _indexer_key_elems_per_token). The 128-token window every layer keeps is a
+    sliding-window cache."""
     c = m.compressed
     if c is None:
         return 0
-    entries = sum(m.head_dim // r for r in c.ratios if r)
-    keys = sum(c.index_head_dim // CSA_RATIO for r in c.ratios if r == CSA_RATIO)
-    return entries + keys
+    return sum(m.head_dim // r for r in c.ratios if r)
 
 
-def _indexer_key_elems_per_token(m: ModelArch) -> int:
-    """DeepSeek Sparse Attention caches one index_head_dim key per token in every layer
-    with its own indexer (vLLM and llama.cpp alike; llama.cpp in the main cache's type)."""
-    s = m.sparse_indexer
-    return s.head_dim * sum(s.own) if s is not None else 0
+def _indexer_key_elems_per_token(m: ModelArch) -> float:
+    """Indexer keys one token adds to the cache: DeepSeek Sparse Attention one
+    index_head_dim key in every layer with its own indexer (vLLM and llama.cpp alike;
+    llama.cpp in the main cache's type); DeepSeek-V4 one per CSA_RATIO tokens per CSA layer."""
+    s, c = m.sparse_indexer, m.compressed
+    if s is not None:
+        return s.head_dim * sum(s.own)
+    if c is not None:
+        return c.index_head_dim * sum(r == CSA_RATIO for r in c.ratios) / CSA_RATIO
+    return 0
+
+
+# vLLM's FP8 layouts per cache entry (sizing.memory VLLM_INDEXER_BYTES_PER_ELEMENT):
+# bytes beyond one per value, for an MLA latent (656 for 576) and a DeepSeek-V4 entry
+# (584 for 512).
+_VLLM_FP8_EXTRA_MLA, _VLLM_FP8_EXTRA_V4 = 656 - 576, 584 - 512
+
+
+def _vllm_fp8_entries(m: ModelArch) -> tuple[float, int]:
+    """(Entries one token adds in vLLM's sparse FP8 layouts, extra bytes per entry)."""
+    if m.compressed is not None:
+        rs = m.compressed.ratios
+        return sum(1 / r for r in rs if r), _VLLM_FP8_EXTRA_V4
+    if m.sparse_indexer is not None:
+        return sum(k is LayerKind.FULL for k in m.layer_kinds), _VLLM_FP8_EXTRA_MLA
+    return 0.0, 0
 
 
 def _sparse_attention(m: ModelArch) -> dict[str, int]:
@@ -137,6 +157,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
     p = count_params(m)
     conv, ssm = _state_elems_per_sequence(m)
     sparse = _sparse_attention(m)
+    fp8_entries, fp8_extra = _vllm_fp8_entries(m)
     window = m.sliding_window or m.chunk_size
     return {
         "model_id": m.name,
@@ -153,7 +174,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
         "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,))
-        + _compressed_elems_per_token(m) + _indexer_key_elems_per_token(m),
+        + _compressed_elems_per_token(m) + round(_indexer_key_elems_per_token(m)),
         "kv_window_elems_per_token": _kv_elems_per_token(
             m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
         "kv_window_tokens": window,
@@ -173,6 +194,9 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         # vLLM runs DeepSeek-V4 with an FP8 cache only ("DeepseekV4 only supports fp8
         # kv-cache format", vllm/model_executor/layers/deepseek_v4_attention.py).
         "vllm_kv_fp8_only": m.compressed is not None,
+        "index_key_elems_per_token": float(_indexer_key_elems_per_token(m)),
+        "vllm_fp8_entries_per_token": float(fp8_entries),
+        "vllm_fp8_entry_extra_bytes": fp8_extra,
         **sparse,
     }
 

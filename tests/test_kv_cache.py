@@ -170,3 +170,16 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
     df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
     read = df.select(kv_bytes_read_per_step()).item()
     assert read == 61 * (128 * 131072 + 576 * 2048) * 2
+
+
+def test_vllm_sparse_mla_fp8_layout_against_a_log_of_the_same_layout():
+    """DeepSeek-V3.2 under vLLM with an FP8 cache: 656 bytes per MLA latent (FlashMLA's
+    "FP8 with scale": 512 FP8, 4 F32 scales, 64 BF16 RoPE) and 132 per indexer key (128 FP8
+    and an F32 scale), per layer and token. SGLang stores the same two layouts; its start-up
+    log for 975,424 tokens (sglang PR #11309) printed 43.67 (GiB)."""
+    (row,) = _logged("sgl-project/sglang/pull/11309", "kv_total")
+    kv = _kv("deepseek-ai/DeepSeek-V3.2", "vllm", int(row["cells"]), "fp8")
+    assert kv / BYTES_PER_GIB == pytest.approx(float(row["value"]), abs=0.005)
+    # With vLLM's default (BF16) cache the latent is 1152 bytes; the indexer stays at 132.
+    auto = _kv("deepseek-ai/DeepSeek-V3.2", "vllm", 1024, "auto")
+    assert auto == 61 * 1024 * (576 * 2 + 132)
