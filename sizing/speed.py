@@ -111,8 +111,10 @@ def kv_bytes_read_per_step() -> pl.Expr:
     their indexer picks (the indexer keys themselves are read whole)."""
     pooled = kv_cells_full(_c("context"), _c("batch")) / _c("sparse_ratio").clip(lower_bound=1)
     unread = (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)
-    return kv_cache_bytes() - _c("n_sparse_layers") * _c("sparse_entry_elems") * unread \
-        * kv_bytes_per_element()
+    vllm_fp8 = (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
+    entry_bytes = _c("sparse_entry_elems") * kv_bytes_per_element() \
+        + pl.when(vllm_fp8).then(_c("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
+    return kv_cache_bytes() - _c("n_sparse_layers") * unread * entry_bytes
 
 
 def efficiency_columns() -> list[pl.Expr]:

@@ -15,7 +15,7 @@ from huggingface_hub import HfApi
 from assets.hub.assets import HubResource, hub_models
 from assets.hub.client import fetch_model, gguf_quant
 from assets.models.assets import models
-from assets.resources import SnapshotResource, WarehouseResource
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from tests.conftest import SNAPSHOT
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse import store
@@ -83,7 +83,7 @@ def _tmp() -> Path:
 def _run(url, snapshot, root):
     resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
                  "snapshot": SnapshotResource(path=str(snapshot)),
-                 "warehouse": WarehouseResource(root=root)}
+                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
     result = dg.materialize([hub_models, models], resources=resources)
     assert result.success
     return result
@@ -179,7 +179,6 @@ def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monk
     """bartowski's Q4_K_M of Llama-3.1-8B (4,920,739,232 bytes, in the stand-in's listing)
     and the listing's Q8_0 shards against the computed weights of the same formats."""
     from assets.catalogs.assets import gpus
-    from assets.resources import CatalogResource
     from assets.sizing.assets import weights, weights_match_published_gguf
 
     monkeypatch.setenv("HF_TOKEN", "hf_test")

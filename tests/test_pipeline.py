@@ -256,3 +256,11 @@ def test_published_gguf_sizes_beside_the_computed_ones(warehouse_root):
                             & pl.col("deviation").is_null())
     assert compared.height >= 110 and compared.get_column("model_id").n_unique() >= 20
     assert sizes.filter(pl.col("sized_as").is_null()).height > 0  # rows waiting for a config
+
+
+def test_models_carry_their_licence_with_its_source(warehouse_root):
+    models = store.read("models", base=warehouse_root)
+    licensed = models.filter(pl.col("license").is_not_null())
+    assert licensed.height >= 35 and licensed.get_column("license_source").null_count() == 0
+    gpt = models.filter(pl.col("model_id") == "openai/gpt-oss-20b").row(0, named=True)
+    assert gpt["license"] == "apache-2.0"

@@ -111,3 +111,17 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
                      + sum(range(1, p + 1)) * 2 * 64 * 128)
     ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
     assert ours == pytest.approx(expected, rel=0.01)
+
+
+def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
+    """Under vLLM's FP8 cache a DeepSeek-V3.2 decode step reads all indexer keys (132 bytes
+    each) and the 2048 picked latents at 656 bytes each, per layer."""
+    from sizing.memory import kv_bytes_per_element_column
+    from sizing.speed import kv_bytes_read_per_step
+
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
+        "engine": "vllm", "context": 131072, "kv_dtype": "fp8", "batch": 1,
+        "max_num_batched_tokens": 2048}
+    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
+    assert df.select(kv_bytes_read_per_step()).item() \
+        == pytest.approx(61 * (132 * 131072 + 656 * 2048))

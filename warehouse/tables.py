@@ -78,11 +78,14 @@ MODELS = TableContract(
             "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
             "n_hca_layers": pl.Int64(),
             "config_sha256": pl.String(), "config_obtained": pl.String(),
-            "config_hub_check": pl.String()} | VERIFIED_AT,
+            "config_hub_check": pl.String(), "license": pl.String(),
+            "license_source": pl.String()} | VERIFIED_AT,
     not_null=("model_id", "params_total", "max_context"),
     rules=(("0 < active <= total parameters",
             (pl.col("params_active") > 0) & (pl.col("params_active") <= pl.col("params_total"))),
-           ("context is positive", pl.col("max_context") > 0)),
+           ("context is positive", pl.col("max_context") > 0),
+           ("a licence names its source",
+            pl.col("license").is_null() | pl.col("license_source").is_not_null())),
 )
 
 MODEL_QUARANTINE = TableContract(

@@ -1,11 +1,12 @@
 """Model architectures from the snapshot's config.json files, parsed by the sizing engine."""
 
 import datetime as dt
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from assets.resources import SnapshotResource, WarehouseResource, contract_checks
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, contract_checks
 from sizing.architecture import ConfigError, parse_config
 from sizing.model_facts import model_row
 
@@ -15,13 +16,22 @@ def _date(entry: dict) -> dt.date | None:
     return dt.date.fromisoformat(value[:10]) if value else None
 
 
+def _licences(catalog: CatalogResource) -> pl.DataFrame:
+    """Each model's licence as its card states it, with the source read
+    (data/catalogs/model_licences.csv; empty where no public source was found)."""
+    raw = pl.read_csv(Path(catalog.path) / "model_licences.csv", infer_schema_length=0)
+    return raw.filter(pl.col("license").is_not_null()).select(
+        pl.col("repo_id").alias("model_id"), "license",
+        pl.col("source_url").alias("license_source"))
+
+
 @dg.asset(check_specs=contract_checks("models", "models", "model_quarantine"),
           automation_condition=dg.AutomationCondition.eager(),
           deps=["hub_models"], group_name="ingest", kinds={"polars", "deltalake"}, code_version="1",
           description="One row per model: parameter counts and cache geometry computed from "
                       "its config.json. Configs that cannot be sized go to model_quarantine.")
 def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-           warehouse: WarehouseResource) -> dg.MaterializeResult:
+           catalog: CatalogResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     manifest = snapshot.manifest()
     hub_checks = snapshot.hub_checks()
     rows, quarantined, dates = [], [], []
@@ -37,7 +47,7 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                                     "config_hub_check": hub_checks.get(repo_id, "unchecked")})
         dates.append(_date(entry))
     verified_at = max((d for d in dates if d), default=dt.date.today())
-    df = pl.DataFrame(rows)
+    df = pl.DataFrame(rows).join(_licences(catalog), on="model_id", how="left")
     q = pl.DataFrame(quarantined, schema={"model_id": pl.String, "reason": pl.String})
     quarantine = warehouse.publish(context, "model_quarantine", q, verified_at, snapshot.path)
     context.log.info(f"{len(rows)} models sized, {len(quarantined)} quarantined")

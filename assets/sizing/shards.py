@@ -63,7 +63,8 @@ def _code_fingerprint() -> str:
 GRID_GPU_COLUMNS = ("gpu_id", "gpu_count_options", "engines", "memory_gib", "unified_memory",
                     "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
 # Provenance columns of `models` that no formula reads.
-_MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check")
+_MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check", "license",
+                     "license_source")
 
 
 @dataclass(frozen=True)
