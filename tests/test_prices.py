@@ -235,8 +235,10 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
 def test_quarantine_names_unmapped_gpus(tmp_path):
     root, resources = _replayed_prices(tmp_path)
     q = store.read("price_quarantine", base=root)
-    assert "GPU name 'NVIDIA A30' maps to no catalog id" in q.get_column("reason").to_list()
+    # Vultr names its A100 without the memory size, which has 40 and 80 GB variants.
+    assert "GPU name 'NVIDIA_A100' maps to no catalog id" in q.get_column("reason").to_list()
     prices = store.read("gpu_prices", base=root)
+    assert "a30_24gb" in set(prices.get_column("gpu_id"))  # RunPod's A30, once unmapped
     assert prices.get_column("gpu_id").null_count() == 0
     assert set(prices.get_column("provider")) == {"runpod", "vastai", "vultr", "digitalocean"}
 
