@@ -165,7 +165,7 @@ def kv_cache_bytes_held(context: pl.Expr | None = None,
     together, in the units kv_split() divides."""
     context = _c("context") if context is None else context
     batch = _c("batch") if batch is None else batch
-    full = _c("kv_full_elems_per_token") * kv_cells_full(context, batch) * kv_bytes_per_element()
+    full = full_bytes_per_cell() * kv_cells_full(context, batch)
     return kv_cache_bytes(context, batch) + full * (full_layer_replication() - 1)
 
 
@@ -173,23 +173,34 @@ def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None)
     """KV cache plus recurrent state for the whole model (all GPUs together)."""
     context = _c("context") if context is None else context
     batch = _c("batch") if batch is None else batch
-    full, window = kv_cells_full(context, batch), kv_cells_window(context, batch)
-    attention = (_c("kv_full_elems_per_token") * full
-                 + _c("kv_window_elems_per_token") * window)
-    return attention * kv_bytes_per_element() + state_bytes_per_sequence() * batch \
-        + _vllm_sparse_layout_bytes(full, window)
+    return (full_bytes_per_cell() * kv_cells_full(context, batch)
+            + window_bytes_per_cell() * kv_cells_window(context, batch)
+            + state_bytes_per_sequence() * batch)
 
 
-def _vllm_sparse_layout_bytes(full: pl.Expr, window: pl.Expr) -> pl.Expr:
-    """What vLLM's sparse-attention cache layouts add to (or, for the indexer keys under a
-    16-bit cache, take from) elements x bytes per element: see VLLM_INDEXER_BYTES_PER_ELEMENT.
-    Entries: one per MLA layer per token, or DeepSeek-V4's pooled and window entries."""
-    fp8 = pl.col("kv_dtype") == "fp8"
-    entries = _c("vllm_fp8_entries_per_token") * full + _c("n_window_layers") * window
-    layout = pl.when(fp8).then(_c("vllm_fp8_entry_extra_bytes") * entries).otherwise(0.0)
-    indexer = _c("index_key_elems_per_token") * full \
-        * (VLLM_INDEXER_BYTES_PER_ELEMENT - kv_bytes_per_element())
-    return pl.when(_is_llama()).then(0.0).otherwise(layout + indexer)
+def _vllm_fp8_layout() -> pl.Expr:
+    return (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
+
+
+def full_bytes_per_cell() -> pl.Expr:
+    """Bytes one token adds to the growing caches (full-attention layers, pooled entries,
+    indexer keys): elements x bytes per element, with vLLM's sparse-attention layouts
+    (VLLM_INDEXER_BYTES_PER_ELEMENT): the FP8 entries' extra bytes and the indexer keys at
+    132 per 128 whatever the KV type."""
+    bpe = kv_bytes_per_element()
+    layout = pl.when(_vllm_fp8_layout()) \
+        .then(_c("vllm_fp8_entry_extra_bytes") * _c("vllm_fp8_entries_per_token")).otherwise(0.0)
+    indexer = pl.when(_is_llama()).then(0.0).otherwise(
+        _c("index_key_elems_per_token") * (VLLM_INDEXER_BYTES_PER_ELEMENT - bpe))
+    return _c("kv_full_elems_per_token") * bpe + layout + indexer
+
+
+def window_bytes_per_cell() -> pl.Expr:
+    """Bytes one cached token takes in the window caches (sliding or chunked layers; one
+    DeepSeek-V4 entry per layer, with vLLM's FP8 layout extra)."""
+    layout = pl.when(_vllm_fp8_layout()) \
+        .then(_c("vllm_fp8_entry_extra_bytes") * _c("n_window_layers")).otherwise(0.0)
+    return _c("kv_window_elems_per_token") * kv_bytes_per_element() + layout
 
 
 def runtime_bytes_per_gpu() -> pl.Expr:
@@ -255,16 +266,15 @@ def memory_columns() -> list[pl.Expr]:
     required = weights_gpu + kv_gpu + runtime
     usable = usable_bytes_per_gpu()
     headroom = usable - required
-    offload = (_c("weights_bytes") * _c("offload_frac")
+    offload = (engine_weights_bytes() * _c("offload_frac")
                + kv_cache_bytes() * _c("offload_frac"))
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
-    bpe = kv_bytes_per_element()
     free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - _c("offload_frac")) \
         - state_bytes_per_sequence() * _c("batch")
     max_ctx = _c("max_context")
-    window_at_max = _c("kv_window_elems_per_token") * kv_cells_window(max_ctx, _c("batch")) * bpe
-    full_rate = _c("kv_full_elems_per_token") * bpe * _c("batch") * full_layer_replication()
+    window_at_max = window_bytes_per_cell() * kv_cells_window(max_ctx, _c("batch"))
+    full_rate = full_bytes_per_cell() * _c("batch") * full_layer_replication()
     ctx_fit = pl.when(full_rate > 0).then((free_for_kv - window_at_max) / full_rate) \
         .otherwise(pl.when(free_for_kv >= window_at_max).then(max_ctx).otherwise(0))
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)

@@ -118,3 +118,18 @@ def test_prefill_only_where_the_vendor_is_calibrated():
     assert nvidia["prefill_tok_s"] > 0 and "prefill_tok_s_reason" not in nvidia
     apple = estimate(m, conf, Device("mac", 64.0, True, "Apple", 400.0))
     assert "no published dense FP16" in apple["prefill_tok_s_reason"]
+
+
+def test_largest_context_fits_with_vllm_sparse_cache_layouts():
+    """The largest context is solved with the same per-token bytes the cache is sized with
+    (vLLM's FP8 latents at 656 bytes, indexer keys at 132): an estimate at that context must
+    fit, and one a few thousand tokens longer must not (DeepSeek-V3.2 on 8 x 141 GiB)."""
+    m = load_arch("deepseek-ai/DeepSeek-V3.2")
+    gpu = Device("h200", 140.4, False, "NVIDIA", 4800.0, 989.0)
+    for kv in ("fp8", "auto"):
+        at = estimate(m, Configuration("FP8", 8192, kv, 12, n_gpus=8, engine="vllm"), gpu)
+        ctx = at["max_context_tokens"]
+        assert 8192 < ctx < m.max_context
+        fits = estimate(m, Configuration("FP8", ctx, kv, 12, n_gpus=8, engine="vllm"), gpu)
+        over = estimate(m, Configuration("FP8", ctx + 4096, kv, 12, n_gpus=8, engine="vllm"), gpu)
+        assert fits["headroom_gib"] >= 0 > over["headroom_gib"], kv
