@@ -105,12 +105,22 @@ def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
     return always + _c("expert_bytes") * experts_touched_share(tokens)
 
 
+def sparse_kernels() -> pl.Expr:
+    """Whether the engine's attention skips the entries a sparse layer's indexer did not
+    pick: vLLM (FlashMLA's sparse kernels) and llama.cpp's CUDA flash-attention kernel
+    (llama.cpp PR #21149: "sparse top_k indices in CUDA flash attention MMA kernel"); other
+    llama.cpp backends are not known to, so they are counted as attending to all entries."""
+    return (pl.col("engine") != LLAMA_CPP) | (pl.col("vendor") == "NVIDIA")
+
+
 def kv_bytes_read_per_step() -> pl.Expr:
     """The KV cache and state a decode step reads: all of it, except that sparse layers
     (DeepSeek-V4's CSA, DeepSeek Sparse Attention) attend to only the `index_topk` entries
-    their indexer picks (the indexer keys themselves are read whole)."""
+    their indexer picks where the kernels skip the rest (the indexer keys themselves are
+    read whole)."""
     pooled = kv_cells_full(_c("context"), _c("batch")) / _c("sparse_ratio").clip(lower_bound=1)
-    unread = (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)
+    unread = pl.when(sparse_kernels()).then(
+        (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)).otherwise(0.0)
     vllm_fp8 = (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
     entry_bytes = _c("sparse_entry_elems") * kv_bytes_per_element() \
         + pl.when(vllm_fp8).then(_c("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
@@ -164,15 +174,17 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     `attn_head_dim` per query-key pair and head. Full layers see every earlier token,
     window layers the last `kv_window_tokens`. Sparse layers (DeepSeek-V4's CSA: pooled
     4:1; DeepSeek Sparse Attention: every token) see the top `index_topk` entries after
-    their indexer scored all of them; DeepSeek-V4's HCA layers see all p / 128 entries."""
+    their indexer scored all of them (all entries where the kernels do not skip the rest:
+    sparse_kernels); DeepSeek-V4's HCA layers see all p / 128 entries."""
     per_pair = 4 * _c("n_heads")
     full = _c("n_full_attention_layers") * _c("attn_head_dim_full") * causal_pairs(p, p)
     window = _c("n_window_layers") * _c("attn_head_dim") \
         * causal_pairs(p, pl.min_horizontal(p, _c("kv_window_tokens")))
     ratio = _c("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
+    picked = pl.when(sparse_kernels()).then(_c("index_topk")).otherwise(entries)
     sparse = _c("attn_head_dim_full") * (
-        _c("n_sparse_layers") * ratio * causal_pairs(entries, _c("index_topk"))
+        _c("n_sparse_layers") * ratio * causal_pairs(entries, picked)
         + _c("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
     indexer = _c("n_indexer_layers") * _c("index_flops_per_key") * ratio \
         * causal_pairs(entries, entries)

@@ -156,8 +156,9 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
     """DeepSeek Sparse Attention caches a 128-wide indexer key per token beside the MLA
     latent (576) on every layer with its own indexer (llama.cpp PR #23346, in the main
     cache's type; since PR #26474 only on GLM-5.3's "full" indexer layers). A decode step
-    reads every indexer key but only the top 2048 latent entries (FlashMLA's sparse
-    kernel, vLLM's sparse MLA backend)."""
+    reads every indexer key but only the top 2048 latent entries where the kernel skips
+    the rest (FlashMLA's sparse kernel in vLLM; llama.cpp's CUDA flash attention, PR
+    #21149); on other llama.cpp backends all of them."""
     from sizing.speed import kv_bytes_read_per_step
 
     assert model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))["kv_full_elems_per_token"] \
@@ -167,9 +168,11 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
         "engine": "llama.cpp", "context": 131072, "kv_dtype": "f16", "batch": 1,
         "max_num_batched_tokens": 2048}
-    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
-    read = df.select(kv_bytes_read_per_step()).item()
-    assert read == 61 * (128 * 131072 + 576 * 2048) * 2
+    df = pl.DataFrame([{**row, "vendor": v} for v in ("NVIDIA", "AMD")]) \
+        .with_columns(kv_bytes_per_element_column())
+    cuda, other = df.select(kv_bytes_read_per_step()).to_series().to_list()
+    assert cuda == 61 * (128 * 131072 + 576 * 2048) * 2
+    assert other == 61 * (128 + 576) * 131072 * 2  # other backends: no sparse kernel known
 
 
 def test_vllm_sparse_mla_fp8_layout_against_a_log_of_the_same_layout():
