@@ -178,6 +178,8 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "kv_window_elems_per_token": _kv_elems_per_token(
             m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
         "kv_window_tokens": window,
+        # Llama 4's chunked attention restarts every chunk; sliding windows do not.
+        "window_chunked": LayerKind.CHUNKED in m.layer_kinds,
         "state_conv_elems_per_seq": conv,
         "state_ssm_elems_per_seq": ssm,
         "ffn_active_width": _ffn_active_width(m),

@@ -178,8 +178,11 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     sparse_kernels); DeepSeek-V4's HCA layers see all p / 128 entries."""
     per_pair = 4 * _c("n_heads")
     full = _c("n_full_attention_layers") * _c("attn_head_dim_full") * causal_pairs(p, p)
-    window = _c("n_window_layers") * _c("attn_head_dim") \
-        * causal_pairs(p, pl.min_horizontal(p, _c("kv_window_tokens")))
+    w = _c("kv_window_tokens")
+    # Chunked layers attend causally within each whole chunk and the last partial one.
+    chunked = (p / w).floor() * w * w / 2 + (p % w) * (p % w) / 2
+    window = _c("n_window_layers") * _c("attn_head_dim") * pl.when(pl.col("window_chunked")) \
+        .then(chunked).otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
     ratio = _c("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
     picked = pl.when(sparse_kernels()).then(_c("index_topk")).otherwise(entries)

@@ -127,3 +127,20 @@ def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
     assert df.select(kv_bytes_read_per_step()).item() \
         == pytest.approx(61 * (132 * 131072 + 656 * 2048))
+
+
+def test_chunked_attention_prefill_counts_each_query_like_the_reference():
+    """Llama 4 Scout's chunked layers (attention_chunk_size 8192; every fourth layer is
+    global) attend only within the current chunk: query t sees (t - 1) % 8192 + 1 keys."""
+    from sizing.speed import attention_flops
+
+    row = model_row(load_arch("meta-llama/Llama-4-Scout-17B-16E-Instruct")) | {
+        "engine": "vllm", "vendor": "NVIDIA"}
+    p = 32768
+    chunked = sum((t - 1) % 8192 + 1 for t in range(1, p + 1))
+    full = sum(range(1, p + 1))
+    heads, width = row["n_heads"], row["attn_head_dim"]
+    expected = 4 * heads * width * (row["n_window_layers"] * chunked
+                                    + row["n_full_attention_layers"] * full)
+    ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
+    assert ours == pytest.approx(expected, rel=0.01)
