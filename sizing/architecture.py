@@ -144,6 +144,9 @@ class LinearAttention:
     v_head_dim: int
     conv_kernel: int
     kda: bool = False
+    # KDA's output gate: one hidden -> heads x head_dim projection (Kimi K3), or a low-rank
+    # g_a / g_b pair through head_dim (Kimi-Linear 48B).
+    full_rank_gate: bool = True
 
 
 @dataclass(frozen=True)
@@ -495,7 +498,8 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         n, hd = int(_require(name, kda, "num_heads")), int(_require(name, kda, "head_dim"))
         linear = LinearAttention(n_k_heads=n, n_v_heads=n, k_head_dim=hd, v_head_dim=hd,
                                  conv_kernel=int(_require(name, kda, "short_conv_kernel_size")),
-                                 kda=True)
+                                 kda=True,
+                                 full_rank_gate=bool(kda.get("use_full_rank_gate", False)))
     elif LayerKind.LINEAR in kinds:
         linear = LinearAttention(
             n_k_heads=int(_require(name, t, "linear_num_key_heads")),

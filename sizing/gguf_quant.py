@@ -26,7 +26,7 @@ GGUF_DEFAULT_TYPE = {
 }
 # Unsloth's "dynamic" mixes: the per-tensor recipe is not public, so they are sized as the
 # llama.cpp type they start from and labelled approximate. Against published files
-# (data/catalogs/published_gguf_sizes.csv) this is 3 % under to 5 % over.
+# (data/catalogs/published_gguf_sizes.csv) this is 3.6 % under to 5.3 % over.
 APPROXIMATE_FTYPES = {"UD-Q4_K_XL": "Q4_K_M", "UD-Q2_K_XL": "Q2_K"}
 GGUF_FTYPES = tuple(GGUF_DEFAULT_TYPE) + tuple(APPROXIMATE_FTYPES)
 

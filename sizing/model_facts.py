@@ -145,7 +145,7 @@ def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> fl
     Gemma 4's full layers are wider than its sliding ones; DeepSeek-V4's shared K=V head
     is head_dim wide for both products)."""
     if m.compressed is not None:
-        return m.head_dim
+        return float(m.head_dim)
     if m.mla is not None:
         return (m.mla.qk_nope_dim + m.mla.qk_rope_dim + m.mla.v_head_dim) / 2
     _, hd, hd_v = m.attention_geometry(kind)

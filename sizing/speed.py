@@ -57,7 +57,8 @@ PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.342},
                "llama.cpp": {"efficiency": 0.339},
                "vllm|NVIDIA": {"efficiency": 0.496},
                "vllm": {"efficiency": 0.496}}
-# An engine without a fit of its own takes llama.cpp's.
+# An engine without a decode fit of its own takes llama.cpp's; prefill takes only an
+# engine|vendor fit (efficiency_columns).
 FALLBACK_ENGINE = "llama.cpp"
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for

@@ -159,9 +159,11 @@ def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
     assert la is not None
     k_dim, v_dim = la.n_k_heads * la.k_head_dim, la.n_v_heads * la.v_head_dim
     conv_dim = 2 * k_dim + v_dim
+    gate = [_w(i, "attn_gate", m.hidden, v_dim)] if la.full_rank_gate else \
+        [_w(i, "ssm_g_a", m.hidden, la.v_head_dim), _w(i, "ssm_g_b", la.v_head_dim, v_dim)]
     return [
         _w(i, "attn_qkv", m.hidden, conv_dim),
-        _w(i, "attn_gate", m.hidden, v_dim),
+        *gate,
         *_gate_projections(m, i),
         Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, la.conv_kernel,
                la.conv_kernel * conv_dim, False),

@@ -90,7 +90,9 @@ def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = 
     BF16 and F16 are both: the safetensors checkpoint by default, the GGUF file (norms in
     F32, gpt-oss experts kept in MXFP4) with `gguf=True`."""
     if fmt in CHECKPOINT_FORMATS and not (gguf and fmt in GGUF_FTYPES):
-        kinds = tuple(fmt if _linear(t) else "BF16" for t in tensors)
+        fp4_experts = m.native_quant is not None and m.native_quant.experts_mxfp4
+        kinds = tuple(("MXFP4" if fmt == "FP8" and fp4_experts and t.is_expert else fmt)
+                      if _linear(t) else "BF16" for t in tensors)
         sizes = [_checkpoint_tensor_bytes(fmt, t, m) for t in tensors]
     elif fmt in GGUF_FTYPES:
         kinds = gguf_tensor_types(m, tensors, fmt, imatrix)

@@ -69,8 +69,8 @@ def test_stated_active_parameters_lie_within_the_embedding_conventions(row):
     20.91B total, 3.61B active), or without either (GLM-4.5); the stated figure must lie
     between our active count without and with the embedding tables."""
     p = count_params(load_arch(row["repo_id"]))
-    stated, slack = float(row["active_params"]), _bound(float(row["active_params"]),
-                                                        float(row["printed_step"]))
+    step = float(row["active_printed_step"] or row["printed_step"])
+    stated, slack = float(row["active_params"]), _bound(float(row["active_params"]), step)
     assert p.active - p.embedding - slack <= stated <= p.active + slack
 
 
@@ -104,3 +104,21 @@ def test_lightning_indexer_weights():
     glm53 = count_params(load_arch("zai-org/GLM-5.3")).total
     assert glm5 - glm53 == 753_864_139_008 - 753_329_940_480
     assert glm5 - glm53 == 57 * (2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32)
+
+
+def test_kimi_delta_attention_low_rank_output_gate():
+    """Without use_full_rank_gate (Kimi-Linear 48B's layout: vLLM kda.py g_a_proj hidden ->
+    head_dim, g_b_proj head_dim -> heads x head_dim) the KDA output gate is a low-rank pair;
+    Kimi K3 sets the flag and has one hidden -> heads x head_dim g_proj. Same config
+    otherwise: 69 KDA layers, hidden 7168, 96 heads x 128."""
+    import json
+
+    from sizing.architecture import parse_config
+    from tests.conftest import config_path
+
+    config = json.loads(config_path("moonshotai/Kimi-K3").read_text())
+    config["text_config"]["linear_attn_config"]["use_full_rank_gate"] = False
+    low_rank = count_params(parse_config(config, "low-rank")).total
+    full = count_params(load_arch("moonshotai/Kimi-K3")).total
+    h, hd, p = 7168, 128, 96 * 128
+    assert full - low_rank == 69 * (h * p - (h * hd + hd * p))

@@ -215,7 +215,7 @@ def test_param_checks_publish_each_vendor_statement_beside_the_computed_count(wa
     """Every compared statement agrees (the check would warn otherwise); Kimi K3's
     '2.8T / 104B' lies within its rounding of the 2.78T computed from its config."""
     checks = store.read("param_checks", base=warehouse_root)
-    assert set(checks.get_column("verdict")) <= {"agrees", "not compared"}
+    assert set(checks.get_column("verdict")) <= {"agrees", "not compared", "not sized"}
     k3 = checks.filter(pl.col("model_id") == "moonshotai/Kimi-K3").row(0, named=True)
     assert k3["stated_total"] == 2.8e12 and k3["computed_total"] == pytest.approx(2.78e12, rel=1e-3)
     assert checks.filter(pl.col("verdict") == "agrees").height >= 30
@@ -227,8 +227,9 @@ def test_a_stated_count_that_disagrees_is_flagged():
 
     models = pl.DataFrame({"model_id": ["a/b"], "params_total": [8_030_261_248],
                            "params_active": [8_030_261_248], "params_embedding": [1_050_673_152]})
-    stated = pl.DataFrame({"repo_id": ["a/b"], "total_params": ["7e9"], "active_params": [""],
-                           "non_embedding_params": [""], "printed_step": ["0.1e9"],
+    stated = pl.DataFrame({"repo_id": ["a/b"], "total_params": ["7e9"], "active_params": [None],
+                           "non_embedding_params": [None], "printed_step": ["0.1e9"],
+                           "active_printed_step": [None],
                            "compared": ["yes"], "includes": [""], "why_not_compared": [""],
                            "source_url": ["x"], "quote": ["7B"]})
     assert param_check_frame(stated, models).get_column("verdict").to_list() == ["differs"]
@@ -264,3 +265,23 @@ def test_models_carry_their_licence_with_its_source(warehouse_root):
     assert licensed.height >= 35 and licensed.get_column("license_source").null_count() == 0
     gpt = models.filter(pl.col("model_id") == "openai/gpt-oss-20b").row(0, named=True)
     assert gpt["license"] == "apache-2.0"
+
+
+def test_active_counts_are_held_to_their_own_rounding():
+    """'2.8T total / 104B active': the active figure is printed to 1B, so a stated 60B must
+    not pass on the total's 0.1T rounding; a statement for a model not sized says so."""
+    from assets.models.param_checks import param_check_frame
+
+    models = pl.DataFrame({"model_id": ["k/3"], "params_total": [2_779_484_476_000],
+                           "params_active": [105_364_017_760],
+                           "params_embedding": [2_348_810_240]})
+    row = {"total_params": "2.8e12", "non_embedding_params": None, "printed_step": "0.1e12",
+           "active_printed_step": "1e9", "compared": "yes", "includes": "", "why_not_compared": "",
+           "source_url": "x", "quote": "x"}
+    stated = pl.DataFrame([row | {"repo_id": "k/3", "active_params": a}
+                           for a in ("104e9", "60e9")] + [row | {"repo_id": "n/a",
+                                                                 "active_params": "1e9"}])
+    verdicts = param_check_frame(stated.head(1), models).get_column("verdict").to_list() \
+        + param_check_frame(stated.slice(1, 1), models).get_column("verdict").to_list() \
+        + param_check_frame(stated.tail(1), models).get_column("verdict").to_list()
+    assert verdicts == ["agrees", "differs", "not sized"]

@@ -205,9 +205,9 @@ PARAM_CHECKS = TableContract(
             "computed_non_embedding": pl.Int64(), "total_relative_diff": pl.Float64(),
             "verdict": pl.String(), "includes": pl.String(), "why_not_compared": pl.String(),
             "source_url": pl.String(), "quote": pl.String()} | VERIFIED_AT,
-    not_null=("model_id", "stated_total", "computed_total", "verdict", "source_url"),
-    rules=(("verdict is agrees, differs or not compared",
-            pl.col("verdict").is_in(["agrees", "differs", "not compared"])),),
+    not_null=("model_id", "stated_total", "verdict", "source_url"),
+    rules=(("verdict is agrees, differs, not compared or not sized",
+            pl.col("verdict").is_in(["agrees", "differs", "not compared", "not sized"])),),
 )
 
 COVERAGE = TableContract(

@@ -9,8 +9,9 @@ import polars as pl
 from assets.resources import CatalogResource, WarehouseResource, contract_checks
 from sizing.catalog import engine_catalog_rows, format_catalog_rows
 
-# Date the catalog's facts were last checked against their sources.
-GPU_CATALOG_VERIFIED = dt.date(2026, 11, 30)
+# Date the curated catalogs' facts (data/catalogs, the sizing library's format and engine
+# tables) were last checked against their sources.
+CATALOGS_VERIFIED = dt.date(2026, 11, 30)
 
 
 def load_gpus(catalog: CatalogResource) -> pl.DataFrame:
@@ -40,7 +41,7 @@ def load_gpus(catalog: CatalogResource) -> pl.DataFrame:
 def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
          warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = load_gpus(catalog)
-    return warehouse.publish(context, "gpus", df, GPU_CATALOG_VERIFIED, "data/catalogs/gpus.csv")
+    return warehouse.publish(context, "gpus", df, CATALOGS_VERIFIED, "data/catalogs/gpus.csv")
 
 
 @dg.asset(check_specs=contract_checks("weight_formats", "weight_formats"),
@@ -50,7 +51,7 @@ def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
 def weight_formats(context: dg.AssetExecutionContext,
                    warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = pl.DataFrame(format_catalog_rows())
-    return warehouse.publish(context, "weight_formats", df, GPU_CATALOG_VERIFIED, "sizing")
+    return warehouse.publish(context, "weight_formats", df, CATALOGS_VERIFIED, "sizing")
 
 
 @dg.asset(check_specs=contract_checks("engines", "engines"),
@@ -59,4 +60,4 @@ def weight_formats(context: dg.AssetExecutionContext,
 def engines(context: dg.AssetExecutionContext,
             warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = pl.DataFrame(engine_catalog_rows())
-    return warehouse.publish(context, "engines", df, GPU_CATALOG_VERIFIED, "sizing")
+    return warehouse.publish(context, "engines", df, CATALOGS_VERIFIED, "sizing")

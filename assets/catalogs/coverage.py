@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import GPU_CATALOG_VERIFIED
+from assets.catalogs.assets import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, contract_checks
 
 
@@ -56,7 +56,7 @@ def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
                         warehouse.read("model_quarantine"), snapshot.missing_models())
     counts = dict(df.group_by("status").len().iter_rows())
     context.log.info(f"reference-page coverage: {counts}")
-    result = warehouse.publish(context, "coverage", df, GPU_CATALOG_VERIFIED,
+    result = warehouse.publish(context, "coverage", df, CATALOGS_VERIFIED,
                                "data/catalogs/reference_page.csv")
     return dg.MaterializeResult(
         metadata={**result.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},

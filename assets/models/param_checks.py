@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import GPU_CATALOG_VERIFIED
+from assets.catalogs.assets import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, WarehouseResource, contract_check_name
 
 # A stated count agrees when the computed one is within this share of it, plus half the
@@ -19,28 +19,33 @@ def _slack(stated: pl.Expr, step: pl.Expr) -> pl.Expr:
 
 
 def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFrame:
-    """One row per model a vendor states a count for: both counts and whether they agree.
+    """One row per model a vendor states a count for: both counts and whether they agree
+    ("not sized" where the snapshot has no sizable config for it).
 
     Active counts are compared within the vendors' embedding conventions: some count both
     embedding tables, some neither, so the statement must lie between the computed
     active count without them and with them."""
     num = {c: pl.col(c).cast(pl.Float64, strict=False)
-           for c in ("total_params", "active_params", "non_embedding_params", "printed_step")}
+           for c in ("total_params", "active_params", "non_embedding_params", "printed_step",
+                     "active_printed_step")}
     step = num["printed_step"]
+    # "2.8T total / 104B active": the active count carries its own rounding.
+    active_step = pl.coalesce(num["active_printed_step"], step)
     computed_non_embedding = pl.col("params_total") - pl.col("params_embedding")
     total_ok = (pl.col("params_total") - num["total_params"]).abs() \
         <= _slack(num["total_params"], step)
     active_ok = pl.when(num["active_params"].is_null()).then(True).otherwise(
-        (pl.col("params_active") - pl.col("params_embedding") - _slack(num["active_params"], step)
-         <= num["active_params"])
-        & (num["active_params"] <= pl.col("params_active") + _slack(num["active_params"], step)))
+        (pl.col("params_active") - pl.col("params_embedding")
+         - _slack(num["active_params"], active_step) <= num["active_params"])
+        & (num["active_params"]
+           <= pl.col("params_active") + _slack(num["active_params"], active_step)))
     non_embedding_ok = pl.when(num["non_embedding_params"].is_null()).then(True).otherwise(
         (computed_non_embedding - num["non_embedding_params"]).abs()
         <= _slack(num["non_embedding_params"], step))
     compared = pl.col("compared") == "yes"
     return (stated.join(models.select("model_id", "params_total", "params_active",
                                       "params_embedding"),
-                        left_on="repo_id", right_on="model_id", how="inner")
+                        left_on="repo_id", right_on="model_id", how="left")
             .select(pl.col("repo_id").alias("model_id"),
                     num["total_params"].alias("stated_total"),
                     num["active_params"].alias("stated_active"),
@@ -51,7 +56,8 @@ def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFram
                     computed_non_embedding.alias("computed_non_embedding"),
                     ((pl.col("params_total") / num["total_params"]) - 1)
                     .alias("total_relative_diff"),
-                    pl.when(~compared).then(pl.lit("not compared"))
+                    pl.when(pl.col("params_total").is_null()).then(pl.lit("not sized"))
+                    .when(~compared).then(pl.lit("not compared"))
                     .when(total_ok & active_ok & non_embedding_ok).then(pl.lit("agrees"))
                     .otherwise(pl.lit("differs")).alias("verdict"),
                     pl.col("includes"), pl.col("why_not_compared"), pl.col("source_url"),
@@ -73,7 +79,7 @@ def param_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
                  warehouse: WarehouseResource) -> dg.MaterializeResult:
     stated = pl.read_csv(Path(catalog.path) / "official_param_counts.csv", infer_schema_length=0)
     df = param_check_frame(stated, warehouse.read("models"))
-    result = warehouse.publish(context, "param_checks", df, GPU_CATALOG_VERIFIED,
+    result = warehouse.publish(context, "param_checks", df, CATALOGS_VERIFIED,
                                "data/catalogs/official_param_counts.csv")
     differs = df.filter(pl.col("verdict") == "differs").get_column("model_id").to_list()
     agreement = dg.AssetCheckResult(

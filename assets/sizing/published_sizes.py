@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import GPU_CATALOG_VERIFIED
+from assets.catalogs.assets import CATALOGS_VERIFIED
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
@@ -35,7 +35,7 @@ def _stand_ins(catalog: CatalogResource) -> dict[str, str]:
 def published_size_frame(published: pl.DataFrame, configs: dict[str, Path],
                          stand_ins: dict[str, str]) -> pl.DataFrame:
     """Each published size with the bytes computed for its model and quantization (null
-    where the model's config is not in the snapshot or the format is not sized)."""
+    where the model has no sized config, given in `configs`, or the format is not sized)."""
     archs = {}
     computed = []
     for r in published.iter_rows(named=True):
@@ -61,7 +61,7 @@ def published_size_frame(published: pl.DataFrame, configs: dict[str, Path],
         "imatrix", pl.col("size_value").alias("published_value"),
         pl.col("size_unit").alias("published_unit"), "published_bytes", "computed_bytes",
         (pl.col("computed_bytes") / pl.col("published_bytes") - 1).alias("relative_diff"),
-        pl.col("deviation").replace("", None), "source_url", "source_date", "quote", "notes")
+        "deviation", "source_url", "source_date", "quote", "notes")
 
 
 @dg.asset(check_specs=[
@@ -82,8 +82,10 @@ def gguf_published_sizes(context: dg.AssetExecutionContext, catalog: CatalogReso
                          warehouse: WarehouseResource) -> dg.MaterializeResult:
     published = pl.read_csv(Path(catalog.path) / "published_gguf_sizes.csv",
                             infer_schema_length=0)
-    df = published_size_frame(published, snapshot.model_configs(), _stand_ins(catalog))
-    result = warehouse.publish(context, "gguf_published_sizes", df, GPU_CATALOG_VERIFIED,
+    sized = set(warehouse.read("models").get_column("model_id"))  # quarantined ones are not
+    configs = {k: v for k, v in snapshot.model_configs().items() if k in sized}
+    df = published_size_frame(published, configs, _stand_ins(catalog))
+    result = warehouse.publish(context, "gguf_published_sizes", df, CATALOGS_VERIFIED,
                                "data/catalogs/published_gguf_sizes.csv")
     decimals = pl.col("published_value").str.split(".").list.get(1, null_on_oob=True) \
         .str.len_chars().fill_null(0)
