@@ -227,6 +227,12 @@ class ModelArch:
     def is_moe(self) -> bool:
         return self.moe is not None
 
+    @property
+    def vllm_fp8_cache_only(self) -> bool:
+        """vLLM runs DeepSeek-V4 with an FP8 cache only ("DeepseekV4 only supports fp8
+        kv-cache format", vllm/model_executor/layers/deepseek_v4_attention.py)."""
+        return self.compressed is not None
+
 
 # ---------------------------------------------------------------------------
 # Families: which config keys hold what. Adding a family is adding a row.

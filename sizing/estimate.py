@@ -87,7 +87,7 @@ def default_kv_dtype(m: ModelArch, engine: str) -> str:
     model dtype, or FP8 where vLLM accepts nothing else (DeepSeek-V4)."""
     if engine == LLAMA_CPP:
         return "f16"
-    return "fp8" if m.compressed is not None else "auto"
+    return "fp8" if m.vllm_fp8_cache_only else "auto"
 
 
 def validate(m: ModelArch, c: Configuration) -> None:
@@ -103,7 +103,7 @@ def validate(m: ModelArch, c: Configuration) -> None:
         raise InvalidConfiguration(
             f"{c.engine} KV cache types are {', '.join(KV_DTYPES_BY_ENGINE[c.engine])}, "
             f"not {c.kv_dtype!r}")
-    if c.engine == VLLM and m.compressed is not None and c.kv_dtype != "fp8":
+    if c.engine == VLLM and m.vllm_fp8_cache_only and c.kv_dtype != "fp8":
         raise InvalidConfiguration(f"vllm runs {m.name} with an fp8 KV cache only")
     if c.context <= 0:
         raise InvalidConfiguration(f"context must be positive, got {c.context}")

@@ -193,9 +193,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,
-        # vLLM runs DeepSeek-V4 with an FP8 cache only ("DeepseekV4 only supports fp8
-        # kv-cache format", vllm/model_executor/layers/deepseek_v4_attention.py).
-        "vllm_kv_fp8_only": m.compressed is not None,
+        "vllm_kv_fp8_only": m.vllm_fp8_cache_only,
         "index_key_elems_per_token": float(_indexer_key_elems_per_token(m)),
         "vllm_fp8_entries_per_token": float(fp8_entries),
         "vllm_fp8_entry_extra_bytes": fp8_extra,
