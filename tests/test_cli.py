@@ -16,7 +16,9 @@ def test_estimate_json(capsys):
                         "usable_gib", "headroom_gib", "verdict", "max_context_tokens",
                         "max_concurrent_sequences"}
     assert out["verdict"] != "fits"
-    assert out["decode_tok_s"] is None  # the catalog has no sourced bandwidth for this card
+    # 768 GB/s (Moore Threads' figure) gives a decode speed; no prefill fit for the vendor.
+    assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] is None
+    assert "not calibrated" in out["prefill_tok_s_reason"]
     assert out["recommendations"]["best_format_for_this_gpu"] == "IQ4_XS"
     assert out["finetune_qlora_gib"] < out["finetune_lora_gib"] < out["finetune_full_gib"]
     assert out["launch_llama_cpp"].startswith("llama-server")
