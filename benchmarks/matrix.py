@@ -53,7 +53,8 @@ def _dimension_tables(n_models: int):
             continue
     models = pl.DataFrame([model_row(a) for a in archs]).with_columns(
         config_sha256=pl.lit(None, pl.String), config_obtained=pl.lit("synthetic copy"),
-        config_hub_check=pl.lit("unchecked"))
+        config_hub_check=pl.lit("unchecked"), license=pl.lit(None, pl.String),
+        license_source=pl.lit(None, pl.String))
     weights = pl.DataFrame([format_row(a, f, gguf=engine == "llama.cpp") for a in archs
                             for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]) \
         .with_columns((pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))

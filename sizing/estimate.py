@@ -24,6 +24,7 @@ from sizing.memory import (
     VLLM,
     default_batched_tokens,
     kv_bytes_per_element_column,
+    kv_cell_bytes_columns,
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
@@ -149,7 +150,8 @@ def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> 
     budget = pl.lit(c.max_num_batched_tokens) if c.max_num_batched_tokens \
         else default_batched_tokens()
     return frame.with_columns(budget.alias("max_num_batched_tokens"),
-                              kv_bytes_per_element_column(), *efficiency_columns())
+                              kv_bytes_per_element_column(), *efficiency_columns()) \
+        .with_columns(kv_cell_bytes_columns())
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,

@@ -16,6 +16,7 @@ from sizing.memory import (
     configuration_memory_columns,
     default_batched_tokens,
     kv_bytes_per_element_column,
+    kv_cell_bytes_columns,
     memory_columns,
 )
 from sizing.speed import (
@@ -98,6 +99,7 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
             .join(engine_kv_dtypes(), on="engine")
             .filter(~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == VLLM)
                       & (pl.col("kv_dtype") != "fp8")))
+            .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
     return rows.with_columns(memory_columns()).with_columns(speed_columns())

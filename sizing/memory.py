@@ -182,7 +182,23 @@ def _vllm_fp8_layout() -> pl.Expr:
     return (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
 
 
+def kv_cell_bytes_columns() -> list[pl.Expr]:
+    """The input columns `kv_full_bytes_per_cell` and `kv_window_bytes_per_cell`, which
+    depend on the model, engine and KV type only: evaluated once on that small table
+    (the matrix does so before multiplying by batches), read by kv_cache_bytes()."""
+    return [_full_bytes_per_cell().alias("kv_full_bytes_per_cell"),
+            _window_bytes_per_cell().alias("kv_window_bytes_per_cell")]
+
+
 def full_bytes_per_cell() -> pl.Expr:
+    return _c("kv_full_bytes_per_cell")
+
+
+def window_bytes_per_cell() -> pl.Expr:
+    return _c("kv_window_bytes_per_cell")
+
+
+def _full_bytes_per_cell() -> pl.Expr:
     """Bytes one token adds to the growing caches (full-attention layers, pooled entries,
     indexer keys): elements x bytes per element, with vLLM's sparse-attention layouts
     (VLLM_INDEXER_BYTES_PER_ELEMENT): the FP8 entries' extra bytes and the indexer keys at
@@ -195,7 +211,7 @@ def full_bytes_per_cell() -> pl.Expr:
     return _c("kv_full_elems_per_token") * bpe + layout + indexer
 
 
-def window_bytes_per_cell() -> pl.Expr:
+def _window_bytes_per_cell() -> pl.Expr:
     """Bytes one cached token takes in the window caches (sliding or chunked layers; one
     DeepSeek-V4 entry per layer, with vLLM's FP8 layout extra)."""
     layout = pl.when(_vllm_fp8_layout()) \

@@ -14,6 +14,7 @@ from sizing.memory import (
     LLAMA_CPP,
     default_batched_tokens,
     kv_bytes_per_element_column,
+    kv_cell_bytes_columns,
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
@@ -29,6 +30,7 @@ def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: s
                           pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
                           default_batched_tokens().alias("max_num_batched_tokens"))
             .with_columns(kv_bytes_per_element_column())
+            .with_columns(kv_cell_bytes_columns())
             .filter(tensor_parallel_possible()))
     extra = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
                         "memory_gib")

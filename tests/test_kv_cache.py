@@ -19,7 +19,12 @@ Rows come from tests/data/published_kv_logs.csv, each with its source:
 import polars as pl
 import pytest
 
-from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes, state_bytes_per_sequence
+from sizing.memory import (
+    kv_bytes_per_element_column,
+    kv_cache_bytes,
+    kv_cell_bytes_columns,
+    state_bytes_per_sequence,
+)
 from sizing.model_facts import model_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import TEST_DATA, load_arch
@@ -31,6 +36,7 @@ def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1,
                                          "kv_dtype": kv_dtype, "batch": batch,
                                          "max_num_batched_tokens": max_num_batched_tokens}
     return pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns()) \
         .select(kv_cache_bytes()).item()
 
 
@@ -169,7 +175,8 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
         "engine": "llama.cpp", "context": 131072, "kv_dtype": "f16", "batch": 1,
         "max_num_batched_tokens": 2048}
     df = pl.DataFrame([{**row, "vendor": v} for v in ("NVIDIA", "AMD")]) \
-        .with_columns(kv_bytes_per_element_column())
+        .with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns())
     cuda, other = df.select(kv_bytes_read_per_step()).to_series().to_list()
     assert cuda == 61 * (128 * 131072 + 576 * 2048) * 2
     assert other == 61 * (128 + 576) * 131072 * 2  # other backends: no sparse kernel known

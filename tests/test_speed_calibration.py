@@ -14,7 +14,7 @@ from assets.resources import CatalogResource
 from sizing import speed
 from sizing.architecture import parse_config
 from sizing.calibration import fit, median_abs_relative_error
-from sizing.memory import kv_bytes_per_element_column
+from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
 from sizing.model_facts import format_row, model_row
 from tests.conftest import TEST_DATA, load_arch
 
@@ -135,7 +135,8 @@ def rows() -> pl.DataFrame:
                                                         + pl.col("tokens") // 2)
                            .otherwise(pl.col("tokens")),
                            prompt_tokens=pl.col("tokens")))
-    frame = frame.with_columns(kv_bytes_per_element_column())
+    frame = frame.with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
     bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0}

@@ -87,13 +87,14 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
 def test_deepseek_v4_decode_reads_only_the_picked_entries():
     """At 1M tokens a DeepSeek-V4 decode step reads the indexer keys whole but only the
     512 entries per ratio-4 layer that its indexer picks, not all 262,144 pooled ones."""
-    from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes
+    from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes, kv_cell_bytes_columns
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
         "engine": "llama.cpp", "vendor": "NVIDIA", "context": 1_048_576, "kv_dtype": "f16",
         "batch": 1, "max_num_batched_tokens": 2048}
-    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
+    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns())
     held, read = df.select(kv_cache_bytes().alias("held"),
                            kv_bytes_read_per_step().alias("read")).row(0)
     assert held - read == 21 * 512 * (1_048_576 // 4 - 512) * 2
@@ -118,13 +119,14 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
 def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     """Under vLLM's FP8 cache a DeepSeek-V3.2 decode step reads all indexer keys (132 bytes
     each) and the 2048 picked latents at 656 bytes each, per layer."""
-    from sizing.memory import kv_bytes_per_element_column
+    from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
         "engine": "vllm", "vendor": "NVIDIA", "context": 131072, "kv_dtype": "fp8",
         "batch": 1, "max_num_batched_tokens": 2048}
-    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column())
+    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns())
     assert df.select(kv_bytes_read_per_step()).item() \
         == pytest.approx(61 * (132 * 131072 + 656 * 2048))
 
