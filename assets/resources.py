@@ -61,6 +61,15 @@ class CatalogResource(dg.ConfigurableResource):
 
     path: str = str(ROOT / "data" / "catalogs")
 
+    def reference_page(self) -> pl.DataFrame:
+        """The reference page's GPUs and models, their ids and stand-ins (all text)."""
+        return pl.read_csv(Path(self.path) / "reference_page.csv", infer_schema_length=0)
+
+    def stand_ins(self) -> dict[str, str]:
+        """Model id -> the id of the config of the same architecture that sizes it."""
+        rows = self.reference_page().filter(pl.col("sized_as").is_not_null())
+        return dict(zip(rows.get_column("id"), rows.get_column("sized_as"), strict=True))
+
 
 class WarehouseResource(dg.ConfigurableResource):
     """Where tables are published: a local folder by default, s3://... in production."""

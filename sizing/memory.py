@@ -178,7 +178,8 @@ def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None)
             + state_bytes_per_sequence() * batch)
 
 
-def _vllm_fp8_layout() -> pl.Expr:
+def vllm_fp8_layout() -> pl.Expr:
+    """Rows whose cache vLLM stores in its FP8 layouts (VLLM_INDEXER_BYTES_PER_ELEMENT)."""
     return (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
 
 
@@ -204,7 +205,7 @@ def _full_bytes_per_cell() -> pl.Expr:
     (VLLM_INDEXER_BYTES_PER_ELEMENT): the FP8 entries' extra bytes and the indexer keys at
     132 per 128 whatever the KV type."""
     bpe = kv_bytes_per_element()
-    layout = pl.when(_vllm_fp8_layout()) \
+    layout = pl.when(vllm_fp8_layout()) \
         .then(_c("vllm_fp8_entry_extra_bytes") * _c("vllm_fp8_entries_per_token")).otherwise(0.0)
     indexer = pl.when(_is_llama()).then(0.0).otherwise(
         _c("index_key_elems_per_token") * (VLLM_INDEXER_BYTES_PER_ELEMENT - bpe))
@@ -214,7 +215,7 @@ def _full_bytes_per_cell() -> pl.Expr:
 def _window_bytes_per_cell() -> pl.Expr:
     """Bytes one cached token takes in the window caches (sliding or chunked layers; one
     DeepSeek-V4 entry per layer, with vLLM's FP8 layout extra)."""
-    layout = pl.when(_vllm_fp8_layout()) \
+    layout = pl.when(vllm_fp8_layout()) \
         .then(_c("vllm_fp8_entry_extra_bytes") * _c("n_window_layers")).otherwise(0.0)
     return _c("kv_window_elems_per_token") * kv_bytes_per_element() + layout
 

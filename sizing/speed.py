@@ -32,6 +32,7 @@ from sizing.memory import (
     kv_bytes_per_element,
     kv_cache_bytes,
     kv_cells_full,
+    vllm_fp8_layout,
 )
 
 # Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
@@ -122,9 +123,8 @@ def kv_bytes_read_per_step() -> pl.Expr:
     pooled = kv_cells_full(_c("context"), _c("batch")) / _c("sparse_ratio").clip(lower_bound=1)
     unread = pl.when(sparse_kernels()).then(
         (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)).otherwise(0.0)
-    vllm_fp8 = (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
     entry_bytes = _c("sparse_entry_elems") * kv_bytes_per_element() \
-        + pl.when(vllm_fp8).then(_c("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
+        + pl.when(vllm_fp8_layout()).then(_c("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
     return kv_cache_bytes() - _c("n_sparse_layers") * unread * entry_bytes
 
 

@@ -1,6 +1,5 @@
 """Which GPUs and models of the reference page the warehouse covers, and why not."""
 
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -51,7 +50,7 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
                       "quarantined or missing, with the reason.")
 def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
              snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    reference = pl.read_csv(Path(catalog.path) / "reference_page.csv", infer_schema_length=0)
+    reference = catalog.reference_page()
     df = coverage_frame(reference, warehouse.read("gpus"), warehouse.read("models"),
                         warehouse.read("model_quarantine"), snapshot.missing_models())
     counts = dict(df.group_by("status").len().iter_rows())

@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets.catalogs.assets import CATALOGS_VERIFIED
-from assets.resources import CatalogResource, WarehouseResource, contract_check_name
+from assets.resources import CatalogResource, WarehouseResource, contract_checks
 
 # A stated count agrees when the computed one is within this share of it, plus half the
 # step the statement is printed to ("2.8T" carries +-0.05T of rounding).
@@ -65,8 +65,7 @@ def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFram
 
 
 @dg.asset(check_specs=[
-    dg.AssetCheckSpec(contract_check_name("param_checks"), asset="param_checks", blocking=True,
-                      description="param_checks: schema, keys and required values"),
+    *contract_checks("param_checks", "param_checks"),
     dg.AssetCheckSpec(_AGREEMENT_CHECK, asset="param_checks",
                       description="every compared vendor statement agrees with the count "
                                   "computed from the config")],

@@ -1,6 +1,5 @@
 """Published GGUF file sizes beside the sizes computed for the same files."""
 
-import csv
 from pathlib import Path
 
 import dagster as dg
@@ -11,7 +10,7 @@ from assets.resources import (
     CatalogResource,
     SnapshotResource,
     WarehouseResource,
-    contract_check_name,
+    contract_checks,
 )
 from sizing.architecture import parse_config
 from sizing.tensors import enumerate_tensors
@@ -25,11 +24,6 @@ _QUANT_NAMES = {"FP16": "F16", "MXFP4": "MXFP4_MOE"}
 # published-size tests hold, plus the looser one for Unsloth's UD mixes).
 TOLERANCE, UD_TOLERANCE = 0.02, 0.06
 _MATCH_CHECK = "published_sizes_reproduced"
-
-
-def _stand_ins(catalog: CatalogResource) -> dict[str, str]:
-    with open(Path(catalog.path) / "reference_page.csv", newline="") as f:
-        return {r["id"]: r["sized_as"] for r in csv.DictReader(f) if r["sized_as"]}
 
 
 def published_size_frame(published: pl.DataFrame, configs: dict[str, Path],
@@ -65,9 +59,7 @@ def published_size_frame(published: pl.DataFrame, configs: dict[str, Path],
 
 
 @dg.asset(check_specs=[
-    dg.AssetCheckSpec(contract_check_name("gguf_published_sizes"), asset="gguf_published_sizes",
-                      blocking=True, description="gguf_published_sizes: schema, keys and "
-                                                 "required values"),
+    *contract_checks("gguf_published_sizes", "gguf_published_sizes"),
     dg.AssetCheckSpec(_MATCH_CHECK, asset="gguf_published_sizes",
                       description="every published llama.cpp-recipe size is reproduced within "
                                   "2 % (6 % for Unsloth's UD mixes) plus its print rounding")],
@@ -84,7 +76,7 @@ def gguf_published_sizes(context: dg.AssetExecutionContext, catalog: CatalogReso
                             infer_schema_length=0)
     sized = set(warehouse.read("models").get_column("model_id"))  # quarantined ones are not
     configs = {k: v for k, v in snapshot.model_configs().items() if k in sized}
-    df = published_size_frame(published, configs, _stand_ins(catalog))
+    df = published_size_frame(published, configs, catalog.stand_ins())
     result = warehouse.publish(context, "gguf_published_sizes", df, CATALOGS_VERIFIED,
                                "data/catalogs/published_gguf_sizes.csv")
     decimals = pl.col("published_value").str.split(".").list.get(1, null_on_oob=True) \
