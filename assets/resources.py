@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 from importlib.metadata import version
 from pathlib import Path
@@ -10,16 +11,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
 from warehouse import store
 from warehouse.staging import SliceStore
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class SnapshotResource(dg.ConfigurableResource):
     """The bundled (or any recorded) snapshot of raw inputs: configs, listings, responses."""
 
-    path: str = str(ROOT / "data" / "snapshot")
+    path: str = str(SNAPSHOT_DIR)
 
     def manifest(self) -> dict[str, dict]:
         """Manifest lines of every part of the snapshot, keyed by the file they describe."""
@@ -30,6 +30,12 @@ class SnapshotResource(dg.ConfigurableResource):
                     entry = json.loads(line)
                     entries[entry["path"]] = entry
         return entries
+
+    def recorded_on(self) -> dt.date:
+        """The newest date of the Hub part of the snapshot: what an offline run has seen
+        of the Hub is as of then, not of today."""
+        dates = [entry_date(e) for path, e in self.manifest().items() if path.startswith("hub/")]
+        return max((d for d in dates if d), default=dt.date.today())
 
     def hub_checks(self) -> dict[str, str]:
         """Whether each stored config is byte-identical to the Hub's file, where a published
@@ -59,7 +65,7 @@ class SnapshotResource(dg.ConfigurableResource):
 class CatalogResource(dg.ConfigurableResource):
     """Curated reference data versioned in the repository (GPUs, aliases)."""
 
-    path: str = str(ROOT / "data" / "catalogs")
+    path: str = str(CATALOG_DIR)
 
     def reference_page(self) -> pl.DataFrame:
         """The reference page's GPUs and models, their ids and stand-ins (all text)."""
@@ -86,8 +92,9 @@ class WarehouseResource(dg.ConfigurableResource):
         return SliceStore(self.root, table, self.storage_options())
 
     def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
-                sources: str) -> dg.MaterializeResult:
-        """Commit `df` as the table's next version once its contract holds.
+                sources: str, fingerprint: str | None = None) -> dg.MaterializeResult:
+        """Commit `df` as the table's next version once its contract holds, unless it is
+        the current version's content (store.publish's `fingerprint`).
 
         A broken contract (schema, keys, nulls, plausibility, collapsing row count) fails
         the step with the reasons; nothing is written and the previous version stays."""
@@ -95,16 +102,33 @@ class WarehouseResource(dg.ConfigurableResource):
                 "sources": sources}
         try:
             p = store.publish(table, df, verified_at=verified_at, commit_info=info,
-                              base=self.root, storage_options=self.storage_options())
+                              base=self.root, storage_options=self.storage_options(),
+                              fingerprint=fingerprint)
         except store.ContractViolation as e:
             raise dg.Failure(description=f"blocking check {contract_check_name(table)} failed, "
                                          f"nothing published: {e}") from e
+        return self._result(context, p)
+
+    def unchanged(self, context: dg.AssetExecutionContext, table: str, fingerprint: str,
+                  verified_at) -> dg.MaterializeResult | None:
+        """The current version's result when it was published from the same content, so
+        that an asset can skip computing what it would publish; None otherwise."""
+        p = store.unchanged(table, fingerprint, verified_at, self.root, self.storage_options())
+        return None if p is None else self._result(context, p)
+
+    def _result(self, context: dg.AssetExecutionContext,
+                p: store.Published) -> dg.MaterializeResult:
+        table = p.table
+        if not p.changed:
+            context.log.info(f"{table}: unchanged, version {p.version} stays current")
         check = dg.AssetCheckResult(check_name=contract_check_name(table), passed=True,
                                     asset_key=context.asset_key,
                                     metadata={"rows": p.rows, "delta_version": p.version})
         return dg.MaterializeResult(check_results=[check], metadata={
             "rows": dg.MetadataValue.int(p.rows),
+            "dagster/row_count": dg.MetadataValue.int(p.rows),
             "delta_version": dg.MetadataValue.int(p.version),
+            "changed": dg.MetadataValue.bool(p.changed),
             "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
             "path": dg.MetadataValue.path(p.path),
             "latest_parquet": dg.MetadataValue.path(p.latest_parquet),
@@ -115,8 +139,20 @@ class WarehouseResource(dg.ConfigurableResource):
         return pl.scan_parquet(parquet_uri, storage_options=self.storage_options() or None) \
             .head(rows).collect()
 
+    def fingerprint(self, table: str) -> str | None:
+        """The content fingerprint of the table's current version, if it has one."""
+        current = store.current_version(store.table_uri(table, self.root),
+                                       self.storage_options())
+        return current.get(store.FINGERPRINT_KEY) if current else None
+
     def read(self, table: str):
         return store.read(table, base=self.root, storage_options=self.storage_options())
+
+
+def entry_date(entry: dict) -> dt.date | None:
+    """When a snapshot file was published or fetched (its manifest line)."""
+    value = entry.get("published_date") or entry.get("fetched_date")
+    return dt.date.fromisoformat(value[:10]) if value else None
 
 
 def contract_check_name(table: str) -> str:

@@ -4,13 +4,13 @@ configuration), `prices` (what to rent) and `snapshot record` (fresh raw inputs)
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
-from assets.resources import ROOT
+from assets.paths import ROOT, SNAPSHOT_DIR
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -29,33 +29,9 @@ def refresh(args: argparse.Namespace) -> int:
     flag = "1" if args.offline else "0"
     os.environ["HF_HUB_OFFLINE"] = os.environ["LLM_SIZING_OFFLINE"] = flag
     _use_project_instance()
-    import dagster as dg
+    from pipeline.refresh import run
 
-    from assets.sizing.shards import ALL_SHARDS_TAGS
-    from pipeline.definitions import ALL_ASSETS, build_defs
-    from warehouse import store
-
-    defs = build_defs(os.environ)
-    with dg.DagsterInstance.get() as instance:
-        result = dg.materialize(ALL_ASSETS, resources=defs.resources, instance=instance,
-                                tags=ALL_SHARDS_TAGS, raise_on_error=False)
-    if not result.success:
-        failed = [e.step_key for e in result.all_events if e.is_step_failure]
-        print(f"refresh failed in {', '.join(failed)}; previous table versions stay current",
-              file=sys.stderr)
-        return 1
-    print(f"{'table':18} {'version':>7} {'rows':>10}  verified_at  path")
-    for table in ("gpus", "weight_formats", "engines", "hub_models", "gguf_files", "models",
-                  "model_quarantine", "weights", "fit_configurations", "fit_matrix", "cost_basis",
-                  "cost_matrix", "coverage", "param_checks", "gguf_published_sizes",
-                  "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
-                  "gpu_prices", "price_quarantine", "cheapest_offers"):
-        latest = store.history(table)[0]
-        rows = store.row_count(table)
-        print(f"{table:18} {latest['version']:>7} {rows:>10}  {latest.get('verified_at', '?')}"
-              f"   {store.table_uri(table)}")
-    print(f"plain Parquet exports of the latest versions: {store.root()}/latest/")
-    return 0
+    return run(args.offline, args.verbose)
 
 
 def prices(args: argparse.Namespace) -> int:
@@ -110,28 +86,37 @@ def record(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-def _find_gpu(query: str):
-    from assets.catalogs.assets import load_gpus
-    from assets.resources import CatalogResource
+def _catalog_gpu(query: str, cache: dict) -> dict:
+    from assets.catalogs.readers import load_gpu_aliases, load_gpus
+    from pipeline.names import find_gpu
 
-    gpus = load_gpus(CatalogResource())
-    q = query.strip().lower()
-    ids = gpus.get_column("gpu_id").to_list()
-    names = [n.lower() for n in gpus.get_column("name").to_list()]
-    hits = [i for i, (g, n) in enumerate(zip(ids, names, strict=True)) if q in (g, n)]
-    if not hits:
-        hits = [i for i, n in enumerate(names) if q in n]
-    if len(hits) != 1:
-        close = difflib.get_close_matches(q, ids + names, n=5, cutoff=0.4)
-        if len(hits) > 1:
-            close = [ids[i] for i in hits]
-        what = "ambiguous" if len(hits) > 1 else "unknown"
-        raise SystemExit(f"error: {what} GPU {query!r}; close matches: {', '.join(close)}")
-    return gpus.row(hits[0], named=True)
+    if "gpus" not in cache:
+        cache["gpus"], cache["aliases"] = load_gpus(), load_gpu_aliases()
+    return find_gpu(query, cache["gpus"], cache["aliases"])
 
 
-def estimate_command(args: argparse.Namespace) -> int:
-    _use_project_instance()
+# The fields `estimate --json` and `--queries` answer with.
+ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
+    "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
+    "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
+    "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
+    "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
+    "break_even_months_used",
+    "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
+    "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
+    "launch_vllm", "launch_vllm_reason", "rope_scaling", "rope_scaling_note")
+ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason")
+
+
+class QueryError(ValueError):
+    """One estimate that cannot be answered; the message is the one-line reason."""
+
+
+def _query(args: argparse.Namespace, offers, cache: dict):
+    """The model, configuration, device and usage an estimate's options describe, each
+    name resolved and range checked (QueryError otherwise). `cache` keeps parsed configs
+    and the GPU catalog across the queries of one process."""
+    from pipeline.names import UnknownName, find_format, model_config_path
     from sizing.architecture import ConfigError, parse_config
     from sizing.estimate import (
         Configuration,
@@ -139,52 +124,64 @@ def estimate_command(args: argparse.Namespace) -> int:
         InvalidConfiguration,
         Usage,
         default_kv_dtype,
-        estimate,
+        validate,
     )
+    from sizing.weights import WEIGHT_FORMATS
 
-    if args.config:
-        path, name = Path(args.config), Path(args.config).parent.name or args.config
-    else:
-        path = ROOT / "data" / "snapshot" / "hub" / "models" / args.model / "config.json"
-        name = args.model
-        if not path.exists():
-            raise SystemExit(f"error: {args.model} is not in the bundled snapshot")
     try:
-        m = parse_config(path.read_bytes(), name)
-    except (ConfigError, OSError) as e:
-        raise SystemExit(f"error: {e}") from None
-    gpu = _find_gpu(args.gpu)
+        name, path = (str(args.config), Path(args.config)) if args.config is not None \
+            else model_config_path(args.model)
+        quant = find_format(args.quant, WEIGHT_FORMATS)
+        gpu = _catalog_gpu(args.gpu, cache)
+    except UnknownName as e:
+        raise QueryError(str(e)) from None
+    if (name, path) not in cache:
+        try:
+            cache[name, path] = parse_config(path.read_bytes(), name)
+        except ConfigError as e:
+            raise QueryError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+        except OSError as e:
+            raise QueryError(f"cannot read {path}: {e.strerror or e}") from None
+    m = cache[name, path]
     device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
-                    gpu["price_new_usd"], gpu["price_used_usd"])
+                    gpu["price_new_usd"], gpu["price_used_usd"],
+                    engines=tuple(e for e in gpu["engines"].split(";") if e),
+                    gpu_count_options=tuple(int(n) for n in gpu["gpu_count_options"].split(";")))
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
-    conf = Configuration(args.quant, args.context, kv, args.batch, args.gpus, args.engine,
-                         args.offload / 100, args.prompt_tokens)
-    offers = _published_offers()
+    conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
+                         args.offload / 100, args.prompt_tokens,
+                         rope_scaling=args.rope_scaling)
     price, source = _price_for(args, gpu["gpu_id"], offers)
-    usage = Usage(price, source, args.hours_per_day, args.electricity)
     try:
-        r = estimate(m, conf, device, usage)
+        validate(m, conf, device)
     except InvalidConfiguration as e:
+        raise QueryError(str(e)) from None
+    return m, conf, device, Usage(price, source, args.hours_per_day, args.electricity), gpu
+
+
+def estimate_command(args: argparse.Namespace) -> int:
+    _use_project_instance()
+    from sizing.estimate import estimate_many
+
+    offers = _published_offers()
+    if args.queries is not None:
+        return _bulk(args.queries, offers)
+    if args.gpu is None:
+        raise SystemExit("error: --gpu is required (or --queries FILE)")
+    try:
+        m, conf, device, usage, gpu = _query(args, offers, {})
+    except QueryError as e:
         raise SystemExit(f"error: {e}") from None
-    keys = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
-            "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
-            "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
-            "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
-            "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
-            "break_even_months_used",
-            "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
-            "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
-            "launch_vllm", "launch_vllm_reason")
-    out = {k: r.get(k) for k in keys}
-    out["cost_per_mtok_usd_reason"] = r.get("cost_per_mtok_usd_reason")
-    out["prefill_tok_s_reason"] = r.get("prefill_tok_s_reason")
+    (r,) = estimate_many([(m, conf, device, usage)])
+    quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
+    out = {k: r.get(k) for k in ESTIMATE_KEYS}
     out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
     r["recommendations"] = out["recommendations"]
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(_finite(out), indent=2))
         return 0
-    print(f"{name} · {args.quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
+    print(f"{name} · {quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
           f"{args.gpus}x {gpu['name']} ({gpu['memory_gib']:g} GiB) · {args.engine}")
     print(f"  parameters        {r['params_total'] / 1e9:.2f} B total, "
           f"{r['params_active'] / 1e9:.2f} B active")
@@ -195,6 +192,8 @@ def estimate_command(args: argparse.Namespace) -> int:
                        ("usable per GPU", "usable_gib"), ("headroom", "headroom_gib")):
         print(f"  {label:17} {r[key]:.2f} GiB")
     print(f"  verdict           {r['verdict']}")
+    if r.get("rope_scaling_note"):
+        print(f"  context           {r['rope_scaling_note']}")
     print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
     print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
     print(f"  decode            {_fmt(r['decode_tok_s'], '.1f')} tok/s per sequence, "
@@ -238,6 +237,62 @@ def estimate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bulk(source: str, offers) -> int:
+    """--queries: one JSON object of estimate options per line in, one JSON result (or
+    {"error": ...}) per line out, in order; evaluated together in one pass."""
+    from sizing.estimate import estimate_many
+
+    parser = _estimate_parser(argparse.ArgumentParser(prog="query", exit_on_error=False),
+                              bulk=False)
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    except OSError as e:
+        raise SystemExit(f"error: cannot read {source}: {e.strerror or e}") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    cache: dict = {}
+    answers: list[dict] = []
+    queries = []
+    for n, line in enumerate(lines, 1):
+        try:
+            options = json.loads(line)
+            if not isinstance(options, dict):
+                raise QueryError("a query is a JSON object of estimate options")
+            argv = [a for k, v in options.items() if v is not None and v is not False
+                    for a in ([f"--{k.replace('_', '-')}"]
+                              + ([] if v is True else [str(v)]))]
+            q = _query(_parse_query(parser, argv), offers, cache)
+            queries.append(q[:4])
+            answers.append({"line": n})
+        except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
+            answers.append({"line": n, "error": str(e)})
+    results = iter(estimate_many(queries)) if queries else iter(())
+    for answer in answers:
+        if "error" not in answer:
+            answer |= {k: v for k, v in next(results).items() if k in ESTIMATE_KEYS}
+        print(json.dumps(_finite(answer), default=str))
+    return 0 if all("error" not in a for a in answers) else 1
+
+
+def _parse_query(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse on one query's options, its complaints raised instead of exiting."""
+    def refuse(message: str):
+        raise QueryError(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    return parser.parse_args(argv)
+
+
+def _finite(value):
+    """JSON has no NaN or infinity: such a figure is unknown (null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _published_offers():
     """The latest published cloud offers, or None before the first refresh."""
     from warehouse import store
@@ -268,11 +323,10 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
 
 
 def _recommendations(m, conf, gpu_id: str, offers) -> dict:
-    from assets.catalogs.assets import load_gpus
-    from assets.resources import CatalogResource
+    from assets.catalogs.readers import load_gpus
     from sizing.recommend import best_format_for_gpu, recommend
 
-    gpus = load_gpus(CatalogResource())
+    gpus = load_gpus()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
                     offers)
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
@@ -284,39 +338,86 @@ def _fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.ArgumentParser:
+    """The estimate options, for the command line (with --queries) and for each query."""
+    src = e.add_mutually_exclusive_group(required=True)
+    if bulk:
+        src.add_argument("--queries", metavar="FILE",
+                         help="JSON lines of estimate options (- for stdin): one JSON answer "
+                              "per line, all evaluated in one pass")
+    src.add_argument("--model", help="repository id from the bundled snapshot")
+    src.add_argument("--config", help="path to any config.json")
+    e.add_argument("--quant", default="Q4_K_M", help="weight format, any case (q4_k_m, awq)")
+    e.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
+    e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
+    e.add_argument("--batch", type=_count, default=1, help="sequences decoded together")
+    e.add_argument("--gpu", required=not bulk,
+                   help="catalog id, name or alias, any case ('RTX 4090', h100_sxm5_80gb)")
+    e.add_argument("--gpus", type=_count, default=1, help="number of GPUs")
+    e.add_argument("--engine", default="llama.cpp", choices=("llama.cpp", "vllm"))
+    e.add_argument("--rope-scaling", choices=("yarn", "dynamic", "linear", "llama3", "longrope"),
+                   help="RoPE scaling as the model card documents it, for contexts past the "
+                        "config's maximum (Qwen2.5, Qwen3: yarn)")
+    e.add_argument("--offload", type=_percent, default=0.0,
+                   help="percent (0-99) of the layers kept in system RAM")
+    e.add_argument("--prompt-tokens", type=_count, default=4096)
+    e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
+    e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
+    e.add_argument("--electricity", type=_amount, default=0.15, help="USD per kWh")
+    e.add_argument("--json", action="store_true")
+    return e
+
+
+def _number(text: str, low: float, high: float, what: str, integer: bool = False) -> float:
+    """A finite number in [low, high] (argparse type): NaN, inf and out-of-range values
+    are refused with the range, so no output ever holds them."""
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise argparse.ArgumentTypeError(f"{text} is not {what} between {low:g} and {high:g}")
+    return value
+
+
+def _count(text: str) -> int:
+    return int(_number(text, 1, 1e8, "a whole number", integer=True))
+
+
+def _percent(text: str) -> float:
+    return _number(text, 0, 99, "a percentage")
+
+
+def _amount(text: str) -> float:
+    return _number(text, 0, 1e7, "an amount")
+
+
+def _hours(text: str) -> float:
+    return _number(text, 0, 24, "a number of hours")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-sizing", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("refresh", help="materialize every asset and publish the tables")
+    r = sub.add_parser("refresh", help="materialize every asset and publish the tables",
+                       description="Exit codes: 0 all steps succeeded; 1 a step failed (its "
+                                   "tables keep their previous versions); 3 a source could not "
+                                   "be read or is stale, and its previous data was kept.")
     r.add_argument("--offline", action="store_true",
                    help="replay the snapshot instead of calling the Hub and price providers")
+    r.add_argument("-v", "--verbose", action="store_true", help="print Dagster's event log too")
     r.set_defaults(func=refresh)
-    e = sub.add_parser("estimate", help="size one model on one GPU configuration")
-    src = e.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="repository id from the bundled snapshot")
-    src.add_argument("--config", help="path to any config.json")
-    e.add_argument("--quant", default="Q4_K_M")
-    e.add_argument("--context", type=int, default=8192)
-    e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
-    e.add_argument("--batch", type=int, default=1)
-    e.add_argument("--gpu", required=True, help="catalog id or name, case-insensitive")
-    e.add_argument("--gpus", type=int, default=1)
-    e.add_argument("--engine", default="llama.cpp", choices=("llama.cpp", "vllm"))
-    e.add_argument("--offload", type=float, default=0.0, help="percent of layers in system RAM")
-    e.add_argument("--prompt-tokens", type=int, default=4096)
-    e.add_argument("--price-per-hour", type=float, help="USD per GPU-hour")
-    e.add_argument("--hours-per-day", type=float, default=4.0)
-    e.add_argument("--electricity", type=float, default=0.15, help="USD per kWh")
-    e.add_argument("--json", action="store_true")
+    e = _estimate_parser(sub.add_parser("estimate", help="size one model on one GPU "
+                                                     "configuration"), bulk=True)
     e.set_defaults(func=estimate_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     rec = snap_sub.add_parser("record", help="fetch the Hub and the price providers now")
-    rec.add_argument("--snapshot", default=str(ROOT / "data" / "snapshot"))
+    rec.add_argument("--snapshot", default=str(SNAPSHOT_DIR))
     rec.set_defaults(func=record)
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
-    p.add_argument("--need-gb", type=float, required=True, help="GPU memory needed, in GB")
-    p.add_argument("--hours-per-day", type=float, default=4.0)
+    p.add_argument("--need-gb", type=_amount, required=True, help="GPU memory needed, in GB")
+    p.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
     p.set_defaults(func=prices)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -28,6 +28,7 @@ from assets.sizing.assets import (
 )
 from assets.sizing.published_sizes import gguf_published_sizes
 from assets.sizing.shards import ALL_SHARDS_TAGS
+from pipeline.progress import progress_logger
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
@@ -91,6 +92,7 @@ def _resources(environ: Mapping[str, str]) -> dict:
 
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
     return dg.Definitions(
+        loggers={"console": dg.default_loggers()["console"], "progress": progress_logger},
         assets=ALL_ASSETS,
         asset_checks=[prices_recent, weights_match_published_gguf],
         jobs=[refresh_job, prices_job],

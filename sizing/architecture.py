@@ -8,10 +8,13 @@ marked) rather than code paths. A config the estimator cannot describe raises
 
 from __future__ import annotations
 
+import csv
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 
@@ -172,6 +175,18 @@ class NativeQuant:
 
 
 @dataclass(frozen=True)
+class RopeRecipe:
+    """RoPE scaling a model card documents for contexts beyond the config's own maximum
+    (data/catalogs/rope_scaling_recipes.csv, each row quoting its card)."""
+
+    rope_type: str  # "yarn", ...: the rope_type the card tells users to add
+    factor: float
+    original_max_position_embeddings: int
+    scaled_max_context: int
+    source_url: str
+
+
+@dataclass(frozen=True)
 class ModelArch:
     name: str
     model_type: str
@@ -211,6 +226,8 @@ class ModelArch:
     attn_res: bool = False
     compressed: CompressedAttention | None = None
     sparse_indexer: SparseIndexer | None = None
+    # A documented recipe reaching past max_context (None: the native maximum is all).
+    rope_recipe: RopeRecipe | None = None
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""
@@ -425,6 +442,36 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
     )
 
 
+# Shape fields read as counts, each with the largest value any real model comes near
+# (x100 margin): a config that breaks these is malformed, and one absurd value (10**12
+# layers) must quarantine its model, not exhaust memory. Strings ("80"), floats (80.5)
+# and booleans are refused rather than coerced.
+_COUNT_FIELDS = {
+    **dict.fromkeys(("num_hidden_layers", "n_layers", "num_layers"), 10_000),
+    **dict.fromkeys(("hidden_size", "n_embd", "intermediate_size", "moe_intermediate_size",
+                     "shared_expert_intermediate_size", "head_dim", "v_head_dim",
+                     "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "q_lora_rank",
+                     "ssm_state_size"), 10_000_000),
+    **dict.fromkeys(("num_attention_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
+                     "n_routed_experts", "num_experts", "num_local_experts",
+                     "num_experts_per_tok"), 100_000),
+    "vocab_size": 100_000_000,
+    "max_position_embeddings": 1_000_000_000,
+}
+
+
+def _check_counts(name: str, t: Mapping[str, Any]) -> None:
+    """Each count field present is a whole number in range; the error names the field."""
+    for key, most in _COUNT_FIELDS.items():
+        v = t.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(name, f"field {key} must be a whole number, got {v!r}")
+        if not 0 <= v <= most:
+            raise ConfigError(name, f"field {key} = {v} is outside 0..{most:,}")
+
+
 def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model") -> ModelArch:
     """Describe a model from its config.json (a mapping or the JSON text).
 
@@ -447,6 +494,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
     if not isinstance(config, Mapping):
         raise ConfigError(name, "config.json is not a JSON object")
     t = _text_config(config)
+    _check_counts(name, t)
     blocks = t.get("layers_block_type")
     if isinstance(blocks, list) and "hybrid_override_pattern" not in t:
         # Newer Nemotron-H configs name each block instead of giving one letter per block.
@@ -532,12 +580,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
                          default=0) or 0)
     if max_ctx <= 0:
         raise ConfigError(name, "missing field max_position_embeddings")
-    rope_scaling = t.get("rope_scaling") or {}
-    if isinstance(rope_scaling, Mapping) and rope_scaling.get("original_max_position_embeddings"):
-        # YaRN-extended models state the extended window in max_position_embeddings.
-        factor = float(rope_scaling.get("factor") or 1)
-        orig = int(rope_scaling["original_max_position_embeddings"])
-        max_ctx = max(max_ctx, int(orig * factor)) if factor > 1 else max_ctx
+    max_ctx = max(max_ctx, _rope_scaled_max(t, max_ctx, model_type))
     dtype = str(_first(t, "torch_dtype", "dtype", default="bfloat16"))
     tied = t.get("tie_word_embeddings")
     if tied is None:  # transformers' PretrainedConfig default
@@ -582,6 +625,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         attn_res=bool(t.get("attn_res_block_size")),
         compressed=compressed,
         sparse_indexer=sparse,
+        rope_recipe=_recipe_for(name, max_ctx),
     )
 
 
@@ -633,3 +677,68 @@ def _global_attention(t: Mapping[str, Any], head_dim: int) -> GlobalAttention | 
     n_kv = t.get("num_global_key_value_heads") if k_eq_v else None
     return GlobalAttention(n_kv_heads=int(n_kv or t.get("num_key_value_heads") or 0),
                            head_dim=int(t["global_head_dim"]) or head_dim, k_eq_v=k_eq_v)
+
+
+# ---------------------------------------------------------------------------
+# RoPE scaling: what the config itself reaches, and what a model card documents beyond it.
+
+# rope_type values a user can ask for; both the `type` and `rope_type` keys name them.
+ROPE_SCALING_TYPES = ("yarn", "dynamic", "linear", "llama3", "longrope")
+
+
+def _rope_entries(t: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The config's RoPE settings: `rope_scaling` (transformers 4) and `rope_parameters`
+    (transformers 5: one mapping, or one per layer type as in Gemma 4)."""
+    entries: list[Mapping[str, Any]] = []
+    for key in ("rope_scaling", "rope_parameters"):
+        value = t.get(key)
+        if not isinstance(value, Mapping) or not value:
+            continue
+        if all(isinstance(v, Mapping) for v in value.values()):
+            entries += value.values()
+        else:
+            entries.append(value)
+    return entries
+
+
+def _rope_scaled_max(t: Mapping[str, Any], max_pos: int, model_type: str) -> int:
+    """The context the config's own RoPE scaling reaches, derived as vLLM derives its
+    max_model_len (vllm/config/model.py _get_and_verify_max_len): llama3 and longrope
+    ("su") configs already state the scaled maximum in max_position_embeddings (Llama
+    3.2: 131,072, with original_max_position_embeddings 8,192 and factor 32); yarn reaches
+    original_max_position_embeddings x factor (DeepSeek-V3: 4,096 x 40 = 163,840); linear
+    and dynamic scale max_position_embeddings by the factor; Gemma 3's 131,072 is already
+    scaled (vLLM skips it too). Types without a factor ("default", mrope) change nothing."""
+    if "gemma3" in model_type:
+        return max_pos
+    derived, factor = max_pos, 1.0
+    for entry in _rope_entries(t):
+        kind = str(entry.get("rope_type") or entry.get("type") or "default")
+        if kind in ("su", "longrope", "llama3"):
+            continue
+        factor = float(entry.get("factor") or factor)
+        if kind == "yarn" and entry.get("original_max_position_embeddings"):
+            derived = int(entry["original_max_position_embeddings"])
+    return int(derived * factor)
+
+
+RECIPES_CSV = Path(__file__).resolve().parents[1] / "data" / "catalogs" \
+    / "rope_scaling_recipes.csv"
+
+
+@functools.cache
+def documented_rope_recipes() -> dict[str, RopeRecipe]:
+    """The RoPE-scaling recipes model cards document, by repository id. A curated file of
+    the repository read once, like a table in code (the estimator does no other I/O)."""
+    with RECIPES_CSV.open(newline="", encoding="utf-8") as f:
+        return {r["model_repo"]: RopeRecipe(
+            rope_type=r["rope_type"], factor=float(r["factor"]),
+            original_max_position_embeddings=int(r["original_max_position_embeddings"]),
+            scaled_max_context=int(r["scaled_max_context"]), source_url=r["source_url"])
+            for r in csv.DictReader(f)}
+
+
+def _recipe_for(name: str, native_max: int) -> RopeRecipe | None:
+    """The model's documented recipe, when it reaches past what the config already does."""
+    recipe = documented_rope_recipes().get(name)
+    return recipe if recipe is not None and recipe.scaled_max_context > native_max else None

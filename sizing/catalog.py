@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE
+from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE, Q8_EMBED_OUTPUT_FTYPES
 from sizing.grid import FORMATS_BY_ENGINE
 from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
@@ -48,6 +48,11 @@ def format_catalog_rows() -> list[dict[str, Any]]:
     for fmt, base in APPROXIMATE_FTYPES.items():
         rows.append({"weight_format": fmt, "kind": f"Unsloth dynamic GGUF mix, recipe not "
                                                   f"public: sized as {base} (approximate)",
+                     "nominal_bits_per_weight": GGML_TYPES[GGUF_DEFAULT_TYPE[base]]
+                     .bits_per_weight, "engines": LLAMA_CPP, "default_for": ""})
+    for fmt, base in Q8_EMBED_OUTPUT_FTYPES.items():
+        rows.append({"weight_format": fmt, "kind": f"{base} with Q8_0 token embedding and "
+                                                  "output (bartowski's _L recipe)",
                      "nominal_bits_per_weight": GGML_TYPES[GGUF_DEFAULT_TYPE[base]]
                      .bits_per_weight, "engines": LLAMA_CPP, "default_for": ""})
     for fmt, (kind, bits) in _CHECKPOINT_KINDS.items():

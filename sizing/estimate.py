@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from sizing.architecture import ModelArch
+from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
     DEFAULT_HOST_POWER_W,
@@ -15,19 +15,17 @@ from sizing.cost import (
     cost_columns,
 )
 from sizing.finetune import finetune_memory
-from sizing.gguf_quant import GGUF_FTYPES
 from sizing.launch import llama_server_command, vllm_serve_command
 from sizing.memory import (
     ENGINES,
-    KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
-    VLLM,
     default_batched_tokens,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
+from sizing.rules import effective_max_context, refusals
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
@@ -52,6 +50,9 @@ class Device:
     tdp_w: float | None = None
     price_new_usd: float | None = None
     price_used_usd: float | None = None
+    # The GPU catalog's engines and counts (None: a device not from the catalog, unchecked).
+    engines: tuple[str, ...] | None = None
+    gpu_count_options: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Configuration:
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S
     max_num_batched_tokens: int | None = None  # vLLM scheduler budget; None: its default
+    # RoPE scaling asked for ("yarn", ...; None: the native maximum context). Allowed only
+    # as the model card documents it (sizing.architecture.RopeRecipe).
+    rope_scaling: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,32 +95,46 @@ def default_kv_dtype(m: ModelArch, engine: str) -> str:
     return "fp8" if m.vllm_fp8_cache_only else "auto"
 
 
-def validate(m: ModelArch, c: Configuration) -> None:
+def _rule_row(m: ModelArch, c: Configuration, d: Device | None) -> pl.DataFrame:
+    """The columns sizing.rules reads, for this one configuration."""
+    row = {k: v for k, v in model_row(m).items() if k in _RULE_MODEL_COLUMNS} | {
+        "engine": c.engine, "weight_format": c.weight_format, "kv_dtype": c.kv_dtype,
+        "context": c.context, "n_gpus": c.n_gpus, "rope_scaling": c.rope_scaling,
+        "gpu_id": d.name if d else None,
+        "engines": ";".join(d.engines) if d and d.engines is not None else None,
+        "gpu_count_options": ";".join(map(str, d.gpu_count_options))
+        if d and d.gpu_count_options is not None else None}
+    return pl.DataFrame([row], schema_overrides=_RULE_SCHEMA)
+
+
+_RULE_MODEL_COLUMNS = ("model_id", "n_heads", "kv_heads", "kv_heads_full", "vllm_kv_fp8_only",
+                       "max_context", "rope_scaled_max_context", "rope_scaling_type")
+_RULE_SCHEMA = {"rope_scaled_max_context": pl.Int64, "rope_scaling_type": pl.String,
+                "rope_scaling": pl.String, "gpu_id": pl.String, "engines": pl.String,
+                "gpu_count_options": pl.String}
+
+
+def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
+    """Refuse a configuration that cannot run, with every reason: the existence rules of
+    the matrix (sizing.rules) evaluated on this configuration's row, after the checks of
+    values the grid never holds (unknown names, non-positive counts)."""
     if c.engine not in ENGINES:
         raise InvalidConfiguration(f"unknown engine {c.engine!r}; known: {', '.join(ENGINES)}")
     if c.weight_format not in WEIGHT_FORMATS:
         raise InvalidConfiguration(
             f"unknown weight format {c.weight_format!r}; known: {', '.join(WEIGHT_FORMATS)}")
-    if (c.weight_format in GGUF_FTYPES) != (c.engine == LLAMA_CPP) \
-            and c.weight_format not in ("BF16", "F16"):
-        raise InvalidConfiguration(f"{c.engine} does not load {c.weight_format} weights")
-    if c.kv_dtype not in KV_DTYPES_BY_ENGINE[c.engine]:
-        raise InvalidConfiguration(
-            f"{c.engine} KV cache types are {', '.join(KV_DTYPES_BY_ENGINE[c.engine])}, "
-            f"not {c.kv_dtype!r}")
-    if c.engine == VLLM and m.vllm_fp8_cache_only and c.kv_dtype != "fp8":
-        raise InvalidConfiguration(f"vllm runs {m.name} with an fp8 KV cache only")
-    if c.context <= 0:
-        raise InvalidConfiguration(f"context must be positive, got {c.context}")
-    if c.context > m.max_context:
-        raise InvalidConfiguration(
-            f"context {c.context} exceeds {m.name}'s maximum of {m.max_context} tokens")
+    if c.rope_scaling is not None and c.rope_scaling not in ROPE_SCALING_TYPES:
+        raise InvalidConfiguration(f"unknown RoPE scaling {c.rope_scaling!r}; known: "
+                                   f"{', '.join(ROPE_SCALING_TYPES)}")
     if c.batch <= 0 or c.n_gpus <= 0:
         raise InvalidConfiguration("batch and GPU count must be positive")
     if not 0 <= c.offload_frac < 1:
         raise InvalidConfiguration(f"offload share must be in [0, 1), got {c.offload_frac}")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
+    reasons = refusals(_rule_row(m, c, d))
+    if reasons:
+        raise InvalidConfiguration("; ".join(reasons))
 
 
 def checkpoint_format(m: ModelArch) -> str:
@@ -128,12 +146,20 @@ def checkpoint_format(m: ModelArch) -> str:
     return {"fp8": "FP8", "mxfp4": "MXFP4", "awq": "AWQ", "gptq": "GPTQ"}.get(method, "BF16")
 
 
-def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> pl.DataFrame:
-    row: dict[str, Any] = model_row(m) | format_row(m, c.weight_format,
-                                                    gguf=c.engine == LLAMA_CPP)
-    row |= {
+Query = tuple[ModelArch, Configuration, Device, Usage]
+
+
+def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
+                       facts: dict) -> dict[str, Any]:
+    """One configuration's input columns; `facts` caches each model's and format's
+    columns across the rows of one evaluation (tensor sums are the costly part)."""
+    key = (id(m), c.weight_format, c.engine == LLAMA_CPP)
+    if key not in facts:
+        facts[key] = model_row(m) | format_row(m, c.weight_format, gguf=c.engine == LLAMA_CPP)
+    return facts[key] | {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
+        "rope_scaling": c.rope_scaling, "max_num_batched_tokens": c.max_num_batched_tokens,
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s,
         "gpu_id": d.name, "gpu_memory_gib": d.memory_gib, "unified_memory": d.unified_memory,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
@@ -143,27 +169,58 @@ def configuration_frame(m: ModelArch, c: Configuration, d: Device, u: Usage) -> 
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,
         "electricity_usd_per_kwh": u.electricity_usd_per_kwh, "host_power_w": u.host_power_w,
     }
+
+
+def configuration_frame(queries: list[Query]) -> pl.DataFrame:
+    """The input columns of every query, one row each, as the matrix's rows carry them."""
+    facts: dict = {}
+    rows = [_configuration_row(m, c, d, u, facts) for m, c, d, u in queries]
     schema_overrides = {k: pl.Float64 for k in ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
                                                 "purchase_usd", "purchase_used_usd",
                                                 "price_per_gpu_hour_usd")}
-    frame = pl.DataFrame([row], schema_overrides=schema_overrides)
-    budget = pl.lit(c.max_num_batched_tokens) if c.max_num_batched_tokens \
-        else default_batched_tokens()
-    return frame.with_columns(budget.alias("max_num_batched_tokens"),
-                              kv_bytes_per_element_column(), *efficiency_columns()) \
+    schema_overrides |= {k: _RULE_SCHEMA[k] for k in ("rope_scaled_max_context",
+                                                      "rope_scaling_type", "rope_scaling")}
+    schema_overrides["max_num_batched_tokens"] = pl.Int64
+    frame = pl.DataFrame(rows, schema_overrides=schema_overrides, infer_schema_length=None)
+    # Memory and speed up to the maximum the asked RoPE scaling allows (as in the matrix).
+    frame = frame.with_columns(effective_max_context().alias("max_context"))
+    return frame.with_columns(
+        pl.coalesce(pl.col("max_num_batched_tokens"), default_batched_tokens())
+        .alias("max_num_batched_tokens"),
+        kv_bytes_per_element_column(), *efficiency_columns()) \
         .with_columns(kv_cell_bytes_columns())
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
              gguf_repo: str | None = None) -> dict[str, Any]:
     """Memory, speed, cost, fine-tuning and launch commands for one configuration."""
-    validate(m, c)
-    u = u or Usage()
-    frame = configuration_frame(m, c, d, u).with_columns(memory_columns())
+    validate(m, c, d)
+    return estimate_many([(m, c, d, u or Usage())], gguf_repo)[0]
+
+
+def estimate_many(queries: list[Query], gguf_repo: str | None = None) -> list[dict[str, Any]]:
+    """estimate() of many validated configurations, the expressions evaluated once over
+    all their rows (a service's or notebook's many questions at the matrix's speed)."""
+    frame = configuration_frame(queries).with_columns(memory_columns())
     frame = frame.with_columns(prefill_columns()).with_columns(speed_columns()) \
         .with_columns(cost_columns())
-    out = frame.row(0, named=True)
+    finetune: dict[int, dict] = {}
+    return [_finish(out, m, c, d, u, gguf_repo, finetune)
+            for out, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
+
+
+def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: Usage,
+            gguf_repo: str | None, finetune: dict[int, dict]) -> dict[str, Any]:
+    """The row's figures with what is not a column: notes, cost basis, fine-tuning memory
+    (per model) and launch commands."""
     out["weights_gib"] = gib(out["weights_bytes"])
+    if c.rope_scaling is not None and m.rope_recipe is not None:
+        r = m.rope_recipe
+        out["rope_scaling_note"] = (
+            f"relies on {r.rope_type} RoPE scaling (factor {r.factor:g} over "
+            f"{r.original_max_position_embeddings:,} tokens, up to {r.scaled_max_context:,}) "
+            f"as the model card documents ({r.source_url}); the config's native maximum is "
+            f"{m.max_context:,} tokens")
     out["cost_basis"] = {"price_per_gpu_hour_usd": u.price_per_gpu_hour_usd,
                          "price_source": u.price_source, "hours_per_day": u.hours_per_day,
                          "electricity_usd_per_kwh": u.electricity_usd_per_kwh,
@@ -177,13 +234,22 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
             else f"prefill not calibrated for {c.engine} on {d.vendor or 'this vendor'}'s GPUs")
-    ft = finetune_memory(m)
+    if id(m) not in finetune:
+        finetune[id(m)] = finetune_memory(m)
+    ft = finetune[id(m)]
     for key, regime in ft.items():
         out[f"finetune_{key}_gib"] = regime.total_gib
     out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
     out["launch_llama_cpp"] = (llama_server_command(
         gguf_repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
+    if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
+        # llama-server's YaRN flags, as the Qwen3 cards give them ("llama-server ...
+        # --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768").
+        r = m.rope_recipe
+        out["launch_llama_cpp"] += (f" \\\n  --rope-scaling {r.rope_type} --rope-scale "
+                                    f"{r.factor:g} --yarn-orig-ctx "
+                                    f"{r.original_max_position_embeddings}")
     vllm, reason = (vllm_serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
                                        c.kv_dtype, c.batch, c.n_gpus,
                                        out["weights_bytes"] * c.offload_frac)

@@ -43,15 +43,17 @@ GGML_TYPES: dict[str, GgmlType] = {
         GgmlType("Q4_0", 32, 18),
         GgmlType("Q3_K", 256, 110),
         GgmlType("Q2_K", 256, 84),
-        GgmlType("IQ4_XS", 256, 136),
-        GgmlType("IQ4_NL", 32, 18),
-        GgmlType("IQ3_S", 256, 110),
-        GgmlType("IQ3_XXS", 256, 98),
-        GgmlType("IQ2_S", 256, 82),
-        GgmlType("IQ2_XS", 256, 74),
-        GgmlType("IQ2_XXS", 256, 66),
-        GgmlType("IQ1_M", 256, 56),
-        GgmlType("IQ1_S", 256, 50),
+        # i-quants: the block structs of ggml/src/ggml-common.h (QK_K = 256, QK4_NL = 32;
+        # ggml_half = 2 bytes), sizes as its static_asserts spell them.
+        GgmlType("IQ4_XS", 256, 136),  # d + scales_h (2+2) + scales_l[QK_K/64] + qs[QK_K/2]
+        GgmlType("IQ4_NL", 32, 18),  # d + qs[QK4_NL/2]
+        GgmlType("IQ3_S", 256, 110),  # d + 13*(QK_K/32) (qs, qh, signs) + scales[QK_K/64]
+        GgmlType("IQ3_XXS", 256, 98),  # d + 3*(QK_K/8)
+        GgmlType("IQ2_S", 256, 82),  # d + qs[QK_K/4] + qh, scales[QK_K/32] each
+        GgmlType("IQ2_XS", 256, 74),  # d + uint16 qs[QK_K/8] + scales[QK_K/32]
+        GgmlType("IQ2_XXS", 256, 66),  # d + uint16 qs[QK_K/8]
+        GgmlType("IQ1_M", 256, 56),  # qs[QK_K/8] + qh[QK_K/16] + scales[QK_K/32], no d
+        GgmlType("IQ1_S", 256, 50),  # d + qs[QK_K/8] + uint16 qh[QK_K/32]
         GgmlType("MXFP4", 32, 17),
         GgmlType("NVFP4", 64, 36),
     )

@@ -1,8 +1,10 @@
 """The default configuration grid of the published fit matrix (documented in warehouse/README.md).
 
-Rows that cannot exist are not generated: a format the engine cannot load, a context
-beyond the model's maximum, a GPU the engine does not run on, vLLM tensor parallelism
-that does not divide the attention heads, or a KV-cache type vLLM refuses for the model.
+Rows that cannot exist are left out by the rules the single estimate also applies
+(sizing.rules): a format the engine cannot load, a context beyond the model's maximum (or
+its card's RoPE-scaled maximum, on rows labelled `rope_scaled`), a GPU the engine does not
+run on or a count the catalog does not list, vLLM tensor parallelism that does not divide
+the attention heads or the KV heads, or a KV-cache type vLLM refuses for the model.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from sizing.memory import (
     kv_cell_bytes_columns,
     memory_columns,
 )
+from sizing.rules import (
+    CONFIGURATION_RULES,
+    GPU_RULES,
+    ROW_RULES,
+    VLLM_ATTENTION_HEADS_SPLIT,
+    VLLM_KV_HEADS_SPLIT,
+    allowed,
+    effective_max_context,
+)
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
@@ -29,8 +40,8 @@ from sizing.speed import (
 
 # Formats each engine loads, from the most to the least faithful to the checkpoint.
 FORMATS_BY_ENGINE = {
-    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "Q2_K",
-                "UD-Q2_K_XL"),
+    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "IQ3_XXS",
+                "Q2_K", "UD-Q2_K_XL", "IQ2_M", "IQ2_XXS", "IQ1_M"),
     VLLM: ("BF16", "FP8", "NVFP4", "MXFP4", "AWQ", "GPTQ"),
 }
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
@@ -51,41 +62,51 @@ def engine_kv_dtypes() -> pl.LazyFrame:
 
 
 def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
-    """The standard contexts up to each model's maximum, plus the maximum itself."""
+    """The standard contexts up to each model's maximum, plus the maximum itself; for a
+    model whose card documents RoPE scaling, on up to the scaled maximum too, the rows
+    beyond the native maximum asking for that scaling (`rope_scaling`)."""
     standard = pl.LazyFrame({"context": CONTEXTS})
+    top = pl.max_horizontal("max_context", pl.col("rope_scaled_max_context").fill_null(0))
+    dims = models.select("model_id", "max_context", "rope_scaled_max_context",
+                         "rope_scaling_type")
     return pl.concat([
-        models.select("model_id", "max_context").join(standard, how="cross")
-        .filter(pl.col("context") <= pl.col("max_context")).select("model_id", "context"),
-        models.select("model_id", pl.col("max_context").alias("context")),
-    ]).unique()
+        dims.join(standard, how="cross").filter(pl.col("context") <= top)
+        .select("model_id", "context"),
+        dims.select("model_id", pl.col("max_context").alias("context")),
+        dims.filter(pl.col("rope_scaled_max_context").is_not_null())
+        .select("model_id", pl.col("rope_scaled_max_context").alias("context")),
+    ]).unique().join(dims, on="model_id").select(
+        "model_id", "context",
+        pl.when(pl.col("context") > pl.col("max_context")).then(pl.col("rope_scaling_type"))
+        .otherwise(pl.lit(None, pl.String)).alias("rope_scaling"))
 
 
 def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (GPU, count, engine) the catalog says exists."""
-    return (gpus.with_columns(pl.col("gpu_count_options").str.split(";").alias("n_gpus"),
-                              pl.col("engines").str.split(";").alias("engine"))
-            .explode("n_gpus").explode("engine")
-            .with_columns(pl.col("n_gpus").cast(pl.Int64))
-            .filter(pl.col("engine").is_in(list(FORMATS_BY_ENGINE)))
+    """One row per (GPU, count, engine) the catalog says exists (sizing.rules.GPU_RULES)."""
+    return (gpus.with_columns(pl.col("gpu_count_options").str.split(";").alias("n_gpus"))
+            .explode("n_gpus").with_columns(pl.col("n_gpus").cast(pl.Int64))
+            .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
+            .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
             .with_columns(efficiency_columns()))
 
 
 def tensor_parallel_possible() -> pl.Expr:
-    """vLLM's tensor parallelism needs the attention heads to divide across the GPUs;
-    llama.cpp splits by layers and runs on any count."""
-    return (pl.col("engine") == LLAMA_CPP) | (pl.col("n_heads") % pl.col("n_gpus") == 0)
+    """vLLM's tensor parallelism needs the attention heads and the KV heads to divide
+    across the GPUs (sizing.rules); llama.cpp splits by layers and runs on any count."""
+    return allowed((VLLM_ATTENTION_HEADS_SPLIT, VLLM_KV_HEADS_SPLIT))
 
 
-def configurations(models: pl.LazyFrame, weights: pl.LazyFrame,
-                   gpus: pl.LazyFrame) -> pl.LazyFrame:
+def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame,
+                   formats: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """One row per model x format x engine x GPU x count, with what depends on nothing
-    else: weights and runtime buffers per GPU, usable memory, prefill speed."""
-    return (weights.join(engine_formats(), on="weight_format")
+    else: weights and runtime buffers per GPU, usable memory, prefill speed. `formats`
+    (engine, weight_format) pairs to try, the default grid's unless given."""
+    return (weights.join(engine_formats() if formats is None else formats, on="weight_format")
             .join(models, on="model_id")
             .join(gpu_configurations(gpus), on="engine")
-            .filter(tensor_parallel_possible())
+            .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(0.0).alias("offload_frac"),
                           default_batched_tokens().alias("max_num_batched_tokens"))
@@ -97,8 +118,10 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
     configurations multiplied by contexts, KV-cache types and batches."""
     rows = (configured.join(contexts(models), on="model_id")
             .join(engine_kv_dtypes(), on="engine")
-            .filter(~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == VLLM)
-                      & (pl.col("kv_dtype") != "fp8")))
+            .filter(allowed(ROW_RULES))
+            # Memory and speed up to the maximum this row's RoPE scaling allows.
+            .with_columns(effective_max_context().alias("max_context"),
+                          pl.col("rope_scaling").is_not_null().alias("rope_scaled"))
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))

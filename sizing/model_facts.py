@@ -173,6 +173,9 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "kv_heads": m.n_kv_heads,
         "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
+        # Where the model card documents RoPE scaling past max_context (else null).
+        "rope_scaled_max_context": m.rope_recipe.scaled_max_context if m.rope_recipe else None,
+        "rope_scaling_type": m.rope_recipe.rope_type if m.rope_recipe else None,
         "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,))
         + _compressed_elems_per_token(m) + round(_indexer_key_elems_per_token(m)),
         "kv_window_elems_per_token": _kv_elems_per_token(

@@ -20,3 +20,28 @@ def load_arch(repo_id: str) -> ModelArch:
     if not path.exists():
         pytest.fail(f"{repo_id}: config.json missing from the bundled snapshot")
     return parse_config(path.read_text(), repo_id)
+
+
+# Small models of several architectures (dense, MoE, hybrid): a snapshot of these runs the
+# whole graph in seconds where the point is the pipeline, not the full model set.
+SMALL_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen3-1.7B",
+                "Qwen/Qwen3-30B-A3B", "google/gemma-3-4b-it", "Qwen/Qwen3-8B")
+
+
+def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path:
+    """A snapshot holding a few of the bundled configs (their manifest lines kept) and
+    the bundled price recordings."""
+    import json
+    import shutil
+
+    for repo in repo_ids:
+        (dest / "hub/models" / repo).mkdir(parents=True, exist_ok=True)
+        shutil.copy(config_path(repo), dest / "hub/models" / repo / "config.json")
+    wanted = {f"hub/models/{r}/config.json" for r in repo_ids}
+    lines = [line for f in sorted((SNAPSHOT / "hub").glob("manifest*.jsonl"))
+             for line in f.read_text().splitlines()
+             if line.strip() and json.loads(line)["path"] in wanted]
+    (dest / "hub" / "manifest.small.jsonl").write_text("\n".join(lines) + "\n")
+    if not (dest / "prices").exists():
+        (dest / "prices").symlink_to(SNAPSHOT / "prices", target_is_directory=True)
+    return dest

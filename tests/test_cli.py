@@ -48,7 +48,6 @@ def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monke
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--quant", "Q9_X"], "unknown weight format"),
-    (["--context", "-1"], "context must be positive"),
     (["--context", "1000000"], "exceeds"),
     (["--gpu", "rtx"], "ambiguous GPU"),
     (["--gpu", "voodoo5"], "unknown GPU"),

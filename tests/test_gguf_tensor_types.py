@@ -3,6 +3,10 @@
 tests/data/llama_quant_snapshots.csv transcribes ggml-org/llama.cpp@7992aa7c
 tests/snapshots/*.schema: for each model and ftype, the default type and every tensor
 that llama-quantize gives another type. Our rules must reproduce each tensor's type.
+Every ftype the schemas list is checked, the i-quants IQ1_S to IQ3_M and Q2_K_S included.
+tests/test-quant-type-selection.cpp produces them through llama_quant_compute_types, which
+sets has_imatrix = false, hence require_imatrix=False here (tests/test_iquants.py covers
+the imatrix rules).
 """
 
 import csv
@@ -20,6 +24,7 @@ from tests.conftest import TEST_DATA, config_path
 SNAPSHOT_MODELS = {
     "qwen3-0.6b": "Qwen/Qwen3-0.6B",
     "qwen3-14b": "Qwen/Qwen3-14B",
+    "gemma-3-4b-it": "google/gemma-3-4b-it",  # tied embeddings: token_embd takes output's rule
     "qwen3.5-27b": "Qwen/Qwen3.5-27B",
     "qwen3.5-397b-a17b": "Qwen/Qwen3.5-397B-A17B",
     "meta-llama-3.1-70b-instruct": "meta-llama/Llama-3.1-70B-Instruct",
@@ -54,7 +59,8 @@ def test_tensor_types_match_llama_quantize(snapshot_model, ftype):
     names = {f"{t.name}.weight" for t in tensors}
     untied_in_file = "output.weight" in expected and "output.weight" not in names
     wrong = []
-    for t, got in zip(tensors, gguf_tensor_types(m, tensors, ftype), strict=True):
+    for t, got in zip(tensors, gguf_tensor_types(m, tensors, ftype,
+                                                            require_imatrix=False), strict=True):
         name = f"{t.name}.weight"
         if not t.matrix or t.kind in NEVER_QUANTIZED or (untied_in_file
                                                          and t.kind == "token_embd"):

@@ -4,13 +4,12 @@ size as fitting, and the best format is the most faithful one that fits."""
 import polars as pl
 import pytest
 
-from assets.catalogs.assets import load_gpus
-from assets.resources import CatalogResource
+from assets.catalogs.readers import load_gpus
 from sizing.grid import FORMATS_BY_ENGINE
 from sizing.recommend import best_format_for_gpu, fit_over_gpus, recommend
 from tests.conftest import load_arch
 
-GPUS = load_gpus(CatalogResource())
+GPUS = load_gpus()
 QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
 
 

@@ -9,8 +9,7 @@ refits them and bounds the median error of the estimates that use them.
 import polars as pl
 import pytest
 
-from assets.catalogs.assets import load_gpus
-from assets.resources import CatalogResource
+from assets.catalogs.readers import load_gpus
 from sizing import speed
 from sizing.architecture import parse_config
 from sizing.calibration import fit, median_abs_relative_error
@@ -121,7 +120,7 @@ def rows() -> pl.DataFrame:
     m = _measurements()
     triples = m.select("model", "fmt", "engine").unique().rows()
     model_rows, format_rows = _facts(m.get_column("model").unique().to_list(), triples)
-    gpus = load_gpus(CatalogResource()).select("gpu_id", "vendor", "bandwidth_gb_s",
+    gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s",
                                                 "fp16_dense_tflops")
     # A decode test's running context is its prompt plus half its generated tokens.
     decode = pl.col("kind") == "decode"
@@ -203,7 +202,7 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
         .filter((pl.col("test") == "serve_output_throughput")
                 & pl.col("notes").str.contains("Mean TPOT"))
     phi4 = load_arch("microsoft/phi-4")
-    gpu = load_gpus(CatalogResource()).filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell") \
+    gpu = load_gpus().filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell") \
         .row(0, named=True)
     device = Device(gpu["gpu_id"], gpu["memory_gib"], False, gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"])

@@ -10,6 +10,7 @@ or the one current at a date.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -52,6 +53,17 @@ class Published:
     path: str
     latest_parquet: str
     verified_at: dt.date
+    changed: bool = True  # False: same content as the current version, nothing written
+
+
+def frame_fingerprint(df: pl.DataFrame) -> str:
+    """A hash of a frame's values (its JSON rows, sorted: independent of row order and
+    memory layout)."""
+    return hashlib.sha256(df.sort(df.columns).write_json().encode()).hexdigest()
+
+
+def fingerprint_of(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def root() -> str:
@@ -73,8 +85,14 @@ MIN_ROWS_RATIO = 0.5
 
 def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
             verified_at: dt.date, commit_info: Mapping[str, str], base: str | None = None,
-            storage_options: Mapping[str, str] | None = None) -> Published:
-    """Check the rows against the table's contract and commit them as its next version.
+            storage_options: Mapping[str, str] | None = None,
+            fingerprint: str | None = None) -> Published:
+    """Check the rows against the table's contract and commit them as its next version,
+    unless they are the current version's: a version means a change.
+
+    `fingerprint` names the content (a hash of everything the rows are computed from);
+    one frame is fingerprinted by its values when none is given. When it equals the one
+    committed with the current version, nothing is read from `frames` or written.
 
     `frames` is one frame or a stream of frames partitioned by the contract's first key
     column (the fit matrix arrives one group of models at a time): each is checked and
@@ -84,14 +102,21 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
     contract = CONTRACTS[table]
     opts = dict(storage_options or {})
     uri = table_uri(table, base)
+    single = isinstance(frames, pl.DataFrame)
+    if fingerprint is None and single:
+        fingerprint = frame_fingerprint(frames)
+    if fingerprint is not None:
+        if (same := unchanged(table, fingerprint, verified_at, base, opts)) is not None:
+            return same
+        fingerprint = _content_key(table, fingerprint, verified_at)
     previous = _row_count(uri, opts)
     refused: list[ContractViolation] = []
-    single = isinstance(frames, pl.DataFrame)
     stream = _checked_batches(contract, [frames] if single else _prefetched(frames),
                               verified_at, previous, refused, sort=single)
     if not uri.startswith(_OBJECT_STORES):
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
-    metadata = {"verified_at": verified_at.isoformat(), **commit_info}
+    metadata = {"verified_at": verified_at.isoformat(), **commit_info,
+                **({FINGERPRINT_KEY: fingerprint} if fingerprint else {})}
     schema = pl.DataFrame(schema=contract.schema).to_arrow().schema
     reader = pa.RecordBatchReader.from_batches(schema, stream)
     try:
@@ -113,6 +138,49 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
 
 
 _OBJECT_STORES = ("s3://", "gs://", "az://", "abfss://")
+# Commit metadata key of the content fingerprint (publish's `fingerprint`).
+FINGERPRINT_KEY = "content_fingerprint"
+
+
+def _content_key(table: str, fingerprint: str, verified_at: dt.date) -> str:
+    """The fingerprint as committed: the contract and the date are part of the content."""
+    return fingerprint_of(fingerprint, repr(CONTRACTS[table].schema), verified_at.isoformat())
+
+
+def unchanged(table: str, fingerprint: str, verified_at: dt.date, base: str | None = None,
+              storage_options: Mapping[str, str] | None = None) -> Published | None:
+    """The current version, if it was published from this content (and its latest
+    export is in place); None when the content is new."""
+    opts = dict(storage_options or {})
+    uri, latest = table_uri(table, base), latest_parquet_uri(table, base)
+    current = current_version(uri, opts)
+    if not current or current.get(FINGERPRINT_KEY) != _content_key(table, fingerprint,
+                                                                    verified_at):
+        return None
+    if not _exists(latest, opts):
+        return None
+    return Published(table, current["version"], _row_count(uri, opts) or 0, uri, latest,
+                     dt.date.fromisoformat(current["verified_at"]), changed=False)
+
+
+def current_version(uri: str, storage_options: Mapping[str, str] | None = None) -> dict | None:
+    """The latest commit's version and metadata (verified_at, fingerprint, run), or None
+    for a table never published."""
+    try:
+        table = DeltaTable(uri, storage_options=dict(storage_options or {}) or None)
+    except TABLE_MISSING:
+        return None
+    return table.history(1)[0] | {"version": table.version()}
+
+
+def _exists(uri: str, storage_options: Mapping[str, str]) -> bool:
+    if not uri.startswith(_OBJECT_STORES):
+        return Path(uri).exists()
+    try:
+        pl.scan_parquet(uri, storage_options=dict(storage_options) or None).collect_schema()
+        return True
+    except Exception:  # any store error: export again
+        return False
 # ZSTD at its fastest level: on the fit matrix it writes faster than Snappy's default and
 # half the size (benchmarks/matrix.py).
 _ZSTD_LEVEL = 1

@@ -65,6 +65,7 @@ MODELS = TableContract(
             "head_dim": pl.Int64(), "vocab": pl.Int64(), "kv_heads": pl.Int64(),
             "kv_heads_full": pl.Int64(),
             "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
+            "rope_scaled_max_context": pl.Int64(), "rope_scaling_type": pl.String(),
             "n_full_attention_layers": pl.Int64(), "n_window_layers": pl.Int64(),
             "attn_head_dim": pl.Float64(), "attn_head_dim_full": pl.Float64(),
             "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
@@ -85,6 +86,10 @@ MODELS = TableContract(
     rules=(("0 < active <= total parameters",
             (pl.col("params_active") > 0) & (pl.col("params_active") <= pl.col("params_total"))),
            ("context is positive", pl.col("max_context") > 0),
+           ("a RoPE-scaled maximum exceeds the native one and names its scaling",
+            pl.col("rope_scaled_max_context").is_null()
+            | ((pl.col("rope_scaled_max_context") > pl.col("max_context"))
+               & pl.col("rope_scaling_type").is_not_null())),
            ("a licence names its source",
             pl.col("license").is_null() | pl.col("license_source").is_not_null())),
 )
@@ -150,7 +155,7 @@ FIT_MATRIX = TableContract(
     schema={"model_id": pl.String(), "weight_format": pl.String(),
             "engine": pl.String(), "context": pl.Int32(), "kv_dtype": pl.String(),
             "batch": pl.Int16(), "gpu_id": pl.String(), "n_gpus": pl.Int8(),
-            "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(),
+            "rope_scaled": pl.Boolean(), "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(),
             "headroom_gib": pl.Float32(),
             "verdict": pl.String(), "max_context_tokens": pl.Int32(),
             "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),

@@ -100,13 +100,14 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         gguf += kept.drop("verified_at", strict=False).to_dicts()  # listed when first seen
         outcomes += [ModelOutcome(r, "removed", previous[r], "no longer listed")
                      for r in previous if r not in index]
-    today = dt.date.today()
+    # Offline, the listing is the snapshot's, as of when it was recorded.
+    verified_at = snapshot.recorded_on() if hub.offline else dt.date.today()
     table = _rows(outcomes, previous)
     counts = dict(table.group_by("status").len().iter_rows())
     gguf_table = pl.DataFrame(gguf, schema=_GGUF_SCHEMA) if not hub.offline \
         else _previous_gguf(warehouse)  # offline, the last online listing is carried over
-    results = [warehouse.publish(context, "hub_models", table, today, hub.endpoint),
-               warehouse.publish(context, "gguf_files", gguf_table, today, hub.endpoint)]
+    results = [warehouse.publish(context, "hub_models", table, verified_at, hub.endpoint),
+               warehouse.publish(context, "gguf_files", gguf_table, verified_at, hub.endpoint)]
     revisions = "\n".join(sorted(f"{r}@{v}" for r, v in table.select("repo_id", "revision")
                                  .iter_rows()))
     context.log.info(f"hub models: {counts}")

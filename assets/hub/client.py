@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -148,3 +149,38 @@ def record_config(snapshot: Path, repo_id: str, config: bytes, revision: str,
             "sha256": hashlib.sha256(config).hexdigest()}
     with (snapshot / "hub" / "manifest.fetched.jsonl").open("a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+class HubUnavailable(RuntimeError):
+    """The Hub could not give a config: offline, not found, gated or unreachable."""
+
+
+def cached_config(repo_id: str, offline: bool, timeout_s: float = 10.0) -> Path:
+    """config.json of any Hub model, downloaded once into huggingface_hub's own cache
+    (HF_HOME; HF_ENDPOINT and HF_TOKEN from the environment) and read from there after,
+    online or offline. A person is waiting: the model-info request (one attempt) says
+    quickly whether the Hub is reachable and has the model before the download, whose
+    own back-off would retry an unreachable Hub for about 25 s."""
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    endpoint = os.environ.get("HF_ENDPOINT")  # read now: huggingface_hub reads it at import
+    try:
+        if not offline:
+            try:
+                HfApi(endpoint=endpoint).model_info(repo_id, timeout=timeout_s)
+            except (httpx2.TimeoutException, httpx2.TransportError, OfflineModeIsEnabled):
+                offline = True  # unreachable: what the cache holds, if anything
+        return Path(hf_hub_download(repo_id, "config.json", etag_timeout=timeout_s,
+                                    endpoint=endpoint, local_files_only=offline,
+                                    cache_dir=os.environ.get("HF_HUB_CACHE")))
+    except GatedRepoError:
+        raise HubUnavailable("is gated on the Hub: set HF_TOKEN with access") from None
+    except RepositoryNotFoundError:
+        raise HubUnavailable("is not on the Hub") from None
+    except LocalEntryNotFoundError:
+        why = "the Hub could not be reached or HF_HUB_OFFLINE is set"
+        raise HubUnavailable(f"{why}, and its config is not in the Hub cache") from None
+    except (HfHubHTTPError, httpx2.HTTPError) as e:
+        response = getattr(e, "response", None)
+        what = f"HTTP {response.status_code}" if response is not None else type(e).__name__
+        raise HubUnavailable(f"the Hub could not give its config ({what})") from None

@@ -6,14 +6,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, contract_checks
+from assets.resources import (
+    CatalogResource,
+    SnapshotResource,
+    WarehouseResource,
+    contract_checks,
+    entry_date,
+)
 from sizing.architecture import ConfigError, parse_config
 from sizing.model_facts import model_row
-
-
-def _date(entry: dict) -> dt.date | None:
-    value = entry.get("published_date") or entry.get("fetched_date")
-    return dt.date.fromisoformat(value[:10]) if value else None
 
 
 def _licences(catalog: CatalogResource) -> pl.DataFrame:
@@ -45,7 +46,7 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
         rows.append(model_row(m) | {"config_sha256": entry.get("sha256"),
                                     "config_obtained": entry.get("obtained", "unrecorded"),
                                     "config_hub_check": hub_checks.get(repo_id, "unchecked")})
-        dates.append(_date(entry))
+        dates.append(entry_date(entry))
     verified_at = max((d for d in dates if d), default=dt.date.today())
     df = pl.DataFrame(rows).join(_licences(catalog), on="model_id", how="left")
     q = pl.DataFrame(quarantined, schema={"model_id": pl.String, "reason": pl.String})

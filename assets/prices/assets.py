@@ -9,12 +9,11 @@ using it, and the run says so in a warning-level `fresh` check and the metadata.
 
 import datetime as dt
 import os
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import load_gpus
+from assets.catalogs.readers import load_gpu_aliases, load_gpus
 from assets.prices.http import FetchError
 from assets.prices.parsers import LayoutChanged
 from assets.prices.sources import PriceSourcesResource
@@ -88,7 +87,7 @@ PROVIDER_ASSETS = [_provider_asset(p) for p in PRICE_PROVIDERS]
 
 
 def aliases(catalog: CatalogResource) -> dict[str, str]:
-    table = pl.read_csv(Path(catalog.path) / "gpu_aliases.csv", infer_schema_length=0)
+    table = load_gpu_aliases(catalog.path)
     return dict(zip(table.get_column("alias"), table.get_column("gpu_id"), strict=True))
 
 
@@ -147,7 +146,7 @@ def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
     if not frames:
         raise dg.Failure("no provider has published prices yet; nothing to combine")
     offers = pl.concat(frames, how="diagonal_relaxed")
-    good, bad = split_offers(offers, aliases(catalog), load_gpus(catalog))
+    good, bad = split_offers(offers, aliases(catalog), load_gpus(catalog.path))
     verified_at = offers.get_column("verified_at").max()
     results = [
         warehouse.publish(context, "price_quarantine", bad, verified_at, "prices_*"),
@@ -169,8 +168,12 @@ def prices_recent(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     ages = (warehouse.read("gpu_prices").group_by("provider")
             .agg(pl.col("verified_at").max()).sort("provider"))
     today = dt.date.today()
-    stale = {p: (today - d).days for p, d in ages.iter_rows()
-             if (today - d).days > PRICE_MAX_AGE_DAYS}
+    stale = {p: d for p, d in ages.iter_rows() if (today - d).days > PRICE_MAX_AGE_DAYS}
+    words = ", ".join(f"{p} {(today - d).days:,} days (verified {d})" for p, d in stale.items())
     return dg.AssetCheckResult(passed=not stale, severity=dg.AssetCheckSeverity.WARN,
-                               metadata={"days_old": str(stale) or "none",
+                               description=(f"prices older than {PRICE_MAX_AGE_DAYS} days are "
+                                            f"still published with their date: {words}"
+                                            if stale else "every provider's prices are recent"),
+                               metadata={"days_old": str({p: (today - d).days
+                                                          for p, d in stale.items()}) or "none",
                                          "max_age_days": PRICE_MAX_AGE_DAYS})

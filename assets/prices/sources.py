@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
+from assets.paths import SNAPSHOT_DIR
 from assets.prices import parsers
 from assets.prices.http import FetchError, client, fetch
-from assets.resources import ROOT
 
 RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
                 "secureCloud communityCloud securePrice communityPrice secureSpotPrice "
@@ -99,7 +99,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
     """Live endpoints (base URLs overridable, e.g. for a local test server) or the snapshot."""
 
     offline: bool = True
-    snapshot_path: str = str(ROOT / "data" / "snapshot")
+    snapshot_path: str = str(SNAPSHOT_DIR)
     base_urls: dict[str, str] = {}
     read_timeout_s: float = 20.0
 

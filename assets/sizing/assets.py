@@ -1,12 +1,19 @@
 """Weight bytes per (model, format) and the fit matrix over the default grid."""
 
 import os
+import warnings
 
 import dagster as dg
 import polars as pl
 
 from assets.resources import SnapshotResource, WarehouseResource, contract_checks
-from assets.sizing.shards import MODEL_SHARDS, Slice, backfill_policy, matrix_inputs
+from assets.sizing.shards import (
+    MODEL_SHARDS,
+    Slice,
+    backfill_policy,
+    code_fingerprint,
+    matrix_inputs,
+)
 from sizing.architecture import parse_config
 from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
 from sizing.grid import FORMATS_BY_ENGINE, fit_tables
@@ -17,6 +24,9 @@ from warehouse import store
 from warehouse.staging import SliceStore
 from warehouse.tables import COST_MATRIX
 
+# Backfill policies are beta in Dagster 1.13; the warning says nothing a user can act on.
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
+
 
 @dg.asset(check_specs=contract_checks("weights", "weights"),
           automation_condition=dg.AutomationCondition.eager(),
@@ -26,6 +36,11 @@ from warehouse.tables import COST_MATRIX
 def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
             warehouse: WarehouseResource) -> dg.MaterializeResult:
     models = warehouse.read("models")
+    verified_at = models.get_column("verified_at").max()
+    # The rows follow from the models' configs and the sizing library only.
+    content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
+    if (current := warehouse.unchanged(context, "weights", content, verified_at)) is not None:
+        return current
     configs = snapshot.model_configs()
     rows = []
     for repo_id in models.get_column("model_id"):
@@ -34,8 +49,8 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                  for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
     df = pl.DataFrame(rows).with_columns(
         (pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
-    return warehouse.publish(context, "weights", df, models.get_column("verified_at").max(),
-                             "models")
+    return warehouse.publish(context, "weights", df, verified_at, "models",
+                             fingerprint=content)
 
 
 @dg.asset(partitions_def=MODEL_SHARDS, backfill_policy=backfill_policy(os.environ),
@@ -135,8 +150,11 @@ def fit_matrix_table(context: dg.AssetExecutionContext,
                                                 "left staging during the publish; run again")
             yield rows
 
+    # The slices' keys hash everything the rows are computed from: the same keys are the
+    # same rows, and the current version stays (nothing is read or written).
+    content = store.fingerprint_of(*(s.key for s in wanted))
     results = [warehouse.publish(context, t, slices_of(staged), inputs.verified_at,
-                                 "models,weights,gpus")
+                                 "models,weights,gpus", fingerprint=content)
                for t, staged in reversed(stores.items())]  # the small table first
     return dg.MaterializeResult(metadata=results[-1].metadata,
                                 check_results=[c for r in results for c in r.check_results])
@@ -169,9 +187,12 @@ def cost_matrix(context: dg.AssetExecutionContext,
                    .select(columns).collect(engine="streaming"))
 
     verified_at = prices.get_column("price_verified_at").max()
+    # Same fit matrix and same offers: the same costs (the batches are then never read).
+    content = store.fingerprint_of(warehouse.fingerprint("fit_matrix") or "",
+                                   store.frame_fingerprint(prices))
     results = [warehouse.publish(context, "cost_basis", prices, verified_at, "gpu_prices"),
                warehouse.publish(context, "cost_matrix", batches(), verified_at,
-                                 "fit_matrix,gpu_prices")]
+                                 "fit_matrix,gpu_prices", fingerprint=content)]
     return dg.MaterializeResult(metadata=results[1].metadata,
                                 check_results=[c for r in results for c in r.check_results])
 

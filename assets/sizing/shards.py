@@ -25,6 +25,7 @@ import polars as pl
 
 import sizing
 from assets.resources import WarehouseResource
+from warehouse.store import frame_fingerprint
 from warehouse.tables import FIT_CONFIGURATIONS, FIT_MATRIX, TableContract
 
 N_SHARDS = 16
@@ -45,12 +46,7 @@ def backfill_policy(environ: Mapping[str, str]) -> dg.BackfillPolicy:
             else dg.BackfillPolicy.single_run())
 
 
-def _fingerprint(df: pl.DataFrame) -> str:
-    """A hash of the frame's values (its JSON rows: independent of memory layout)."""
-    return hashlib.sha256(df.sort(df.columns).write_json().encode()).hexdigest()
-
-
-def _code_fingerprint() -> str:
+def code_fingerprint() -> str:
     """The sizing library's source, this module and the published schemas: any change to a
     formula, the grid or a column's type is a new slice."""
     sources = [*sorted(Path(sizing.__file__).parent.glob("*.py")), Path(__file__)]
@@ -98,7 +94,7 @@ class MatrixInputs:
         return self.columns(FIT_CONFIGURATIONS)
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
-        salt = f"{_code_fingerprint()}:{_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
+        salt = f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
         for chunk in self.models.iter_slices(1):
             model_id = chunk.get_column("model_id").item()
             shard = shard_of(model_id)
@@ -107,7 +103,8 @@ class MatrixInputs:
             own = self.weights.filter(pl.col("model_id") == model_id)
             digest = hashlib.sha256(salt.encode())
             formula_inputs = chunk.drop(_MODEL_PROVENANCE, strict=False)
-            digest.update(_fingerprint(formula_inputs).encode() + _fingerprint(own).encode())
+            digest.update(frame_fingerprint(formula_inputs).encode()
+                          + frame_fingerprint(own).encode())
             yield Slice(shard, model_id, digest.hexdigest(), chunk, own)
 
 

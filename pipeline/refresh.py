@@ -1,0 +1,98 @@
+"""`llm-sizing refresh`: the `refresh` job run in this process, its progress one line per
+step, then a short summary of what changed and every warning in plain words.
+
+Exit codes: 0 every step succeeded (offline, the snapshot's dates are reported, not
+judged); 1 a step failed and its tables keep their previous versions; 3 every step ran
+but a source could not be read, or (online) its prices are older than the allowed age,
+so older data stays published.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import dagster as dg
+
+from assets.sizing.shards import ALL_SHARDS_TAGS
+from pipeline.definitions import build_defs
+from warehouse import store
+from warehouse.tables import CONTRACTS
+
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT = 0, 1, 3
+# Every published table: one per contract.
+TABLES = tuple(CONTRACTS)
+# Why a table may rightly hold no rows.
+EMPTY_BECAUSE = {
+    "gguf_files": "the snapshot holds no GGUF listings (`llm-sizing snapshot record` "
+                  "fetches them where the Hub is reachable)",
+    "model_quarantine": "no model was refused",
+    "price_quarantine": "every offer mapped to a catalog GPU at a plausible price",
+}
+# Checks whose failure means a source was not read and its previous data was kept.
+SOURCE_CHECKS = ("fresh",)
+
+
+def run(offline: bool, verbose: bool = False) -> int:
+    started = time.monotonic()
+    before = {t: _version(t) for t in TABLES}
+    defs = build_defs(os.environ)
+    loggers = {"progress": {}} | ({"console": {"config": {"log_level": "DEBUG"}}}
+                                  if verbose else {})
+    print(f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
+          f"warehouse {store.root()}", file=sys.stderr)
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def("refresh").execute_in_process(
+            instance=instance, tags=ALL_SHARDS_TAGS, raise_on_error=False,
+            run_config={"loggers": loggers})
+    warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
+    source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed
+                        for e in result.get_asset_check_evaluations())
+    stale_online = not offline and any(
+        e.check_name == "prices_recent" and not e.passed
+        for e in result.get_asset_check_evaluations())
+    _summary(before, offline)
+    for line in warnings:
+        print(f"warning: {line}")
+    elapsed = time.monotonic() - started
+    if not result.success:
+        failed = [e.step_key for e in result.all_events if e.is_step_failure]
+        print(f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: the tables of "
+              "failed steps keep their previous versions", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"refresh finished in {elapsed:.1f} s; plain Parquet exports of the latest "
+          f"versions: {store.root()}/latest/")
+    return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _version(table: str) -> int | None:
+    current = store.current_version(store.table_uri(table))
+    return None if current is None else current["version"]
+
+
+def _summary(before: dict[str, int | None], offline: bool) -> None:
+    width = max(map(len, TABLES))
+    print(f"{'table':{width}}  {'version':>7}  {'rows':>11}  verified_at  change")
+    for table in TABLES:
+        current = store.current_version(store.table_uri(table))
+        if current is None:
+            print(f"{table:{width}}  {'-':>7}  {'-':>11}  {'-':10}   not published")
+            continue
+        rows = store.row_count(table) or 0
+        version = current["version"]
+        change = ("new table" if before[table] is None
+                  else "new version" if version != before[table] else "unchanged")
+        print(f"{table:{width}}  {version:>7}  {rows:>11,}  {current.get('verified_at', '?'):10}"
+              f"   {change}")
+        if rows == 0:
+            print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
+
+
+def _plain(evaluation) -> str:
+    """A failed check in words: its description, or its metadata's values (not reprs)."""
+    text = getattr(evaluation, "description", None)
+    if not text:
+        text = "; ".join(f"{k}: {getattr(v, 'value', v)}" for k, v in evaluation.metadata.items()
+                         if not k.startswith("dagster/"))
+    return f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}: {text}"

@@ -1,0 +1,174 @@
+"""Which configurations can exist at all: one set of rules for the matrix and the estimate.
+
+Each rule is a Polars expression true where the configuration can run, with the reason
+it cannot where it is false. The grid (sizing.grid) filters its rows with them, stage by
+stage as its frame gains the columns; the single estimate (sizing.estimate.validate)
+evaluates every rule on its one-row frame and refuses with the reasons of those that fail.
+A configuration is refused by the estimate exactly when the matrix has no row for it.
+
+Columns the rules read: model_id, n_heads, kv_heads, kv_heads_full, vllm_kv_fp8_only,
+max_context, rope_scaled_max_context, rope_scaling_type (the model's row); engine,
+weight_format, kv_dtype, context, n_gpus, rope_scaling (the configuration: the RoPE
+scaling asked for, null for none); gpu_id, engines and gpu_count_options (the GPU
+catalog's `;`-lists; null where the device is not from the catalog: not checked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from sizing.gguf_quant import GGUF_FTYPES
+from sizing.memory import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM
+
+_SIXTEEN_BIT = ("BF16", "F16")  # loaded by both engines (a 16-bit GGUF or checkpoint)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    holds: pl.Expr  # true on every row that can exist
+    reason: pl.Expr  # why not, on the rows where `holds` is false
+
+
+def _c(name: str) -> pl.Expr:
+    return pl.col(name)
+
+
+def _str(name: str) -> pl.Expr:
+    return _c(name).cast(pl.String)
+
+
+# --- the GPU: what the catalog says it runs -------------------------------------------
+
+def _listed(column: str, value: pl.Expr) -> pl.Expr:
+    """`value` is one of the `;`-list in `column` (a null list: not known, not checked)."""
+    return _c(column).is_null() | _c(column).str.split(";").list.contains(value.cast(pl.String))
+
+
+GPU_RUNS_ENGINE = Rule(
+    "the GPU runs the engine (GPU catalog, engines column)",
+    _listed("engines", _c("engine")),
+    pl.format("{} does not run on {} (the GPU catalog lists engines: {})", _c("engine"),
+              _c("gpu_id"), pl.when(_c("engines") == "").then(pl.lit("none"))
+              .otherwise(_c("engines").str.replace_all(";", ", "))))
+GPU_COUNT_LISTED = Rule(
+    "the GPU comes in that count (GPU catalog, gpu_count_options column)",
+    _listed("gpu_count_options", _c("n_gpus")),
+    pl.format("{} comes in counts of {} in the GPU catalog, not {}", _c("gpu_id"),
+              _c("gpu_count_options").str.replace_all(";", ", "), _c("n_gpus")))
+
+# --- the model on the engine and the GPU count ----------------------------------------
+
+_GGUF = _c("weight_format").is_in(list(GGUF_FTYPES))
+ENGINE_LOADS_FORMAT = Rule(
+    "the engine loads the weight format",
+    # GGUF quantizations are llama.cpp's, checkpoint formats vLLM's; 16-bit weights both.
+    _c("weight_format").is_in(_SIXTEEN_BIT) | (_GGUF == (_c("engine") == LLAMA_CPP)),
+    pl.format("{} does not load {} weights", _c("engine"), _c("weight_format")))
+
+
+def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
+    """vLLM's QKVParallelLinear (vllm/model_executor/layers/linear.py) divides the KV heads
+    among the tensor-parallel ranks, `divide(total_num_kv_heads, tp_size)`, or, with more
+    ranks than KV heads, gives each rank one and replicates each head
+    `divide(tp_size, total_num_kv_heads)` times (get_num_kv_heads in vllm/config/model.py:
+    "We will replicate the KV heads in the case where the number of KV heads is smaller
+    than the tensor parallel size"); `divide` asserts that the division is exact. MLA
+    caches one latent per token, which every rank holds (kv_heads is 1)."""
+    n = _c("n_gpus")
+    return pl.when(n >= kv).then(n % kv == 0).otherwise(kv % n == 0)
+
+
+VLLM_ATTENTION_HEADS_SPLIT = Rule(
+    "vLLM tensor parallelism divides the attention heads",
+    # vllm/config/model.py ModelConfig.verify_with_parallel_config: "Total number of
+    # attention heads ({n}) must be divisible by tensor parallel size ({tp})". llama.cpp
+    # splits a model by layers (--split-mode layer) and runs on any count.
+    (_c("engine") != VLLM) | (_c("n_heads") % _c("n_gpus") == 0),
+    pl.format("vllm cannot run {}'s {} attention heads on {} GPUs: tensor parallelism needs "
+              "the GPU count to divide them (vllm/config/model.py "
+              "verify_with_parallel_config)", _c("model_id"), _c("n_heads"), _c("n_gpus")))
+VLLM_KV_HEADS_SPLIT = Rule(
+    "vLLM tensor parallelism divides or evenly replicates the KV heads",
+    (_c("engine") != VLLM) | (_kv_heads_split(_c("kv_heads"))
+                              & _kv_heads_split(_c("kv_heads_full"))),
+    pl.format("vllm cannot run {}'s {} KV heads on {} GPUs: tensor parallelism divides them "
+              "among the GPUs or replicates each over a whole number of GPUs "
+              "(QKVParallelLinear in vllm/model_executor/layers/linear.py)", _c("model_id"),
+              pl.when(_kv_heads_split(_c("kv_heads"))).then(_c("kv_heads_full"))
+              .otherwise(_c("kv_heads")), _c("n_gpus")))
+
+# --- context, KV-cache type and RoPE scaling ------------------------------------------
+
+_KV_LIST = pl.when(_c("engine") == LLAMA_CPP) \
+    .then(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))) \
+    .otherwise(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[VLLM])))
+KV_DTYPE_OFFERED = Rule(
+    "the engine offers the KV-cache type",
+    pl.when(_c("engine") == LLAMA_CPP).then(_c("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))
+    .otherwise(_c("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[VLLM])),
+    pl.format("{} KV cache types are {}, not '{}'", _c("engine"), _KV_LIST, _c("kv_dtype")))
+VLLM_FP8_ONLY = Rule(
+    "vLLM runs the model with an FP8 cache only (DeepSeek-V4)",
+    ~(_c("vllm_kv_fp8_only") & (_c("engine") == VLLM) & (_c("kv_dtype") != "fp8")),
+    pl.format("vllm runs {} with an fp8 KV cache only", _c("model_id")))
+
+_ROPE_ASKED = _c("rope_scaling").is_not_null()
+ROPE_SCALING_DOCUMENTED = Rule(
+    "RoPE scaling is asked for only as the model card documents it",
+    ~_ROPE_ASKED | (_str("rope_scaling") == _str("rope_scaling_type")).fill_null(False),
+    pl.when(_c("rope_scaling_type").is_null())
+    .then(pl.format("{}'s card documents no RoPE scaling past its {} tokens "
+                    "(data/catalogs/rope_scaling_recipes.csv)", _c("model_id"),
+                    _c("max_context")))
+    .otherwise(pl.format("{}'s card documents {} RoPE scaling, not {}", _c("model_id"),
+                         _str("rope_scaling_type"), _str("rope_scaling"))))
+CONTEXT_POSITIVE = Rule("the context is positive", _c("context") > 0,
+                        pl.format("context must be positive, got {}", _c("context")))
+
+
+def effective_max_context() -> pl.Expr:
+    """The largest context the configuration allows: the model's native maximum, or the
+    scaled maximum its card documents when that RoPE scaling is asked for."""
+    scaled = _ROPE_ASKED & (_str("rope_scaling") == _str("rope_scaling_type")).fill_null(False)
+    return pl.when(scaled).then(_c("rope_scaled_max_context")).otherwise(_c("max_context"))
+
+
+_EXTENDS = (~_ROPE_ASKED & _c("rope_scaling_type").is_not_null()
+            & (_c("context") <= _c("rope_scaled_max_context")))
+CONTEXT_WITHIN_MAXIMUM = Rule(
+    "the context is within the model's maximum (native, or RoPE-scaled when asked)",
+    _c("context") <= effective_max_context(),
+    pl.when(_ROPE_ASKED & (_c("context") > _c("max_context")))
+    .then(pl.format("context {} exceeds {}'s maximum of {} tokens with {} RoPE scaling",
+                    _c("context"), _c("model_id"), effective_max_context(),
+                    _str("rope_scaling")))
+    .otherwise(pl.format("context {} exceeds {}'s native maximum of {} tokens{}",
+                         _c("context"), _c("model_id"), _c("max_context"),
+                         pl.when(_EXTENDS).then(pl.format(
+                             "; --rope-scaling {} extends it to {} (documented on the "
+                             "model card)", _str("rope_scaling_type"),
+                             _c("rope_scaled_max_context"))).otherwise(pl.lit("")))))
+
+# Rules by the stage of the grid whose frame has their columns.
+GPU_RULES = (GPU_RUNS_ENGINE, GPU_COUNT_LISTED)
+CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, VLLM_ATTENTION_HEADS_SPLIT, VLLM_KV_HEADS_SPLIT)
+ROW_RULES = (KV_DTYPE_OFFERED, VLLM_FP8_ONLY, ROPE_SCALING_DOCUMENTED, CONTEXT_POSITIVE,
+             CONTEXT_WITHIN_MAXIMUM)
+ALL_RULES = GPU_RULES + CONFIGURATION_RULES + ROW_RULES
+
+
+def allowed(rules: tuple[Rule, ...]) -> pl.Expr:
+    """True on the rows every rule allows (an unknown value refuses)."""
+    return pl.all_horizontal(r.holds.fill_null(False) for r in rules)
+
+
+def refusals(frame: pl.DataFrame, rules: tuple[Rule, ...] = ALL_RULES) -> list[str]:
+    """The reasons the first row of `frame` cannot exist, one per broken rule."""
+    reasons = frame.head(1).select(
+        pl.when(r.holds.fill_null(False)).then(pl.lit(None, pl.String))
+        .otherwise(r.reason.fill_null(pl.lit(r.name))).alias(f"r{i}")
+        for i, r in enumerate(rules)).row(0)
+    return [r for r in reasons if r is not None]
