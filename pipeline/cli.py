@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
+from sizing.vllm_budget import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -105,7 +106,10 @@ ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib"
     "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
     "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
     "launch_vllm", "launch_vllm_reason", "rope_scaling", "rope_scaling_note")
-ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason")
+ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "memory_basis",
+                  "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
+                  "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
+                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
 
 
 class QueryError(ValueError):
@@ -116,6 +120,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
     """The model, configuration, device and usage an estimate's options describe, each
     name resolved and range checked (QueryError otherwise). `cache` keeps parsed configs
     and the GPU catalog across the queries of one process."""
+    from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, find_format, model_config_path
     from sizing.architecture import ConfigError, parse_config
     from sizing.estimate import (
@@ -126,6 +131,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
         default_kv_dtype,
         validate,
     )
+    from sizing.vllm_budget import VllmSettings
     from sizing.weights import WEIGHT_FORMATS
 
     try:
@@ -136,8 +142,11 @@ def _query(args: argparse.Namespace, offers, cache: dict):
     except UnknownName as e:
         raise QueryError(str(e)) from None
     if (name, path) not in cache:
+        if "recipes" not in cache:
+            cache["recipes"] = load_rope_recipes()
         try:
-            cache[name, path] = parse_config(path.read_bytes(), name)
+            cache[name, path] = parse_config(path.read_bytes(), name,
+                                             cache["recipes"].get(name))
         except ConfigError as e:
             raise QueryError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
         except OSError as e:
@@ -147,11 +156,14 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
                     gpu["price_new_usd"], gpu["price_used_usd"],
                     engines=tuple(e for e in gpu["engines"].split(";") if e),
-                    gpu_count_options=tuple(int(n) for n in gpu["gpu_count_options"].split(";")))
+                    gpu_count_options=tuple(int(n) for n in gpu["gpu_count_options"].split(";")),
+                    memory_cuda_gib=gpu["memory_gib_cuda"])
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
+    vllm = VllmSettings(args.vllm_version, args.gpu_memory_utilization, args.max_num_seqs,
+                        args.max_num_batched_tokens, args.enforce_eager)
     conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens,
-                         rope_scaling=args.rope_scaling)
+                         rope_scaling=args.rope_scaling, vllm=vllm)
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
         validate(m, conf, device)
@@ -186,12 +198,21 @@ def estimate_command(args: argparse.Namespace) -> int:
     print(f"  parameters        {r['params_total'] / 1e9:.2f} B total, "
           f"{r['params_active'] / 1e9:.2f} B active")
     print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
-          f"{r['weights_gpu_gib']:.2f} GiB per GPU")
-    for label, key in (("KV cache & state", "kv_cache_gib"), ("runtime buffers", "runtime_gib"),
-                       ("offloaded to RAM", "offload_gib"), ("total per GPU", "total_gib"),
-                       ("usable per GPU", "usable_gib"), ("headroom", "headroom_gib")):
-        print(f"  {label:17} {r[key]:.2f} GiB")
-    print(f"  verdict           {r['verdict']}")
+          f"{r['weights_gpu_gib']:.2f} GiB per GPU  ({r['weights_basis']})")
+    for label, key, basis in (
+            ("KV cache & state", "kv_cache_gib", "kv_cache_basis"),
+            ("runtime buffers", "runtime_gib", "runtime_basis"),
+            ("offloaded to RAM", "offload_gib", None), ("total per GPU", "total_gib", None),
+            ("usable per GPU", "usable_gib", "usable_basis"),
+            ("headroom", "headroom_gib", None)):
+        print(f"  {label:17} {r[key]:.2f} GiB" + (f"  ({r[basis]})" if basis else ""))
+    print(f"  verdict           {r['verdict']}  (memory {r['memory_basis']}: exact = an "
+          "engine's rule reproduced; fitted = fitted on published logs; estimated = neither)")
+    if conf.engine == "vllm":
+        print(f"  vLLM budget       {r['kv_pool_gib']:.2f} GiB of KV cache, "
+              f"{r['kv_capacity_tokens'] or 0:,} tokens (vLLM {r['vllm_version']}, "
+              f"--gpu-memory-utilization {r['gpu_memory_utilization']:.2f}, --max-num-seqs "
+              f"{r['max_num_seqs']}, --max-num-batched-tokens {r['max_num_batched_tokens']})")
     if r.get("rope_scaling_note"):
         print(f"  context           {r['rope_scaling_note']}")
     print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
@@ -358,6 +379,16 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--rope-scaling", choices=("yarn", "dynamic", "linear", "llama3", "longrope"),
                    help="RoPE scaling as the model card documents it, for contexts past the "
                         "config's maximum (Qwen2.5, Qwen3: yarn)")
+    e.add_argument("--vllm-version", choices=VLLM_VERSIONS, default=VLLM_DEFAULT_VERSION,
+                   help="vLLM's budget rules: v1 (0.21+, default), v1-0.19 (0.10-0.20), v0 "
+                        "(V0 engine); --context is its --max-model-len")
+    e.add_argument("--gpu-memory-utilization", type=_fraction,
+                   help="vLLM's share of GPU memory (default 0.92 in v1, 0.9 before)")
+    e.add_argument("--max-num-seqs", type=_count, help="vLLM's default for the GPU if unset")
+    e.add_argument("--max-num-batched-tokens", type=_count,
+                   help="vLLM's default for the GPU and version if unset")
+    e.add_argument("--enforce-eager", action="store_true",
+                   help="vLLM without CUDA graphs (their pool is then not reserved)")
     e.add_argument("--offload", type=_percent, default=0.0,
                    help="percent (0-99) of the layers kept in system RAM")
     e.add_argument("--prompt-tokens", type=_count, default=4096)
@@ -386,6 +417,10 @@ def _count(text: str) -> int:
 
 def _percent(text: str) -> float:
     return _number(text, 0, 99, "a percentage")
+
+
+def _fraction(text: str) -> float:
+    return _number(text, 0.01, 1, "a fraction")
 
 
 def _amount(text: str) -> float:

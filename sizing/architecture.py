@@ -8,13 +8,10 @@ marked) rather than code paths. A config the estimator cannot describe raises
 
 from __future__ import annotations
 
-import csv
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 
@@ -472,19 +469,23 @@ def _check_counts(name: str, t: Mapping[str, Any]) -> None:
             raise ConfigError(name, f"field {key} = {v} is outside 0..{most:,}")
 
 
-def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model") -> ModelArch:
-    """Describe a model from its config.json (a mapping or the JSON text).
+def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model",
+                 rope_recipe: RopeRecipe | None = None) -> ModelArch:
+    """Describe a model from its config.json (a mapping or the JSON text), with the RoPE
+    scaling its model card documents, if any (data/catalogs/rope_scaling_recipes.csv,
+    read by assets.catalogs.readers.load_rope_recipes).
 
     Any field of the wrong type or value becomes a ConfigError naming the model."""
     try:
-        return _parse(config, name)
+        return _parse(config, name, rope_recipe)
     except ConfigError:
         raise
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ConfigError(name, f"config field has an unexpected value: {e!r}") from e
 
 
-def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
+def _parse(config: Mapping[str, Any] | str | bytes, name: str,
+           rope_recipe: RopeRecipe | None) -> ModelArch:
     if isinstance(config, (str, bytes)):
         try:
             config = json.loads(config)
@@ -625,7 +626,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str) -> ModelArch:
         attn_res=bool(t.get("attn_res_block_size")),
         compressed=compressed,
         sparse_indexer=sparse,
-        rope_recipe=_recipe_for(name, max_ctx),
+        rope_recipe=_recipe_for(rope_recipe, max_ctx),
     )
 
 
@@ -722,23 +723,6 @@ def _rope_scaled_max(t: Mapping[str, Any], max_pos: int, model_type: str) -> int
     return int(derived * factor)
 
 
-RECIPES_CSV = Path(__file__).resolve().parents[1] / "data" / "catalogs" \
-    / "rope_scaling_recipes.csv"
-
-
-@functools.cache
-def documented_rope_recipes() -> dict[str, RopeRecipe]:
-    """The RoPE-scaling recipes model cards document, by repository id. A curated file of
-    the repository read once, like a table in code (the estimator does no other I/O)."""
-    with RECIPES_CSV.open(newline="", encoding="utf-8") as f:
-        return {r["model_repo"]: RopeRecipe(
-            rope_type=r["rope_type"], factor=float(r["factor"]),
-            original_max_position_embeddings=int(r["original_max_position_embeddings"]),
-            scaled_max_context=int(r["scaled_max_context"]), source_url=r["source_url"])
-            for r in csv.DictReader(f)}
-
-
-def _recipe_for(name: str, native_max: int) -> RopeRecipe | None:
+def _recipe_for(recipe: RopeRecipe | None, native_max: int) -> RopeRecipe | None:
     """The model's documented recipe, when it reaches past what the config already does."""
-    recipe = documented_rope_recipes().get(name)
     return recipe if recipe is not None and recipe.scaled_max_context > native_max else None

@@ -13,9 +13,9 @@ from sizing.memory import (
     LLAMA_CPP_FIT_MARGIN_BYTES,
     UNIFIED_GPU_SHARE,
     VLLM,
-    VLLM_GPU_MEMORY_UTILIZATION,
 )
 from sizing.units import BYTES_PER_MIB
+from sizing.vllm_budget import DEFAULT_UTILIZATION, VLLM_DEFAULT_VERSION
 from sizing.weights import (
     MXFP4_BLOCK_BYTES,
     MXFP4_BLOCK_ELEMS,
@@ -70,8 +70,10 @@ def engine_catalog_rows() -> list[dict[str, Any]]:
                                f" MiB (--fit margin); unified memory x {UNIFIED_GPU_SHARE} first",
          "launch_flags": "-c -np -ngl -fa on -ctk -ctv -ts (quantized V cache needs -fa on)"},
         {"engine": VLLM, "kv_dtypes": ";".join(KV_DTYPES_BY_ENGINE[VLLM]),
-         "usable_memory_rule": f"device memory x gpu_memory_utilization "
-                               f"{VLLM_GPU_MEMORY_UTILIZATION}",
+         "usable_memory_rule": "ceil(CUDA-visible total x gpu_memory_utilization "
+                               f"({DEFAULT_UTILIZATION[VLLM_DEFAULT_VERSION]} in vLLM 0.21+, "
+                               "0.9 before)); the KV pool is that less weights, the profiled "
+                               "activation peak, non-torch memory and (0.21+) CUDA graphs",
          "launch_flags": "--max-model-len --gpu-memory-utilization --kv-cache-dtype "
                          "--tensor-parallel-size --max-num-seqs --quantization --cpu-offload-gb"},
     ]

@@ -19,7 +19,6 @@ from sizing.launch import llama_server_command, vllm_serve_command
 from sizing.memory import (
     ENGINES,
     LLAMA_CPP,
-    default_batched_tokens,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
     memory_columns,
@@ -34,6 +33,12 @@ from sizing.speed import (
     speed_columns,
 )
 from sizing.units import gib
+from sizing.vllm_budget import (
+    SETTINGS_SCHEMA,
+    VllmSettings,
+    resolved_settings_columns,
+    settings_row,
+)
 from sizing.weights import WEIGHT_FORMATS
 
 
@@ -53,6 +58,8 @@ class Device:
     # The GPU catalog's engines and counts (None: a device not from the catalog, unchecked).
     engines: tuple[str, ...] | None = None
     gpu_count_options: tuple[int, ...] | None = None
+    # Total memory as CUDA reports it (torch.cuda.mem_get_info), where known.
+    memory_cuda_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class Configuration:
     offload_frac: float = 0.0
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S
-    max_num_batched_tokens: int | None = None  # vLLM scheduler budget; None: its default
+    vllm: VllmSettings = VllmSettings()  # `vllm serve` flags that change its budget
     # RoPE scaling asked for ("yarn", ...; None: the native maximum context). Allowed only
     # as the model card documents it (sizing.architecture.RopeRecipe).
     rope_scaling: str | None = None
@@ -159,9 +166,10 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
     return facts[key] | {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
-        "rope_scaling": c.rope_scaling, "max_num_batched_tokens": c.max_num_batched_tokens,
-        "host_bandwidth_gb_s": c.host_bandwidth_gb_s,
-        "gpu_id": d.name, "gpu_memory_gib": d.memory_gib, "unified_memory": d.unified_memory,
+        "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
+        "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
+        "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
+        "unified_memory": d.unified_memory,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
@@ -180,13 +188,12 @@ def configuration_frame(queries: list[Query]) -> pl.DataFrame:
                                                 "price_per_gpu_hour_usd")}
     schema_overrides |= {k: _RULE_SCHEMA[k] for k in ("rope_scaled_max_context",
                                                       "rope_scaling_type", "rope_scaling")}
-    schema_overrides["max_num_batched_tokens"] = pl.Int64
+    schema_overrides |= SETTINGS_SCHEMA | {"gpu_memory_cuda_gib": pl.Float64}
     frame = pl.DataFrame(rows, schema_overrides=schema_overrides, infer_schema_length=None)
     # Memory and speed up to the maximum the asked RoPE scaling allows (as in the matrix).
     frame = frame.with_columns(effective_max_context().alias("max_context"))
     return frame.with_columns(
-        pl.coalesce(pl.col("max_num_batched_tokens"), default_batched_tokens())
-        .alias("max_num_batched_tokens"),
+        *resolved_settings_columns(max_model_len=pl.col("context")),
         kv_bytes_per_element_column(), *efficiency_columns()) \
         .with_columns(kv_cell_bytes_columns())
 
@@ -251,8 +258,10 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
                                     f"{r.factor:g} --yarn-orig-ctx "
                                     f"{r.original_max_position_embeddings}")
     vllm, reason = (vllm_serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
-                                       c.kv_dtype, c.batch, c.n_gpus,
-                                       out["weights_bytes"] * c.offload_frac)
+                                       c.kv_dtype, c.n_gpus,
+                                       out["weights_bytes"] * c.offload_frac,
+                                       out["gpu_memory_utilization"], out["max_num_seqs"],
+                                       out["max_num_batched_tokens"], c.vllm.enforce_eager)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
     out["launch_vllm"], out["launch_vllm_reason"] = vllm, reason
     return out

@@ -16,7 +16,6 @@ from sizing.memory import (
     LLAMA_CPP,
     VLLM,
     configuration_memory_columns,
-    default_batched_tokens,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
     memory_columns,
@@ -37,6 +36,7 @@ from sizing.speed import (
     prefill_columns,
     speed_columns,
 )
+from sizing.vllm_budget import resolved_settings_columns, settings_literals
 
 # Formats each engine loads, from the most to the least faithful to the checkpoint.
 FORMATS_BY_ENGINE = {
@@ -88,6 +88,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
             .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
+                    pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
                     "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
             .with_columns(efficiency_columns()))
 
@@ -108,8 +109,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .join(gpu_configurations(gpus), on="engine")
             .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
-                          pl.lit(0.0).alias("offload_frac"),
-                          default_batched_tokens().alias("max_num_batched_tokens"))
+                          pl.lit(0.0).alias("offload_frac"), *settings_literals())
+            .with_columns(resolved_settings_columns())
             .with_columns(*configuration_memory_columns(), *prefill_columns()))
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-from sizing.memory import VLLM_GPU_MEMORY_UTILIZATION
 from sizing.units import BYTES_PER_GIB
 
 # vLLM loads these formats only from a checkpoint already quantized that way.
@@ -34,22 +33,25 @@ def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dty
 
 
 def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
-                       kv_dtype: str, batch: int, n_gpus: int, offload_weight_bytes: float
-                       ) -> tuple[str | None, str | None]:
-    """(command, None), or (None, reason) when no checkpoint in that format is known."""
+                       kv_dtype: str, n_gpus: int, offload_weight_bytes: float,
+                       utilization: float, max_num_seqs: int, max_num_batched_tokens: int,
+                       enforce_eager: bool) -> tuple[str | None, str | None]:
+    """(command, None), or (None, reason) when no checkpoint in that format is known. The
+    budget flags are the ones the estimate assumed (sizing.vllm_budget)."""
     flags = []
     if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format:
         return None, f"no {weight_format} checkpoint of {repo} is known"
     if weight_format == "FP8" and checkpoint_format != "FP8":
         flags.append("--quantization fp8")
-    flags += [f"--max-model-len {context}",
-              f"--gpu-memory-utilization {VLLM_GPU_MEMORY_UTILIZATION:.2f}"]
+    flags += [f"--max-model-len {context}", f"--gpu-memory-utilization {utilization:.2f}",
+              f"--max-num-seqs {max_num_seqs}",
+              f"--max-num-batched-tokens {max_num_batched_tokens}"]
+    if enforce_eager:
+        flags.append("--enforce-eager")
     if kv_dtype != "auto":
         flags.append(f"--kv-cache-dtype {kv_dtype}")
     if n_gpus > 1:
         flags.append(f"--tensor-parallel-size {n_gpus}")
-    if batch > 1:
-        flags.append(f"--max-num-seqs {batch}")
     if offload_weight_bytes > 0:  # vLLM offloads weights only, in whole GiB per GPU
         flags.append(f"--cpu-offload-gb {math.ceil(offload_weight_bytes / BYTES_PER_GIB / n_gpus)}")
     return " \\\n  ".join([f"vllm serve {repo}", *flags]), None

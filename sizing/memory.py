@@ -4,16 +4,19 @@ These expressions are the only implementation of the row-level formulas: the ful
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
 the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
 columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
-`gpu_memory_gib`, `unified_memory`, `kv_bytes_per_element` (kv_bytes_per_element_column())
-and `max_num_batched_tokens` (vLLM's scheduler budget, `default_batched_tokens()` unless
-set). Bytes are Float64 bytes; results end in `_gib`.
+`gpu_memory_gib`, `gpu_memory_cuda_gib`, `unified_memory`, `kv_bytes_per_element`
+(kv_bytes_per_element_column()) and vLLM's settings (sizing.vllm_budget: version,
+utilization, max_num_seqs, max_num_batched_tokens, enforce_eager; defaults resolved by
+resolved_settings_columns()). Bytes are Float64 bytes; results end in `_gib`.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from sizing import vllm_budget
 from sizing.ggml_types import GGML_TYPES
+from sizing.gguf_quant import APPROXIMATE_FTYPES
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 
 LLAMA_CPP, VLLM = "llama.cpp", "vllm"
@@ -43,20 +46,9 @@ DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
 # attention this is the largest compute-buffer tensor (n_vocab x n_ubatch x 4 bytes).
 LOGITS_BYTES_PER_VALUE = 4
 
-# vLLM: gpu_memory_utilization default 0.9 (vllm/engine/arg_utils.py EngineArgs);
-# block size 16 tokens; max_num_batched_tokens for `vllm serve` 8192 on >= 70 GiB
-# devices, else 2048 (arg_utils.get_batch_defaults); max_num_seqs 256.
-VLLM_GPU_MEMORY_UTILIZATION = 0.90
+# vLLM: block size 16 tokens (CacheConfig.DEFAULT_BLOCK_SIZE); its budget, version by
+# version, is sizing.vllm_budget.
 VLLM_BLOCK_TOKENS = 16
-VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL, VLLM_LARGE_GPU_GIB = 8192, 2048, 70
-VLLM_MAX_NUM_SEQS = 256
-# Non-torch allocations (CUDA context, NCCL, cuBLAS workspaces) and CUDA graphs, from
-# vLLM start-up logs: non-torch 0.33-0.39 GiB (vllm#11251, vllm#14452); CUDA graphs
-# 0.21-1.4 GiB (vllm PR #11349, sglang#8538), counted inside the budget since vLLM
-# 0.21 profiles them. The midpoints below are labelled estimates.
-VLLM_NON_TORCH_BYTES = 0.4 * BYTES_PER_GIB
-VLLM_CUDA_GRAPH_BYTES = 0.5 * BYTES_PER_GIB
-VLLM_ACTIVATION_BYTES = 2  # BF16 activations in the profiling forward pass
 
 # Unified-memory machines: the GPU may wire about 75 % of RAM by default
 # (macOS iogpu.wired_limit_mb default; Andyyyy64/whichllm#152).
@@ -98,13 +90,6 @@ def kv_bytes_per_element_column() -> pl.Expr:
 
 def kv_bytes_per_element() -> pl.Expr:
     return _c("kv_bytes_per_element")
-
-
-def default_batched_tokens() -> pl.Expr:
-    """vLLM's max_num_batched_tokens for `vllm serve` on the row's GPU: the input column
-    `max_num_batched_tokens` that frames are built with unless the caller sets it."""
-    return (pl.when(pl.col("gpu_memory_gib") >= VLLM_LARGE_GPU_GIB)
-            .then(VLLM_BATCHED_TOKENS_LARGE).otherwise(VLLM_BATCHED_TOKENS_SMALL))
 
 
 def vllm_batched_tokens() -> pl.Expr:
@@ -224,19 +209,13 @@ def runtime_bytes_per_gpu() -> pl.Expr:
     """Non-weight, non-KV memory on each GPU.
 
     llama.cpp: device context plus the compute buffer, whose largest tensor with flash
-    attention is the F32 logits of one micro-batch. vLLM: the profiled activation peak,
-    modelled as one forward pass over max_num_batched_tokens (the gate/up output, two
-    hidden-size buffers for the residual stream and attention, in BF16) plus the
-    sampler's F32 logits and their softmax for max_num_seqs; then non-torch memory and
-    CUDA graphs. The vLLM figure models what its profiler measures; checked against
-    published start-up logs in tests/test_runtime_memory.py.
+    attention is the F32 logits of one micro-batch. vLLM: what its start-up profile
+    subtracts besides the weights (sizing.vllm_budget: activation peak, non-torch memory,
+    CUDA graphs where the version counts them), checked against published start-up logs
+    in tests/test_vllm_budget.py.
     """
     llama = DEVICE_CONTEXT_BYTES + _c("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
-    activations = (vllm_batched_tokens() * (2 * _c("ffn_active_width") + 4 * _c("hidden"))
-                   * VLLM_ACTIVATION_BYTES
-                   + 2 * VLLM_MAX_NUM_SEQS * _c("vocab") * LOGITS_BYTES_PER_VALUE)
-    vllm = VLLM_NON_TORCH_BYTES + VLLM_CUDA_GRAPH_BYTES + activations
-    return pl.when(_is_llama()).then(llama).otherwise(vllm)
+    return pl.when(_is_llama()).then(llama).otherwise(vllm_budget.runtime_bytes())
 
 
 def engine_weights_bytes() -> pl.Expr:
@@ -259,19 +238,50 @@ def weights_on_gpus_bytes() -> pl.Expr:
 
 
 def usable_bytes_per_gpu() -> pl.Expr:
-    capacity = _c("gpu_memory_gib") * BYTES_PER_GIB
-    capacity = pl.when(pl.col("unified_memory")).then(capacity * UNIFIED_GPU_SHARE) \
-        .otherwise(capacity)
+    """llama.cpp: the device less its --fit margin; vLLM: its requested memory
+    (sizing.vllm_budget.requested_bytes). Unified memory: the GPU's share of RAM first."""
+    share = pl.when(pl.col("unified_memory")).then(UNIFIED_GPU_SHARE).otherwise(1.0)
+    capacity = _c("gpu_memory_gib") * BYTES_PER_GIB * share
     return (pl.when(_is_llama()).then(capacity - LLAMA_CPP_FIT_MARGIN_BYTES)
-            .otherwise(capacity * VLLM_GPU_MEMORY_UTILIZATION))
+            .otherwise(vllm_budget.requested_bytes() * share))
+
+
+# How sure each memory figure is: `exact` an engine's rule reproduced against its logs or
+# files (llama.cpp's per-tensor types and cache cells, vLLM's blocks), `fitted` a term
+# fitted on published logs with its error measured on logs left out (vLLM's profile on
+# NVIDIA: tests/test_vllm_budget.py), `estimated` neither (llama.cpp's compute buffer,
+# Unsloth's unpublished mixes, a driver-visible total not published for the card, vLLM
+# off NVIDIA). A total is as sure as its least sure part (MEMORY_BASES, best first).
+MEMORY_BASES = ("exact", "fitted", "estimated")
+
+
+def memory_basis_columns() -> list[pl.Expr]:
+    """The basis of the weights, cache, runtime and usable figures, and of the total."""
+    approximate = pl.col("weight_format").is_in(list(APPROXIMATE_FTYPES))
+    parts = {
+        "weights_basis": pl.when(approximate).then(pl.lit("estimated")).otherwise(pl.lit("exact")),
+        "kv_cache_basis": pl.lit("exact"),
+        "runtime_basis": pl.when(_is_llama()).then(pl.lit("estimated"))
+        .when(pl.col("vendor") == "NVIDIA").then(pl.lit("fitted"))
+        .otherwise(pl.lit("estimated")),
+        "usable_basis": pl.when(_is_llama() | pl.col("gpu_memory_cuda_gib").is_not_null())
+        .then(pl.lit("exact")).otherwise(pl.lit("estimated")),
+    }
+    rank = {b: i for i, b in enumerate(MEMORY_BASES)}
+    worst = pl.max_horizontal(e.replace_strict(rank, return_dtype=pl.Int8) for e in parts.values())
+    return [*(e.alias(k) for k, e in parts.items()),
+            worst.replace_strict(dict(enumerate(MEMORY_BASES)), return_dtype=pl.String)
+            .alias("memory_basis")]
 
 
 def configuration_memory_columns() -> list[pl.Expr]:
     """The memory columns that depend on the configuration only (model, format, engine,
-    GPU and count), not on context, KV-cache type or batch: per GPU, in GiB."""
+    GPU and count), not on context, KV-cache type or batch: per GPU, in GiB, and the
+    basis of the memory figures."""
     return [(weights_on_gpus_bytes() / _c("n_gpus") / BYTES_PER_GIB).alias("weights_gpu_gib"),
             (runtime_bytes_per_gpu() / BYTES_PER_GIB).alias("runtime_gib"),
-            (usable_bytes_per_gpu() / BYTES_PER_GIB).alias("usable_gib")]
+            (usable_bytes_per_gpu() / BYTES_PER_GIB).alias("usable_gib"),
+            *memory_basis_columns()]
 
 
 def memory_columns() -> list[pl.Expr]:
@@ -295,6 +305,13 @@ def memory_columns() -> list[pl.Expr]:
     ctx_fit = pl.when(full_rate > 0).then((free_for_kv - window_at_max) / full_rate) \
         .otherwise(pl.when(free_for_kv >= window_at_max).then(max_ctx).otherwise(0))
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
+    # The cache pool and the tokens of full-attention cache it holds (vLLM: whole blocks,
+    # its "GPU KV cache size"; llama.cpp: cells), before any sequence is placed in it.
+    pool = usable - weights_gpu - runtime
+    per_token = full_bytes_per_cell() * full_layer_replication() / kv_split()
+    block = pl.when(_is_llama()).then(1).otherwise(VLLM_BLOCK_TOKENS)
+    capacity = pl.when(per_token > 0).then(
+        (pl.max_horizontal(pool, 0) / per_token / block).floor() * block)
     per_seq = kv_cache_bytes_held(batch=pl.lit(1.0))
     concurrent = pl.max_horizontal((free_for_kv + state_bytes_per_sequence() * _c("batch"))
                                    / per_seq, 0)
@@ -312,4 +329,7 @@ def memory_columns() -> list[pl.Expr]:
         ((ctx_fit / LLAMA_CPP_KV_PAD).floor() * LLAMA_CPP_KV_PAD).cast(pl.Int64)
         .alias("max_context_tokens"),
         concurrent.floor().cast(pl.Int64).alias("max_concurrent_sequences"),
+        (pool / BYTES_PER_GIB).alias("kv_pool_gib"),
+        capacity.cast(pl.Int64).alias("kv_capacity_tokens"),
+        *memory_basis_columns(),
     ]

@@ -12,12 +12,12 @@ from sizing.cost import INTERRUPTIBLE_TIERS
 from sizing.grid import FORMATS_BY_ENGINE, gpu_configurations, tensor_parallel_possible
 from sizing.memory import (
     LLAMA_CPP,
-    default_batched_tokens,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
+from sizing.vllm_budget import resolved_settings_columns, settings_literals
 
 
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
@@ -28,8 +28,8 @@ def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: s
     rows = (configs.join(dims, how="cross")
             .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
                           pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
-                          default_batched_tokens().alias("max_num_batched_tokens"))
-            .with_columns(kv_bytes_per_element_column())
+                          *settings_literals())
+            .with_columns(kv_bytes_per_element_column(), *resolved_settings_columns())
             .with_columns(kv_cell_bytes_columns())
             .filter(tensor_parallel_possible()))
     extra = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",

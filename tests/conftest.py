@@ -4,11 +4,16 @@ from pathlib import Path
 
 import pytest
 
+from assets.catalogs.readers import load_rope_recipes
 from sizing.architecture import ModelArch, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "data" / "snapshot"
 TEST_DATA = Path(__file__).parent / "data"
+
+
+# The RoPE scaling model cards document, as the pipeline reads it.
+RECIPES = load_rope_recipes()
 
 
 def config_path(repo_id: str) -> Path:
@@ -19,7 +24,7 @@ def load_arch(repo_id: str) -> ModelArch:
     path = config_path(repo_id)
     if not path.exists():
         pytest.fail(f"{repo_id}: config.json missing from the bundled snapshot")
-    return parse_config(path.read_text(), repo_id)
+    return parse_config(path.read_text(), repo_id, RECIPES.get(repo_id))
 
 
 # Small models of several architectures (dense, MoE, hybrid): a snapshot of these runs the

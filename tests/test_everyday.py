@@ -17,6 +17,7 @@ from pipeline.cli import main
 from sizing.weights import WEIGHT_FORMATS
 from tests.conftest import ROOT
 from tests.hub_server import LLAMA, HubState, hub_server
+from warehouse.tables import CONTRACTS
 
 GPUS, ALIASES = load_gpus(), load_gpu_aliases()
 
@@ -117,13 +118,13 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     assert run(offline=True) == EXIT_OK
     first = capsys.readouterr()
     assert "done    fit_matrix_table" in first.err and "DEBUG" not in first.err + first.out
-    assert first.out.count("new table") == 22
+    assert first.out.count("new table") == len(CONTRACTS)
     assert "warning: gpu_prices prices_recent: prices older than 3 days" in first.out
     assert "TextMetadataValue" not in first.out
     assert "gguf_files" in first.out and "no rows: the snapshot holds no GGUF" in first.out
     assert run(offline=True) == EXIT_OK
     second = capsys.readouterr().out
-    assert second.count("unchanged") == 22 and "new version" not in second
+    assert second.count("unchanged") == len(CONTRACTS) and "new version" not in second
     fit = store.history("fit_matrix", base=str(tmp_path / "warehouse"))
     assert [h["version"] for h in fit] == [0]
     assert pl.read_parquet(store.latest_parquet_uri("fit_matrix", str(tmp_path / "warehouse")),

@@ -25,7 +25,7 @@ def test_definitions_load():
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
-                    "param_checks", "gguf_published_sizes",
+                    "param_checks", "gguf_published_sizes", "vllm_startup_checks",
                     "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                     "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")

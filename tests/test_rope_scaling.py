@@ -24,13 +24,14 @@ import json
 import polars as pl
 import pytest
 
+from assets.paths import CATALOG_DIR
 from pipeline.cli import main
 from sizing import grid
-from sizing.architecture import RECIPES_CSV, documented_rope_recipes, parse_config
+from sizing.architecture import parse_config
 from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
 from sizing.model_facts import model_row
 from sizing.units import BYTES_PER_GIB
-from tests.conftest import config_path, load_arch
+from tests.conftest import RECIPES, config_path, load_arch
 from warehouse.tables import MODELS
 
 QWEN72 = "Qwen/Qwen2.5-72B-Instruct"
@@ -121,7 +122,7 @@ def test_gemma3_linear_scaling_is_already_in_its_maximum():
 
 
 def test_recipes_are_sourced_consistent_and_in_the_snapshot():
-    with RECIPES_CSV.open(newline="", encoding="utf-8") as f:
+    with (CATALOG_DIR / "rope_scaling_recipes.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert {r["model_repo"] for r in rows} >= {QWEN72, "Qwen/Qwen3-8B"}
     for r in rows:
@@ -131,7 +132,7 @@ def test_recipes_are_sourced_consistent_and_in_the_snapshot():
         assert "YaRN" in r["quote"] and r["factor"].rstrip("0").rstrip(".") in r["quote"]
         assert config_path(r["model_repo"]).exists()
         m = load_arch(r["model_repo"])  # native maximum below the documented one
-        assert m.rope_recipe == documented_rope_recipes()[r["model_repo"]]
+        assert m.rope_recipe == RECIPES[r["model_repo"]]
         assert m.max_context < m.rope_recipe.scaled_max_context
 
 

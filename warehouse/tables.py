@@ -119,6 +119,7 @@ GPUS = TableContract(
     keys=("gpu_id",),
     schema={"gpu_id": pl.String(), "name": pl.String(), "vendor": pl.String(),
             "memory_gib": pl.Float64(), "memory_gb_marketed": pl.Float64(),
+            "memory_gib_cuda": pl.Float64(),
             "bandwidth_gb_s": pl.Float64(),
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
@@ -139,13 +140,16 @@ FIT_CONFIGURATIONS = TableContract(
     schema={"model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
             "gpu_id": pl.String(), "n_gpus": pl.Int8(),
             "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(),
-            "usable_gib": pl.Float32(), "prefill_tok_s": pl.Float32()} | VERIFIED_AT,
-    not_null=("model_id", "weights_gpu_gib", "usable_gib"),
+            "usable_gib": pl.Float32(), "memory_basis": pl.String(),
+            "prefill_tok_s": pl.Float32()} | VERIFIED_AT,
+    not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
                 "weights_gpu_gib", "runtime_gib"))),
            ("prefill speed below 10,000,000 tok/s",
-            pl.col("prefill_tok_s").is_between(0, 1e7, closed="right"))),
+            pl.col("prefill_tok_s").is_between(0, 1e7, closed="right")),
+           ("memory basis is exact, fitted or estimated",
+            pl.col("memory_basis").is_in(["exact", "fitted", "estimated"]))),
 )
 
 FIT_MATRIX = TableContract(
@@ -329,7 +333,28 @@ COST_MATRIX = TableContract(
             pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
 )
 
+VLLM_STARTUP_CHECKS = TableContract(
+    "vllm_startup_checks",
+    keys=("log_id",),
+    schema={"log_id": pl.Int32(), "engine": pl.String(), "engine_version": pl.String(),
+            "model_repo": pl.String(), "weight_format": pl.String(), "gpu": pl.String(),
+            "gpu_id": pl.String(), "tensor_parallel": pl.Int64(), "version": pl.String(),
+            "max_model_len": pl.Int64(), "max_num_batched_tokens": pl.Int64(),
+            "max_num_seqs": pl.Int64(), "gpu_memory_utilization": pl.Float64(),
+            "kv_cache_dtype": pl.String(), "kv_cache_gib": pl.Float64(),
+            "kv_cache_tokens": pl.Int64(), "kv_pool_gib_estimated": pl.Float64(),
+            "kv_tokens_estimated": pl.Int64(), "kv_pool_error": pl.Float64(),
+            "kv_tokens_error": pl.Float64(), "not_compared": pl.String(),
+            "source_url": pl.String(), "source_date": pl.String(), "quote": pl.String(),
+            "notes": pl.String()} | VERIFIED_AT,
+    not_null=("log_id", "engine", "source_url", "quote"),
+    rules=(("a run is compared or says why not",
+            pl.col("kv_pool_error").is_not_null() | pl.col("not_compared").is_not_null()),),
+)
+
+
 CONTRACTS = {c.name: c for c in (
     COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
-    GGUF_PUBLISHED_SIZES, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+    GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS,
+    *PROVIDER_PRICES)}

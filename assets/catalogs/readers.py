@@ -6,6 +6,7 @@ from pathlib import Path
 import polars as pl
 
 from assets.paths import CATALOG_DIR
+from sizing.architecture import RopeRecipe
 
 
 def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
@@ -15,6 +16,7 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("id").alias("gpu_id"), "name", "vendor",
         pl.col("memory_gib").cast(pl.Float64),
         pl.col("memory_gb_marketed").cast(pl.Float64),
+        pl.col("memory_gib_cuda").cast(pl.Float64),  # as torch.cuda.mem_get_info reports it
         pl.col("bandwidth_gb_s").cast(pl.Float64),
         pl.col("fp16_dense_tflops").cast(pl.Float64),
         pl.col("fp8_dense_tflops").cast(pl.Float64),
@@ -32,3 +34,14 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/gpu_aliases.csv: other names (providers', marketing) of catalog GPUs."""
     return pl.read_csv(Path(catalog_dir) / "gpu_aliases.csv", infer_schema_length=0)
+
+
+def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRecipe]:
+    """data/catalogs/rope_scaling_recipes.csv: the RoPE scaling each model card documents
+    for contexts past its config's maximum, by repository id."""
+    rows = pl.read_csv(Path(catalog_dir) / "rope_scaling_recipes.csv", infer_schema_length=0)
+    return {r["model_repo"]: RopeRecipe(
+        rope_type=r["rope_type"], factor=float(r["factor"]),
+        original_max_position_embeddings=int(r["original_max_position_embeddings"]),
+        scaled_max_context=int(r["scaled_max_context"]), source_url=r["source_url"])
+        for r in rows.iter_rows(named=True)}

@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.catalogs.readers import load_rope_recipes
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
@@ -35,11 +36,12 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
            catalog: CatalogResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     manifest = snapshot.manifest()
     hub_checks = snapshot.hub_checks()
+    recipes = load_rope_recipes(catalog.path)
     rows, quarantined, dates = [], [], []
     for repo_id, path in snapshot.model_configs().items():
         entry = manifest.get(f"hub/models/{repo_id}/config.json", {})
         try:
-            m = parse_config(path.read_bytes(), repo_id)
+            m = parse_config(path.read_bytes(), repo_id, recipes.get(repo_id))
         except ConfigError as e:
             quarantined.append({"model_id": repo_id, "reason": e.reason})
             continue

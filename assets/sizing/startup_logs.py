@@ -1,0 +1,144 @@
+"""Published vLLM start-up logs beside the KV-cache budget the estimate gives for the same
+model, GPU and flags (data/catalogs/engine_startup_logs.csv, quote and source per run)."""
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.catalogs.assets import CATALOGS_VERIFIED
+from assets.resources import (
+    CatalogResource,
+    SnapshotResource,
+    WarehouseResource,
+    contract_checks,
+)
+from sizing.architecture import parse_config
+from sizing.estimate import Configuration, Device, Usage, estimate_many
+from sizing.vllm_budget import VLLM_V0, VLLM_V1_019, VllmSettings
+
+# Log GPU names -> catalog ids ("NVIDIA H100 80GB HBM3" is the SXM part, the only H100
+# with HBM3 at 80 GB).
+GPU_IDS = {"NVIDIA H100 80GB HBM3": "h100_sxm5_80gb", "NVIDIA GeForce RTX 3090": "rtx_3090",
+           "NVIDIA GeForce RTX 4090": "rtx_4090"}
+# Checkpoint dtypes and vLLM quantizations as logged -> the weight format sized.
+FORMATS = {"bfloat16": "BF16", "bf16": "BF16", "bf16 (default dtype)": "BF16",
+           "float16": "BF16", "bfloat16 / quantization=fp8": "FP8",
+           "bfloat16 / quantization=mxfp4": "MXFP4"}
+# Logged versions -> the budget family they follow (sizing.vllm_budget.VLLM_VERSIONS).
+VERSIONS = {"v0.19.0": VLLM_V1_019, "V0 (~0.6.4)": VLLM_V0,
+            "V0 (~0.6.4, 'Memory profiling results' format)": VLLM_V0}
+# A run whose KV pool is off by more than this warns (the issue's 90th-percentile bound).
+KV_POOL_TOLERANCE = 0.25
+_MATCH_CHECK = "startup_logs_reproduced"
+
+
+def _why_not(configs: dict[str, Path]) -> pl.Expr:
+    """Why a logged run is not compared (null: it is)."""
+    return (pl.when(pl.col("engine") != "vllm").then(pl.lit("not a vLLM run"))
+            .when(~pl.col("model_repo").is_in(list(configs)))
+            .then(pl.lit("model not in the snapshot"))
+            .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not named or not in the catalog"))
+            .when(pl.col("format").is_null()).then(pl.lit("weight format not sized"))
+            .when(pl.col("version").is_null()).then(pl.lit("version family not modelled"))
+            .when(pl.col("kv_cache_gib").is_null() | pl.col("gpu_memory_utilization").is_null()
+                  | pl.col("tensor_parallel").is_null())
+            .then(pl.lit("KV memory, utilization or parallelism not logged"))
+            .when(pl.col("gpu_count").is_not_null()
+                  & (pl.col("gpu_count") != pl.col("tensor_parallel")))
+            .then(pl.lit("pipeline parallelism: not modelled")))
+
+
+def _number(column: str) -> pl.Expr:
+    """The number a log field starts with ("0.9 (default)", "1,075,312"), else null."""
+    return pl.col(column).str.extract(r"^\s*([0-9][0-9,]*\.?[0-9]*)").str.replace_all(",", "") \
+        .cast(pl.Float64).alias(column)
+
+
+def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path],
+                      gpus: pl.DataFrame) -> pl.DataFrame:
+    """Every logged run, and for those the estimate can reproduce (model in `configs`,
+    catalog GPU, sized format, modelled version, flags logged) the KV pool and token
+    capacity it gives with the run's own flags."""
+    runs = logs.with_row_index("log_id", offset=1).with_columns(
+        pl.col("log_id").cast(pl.Int32),
+        pl.col("gpu").str.replace(r" \(.*$", "").replace_strict(GPU_IDS, default=None)
+        .alias("gpu_id"),
+        pl.col("weight_format").replace_strict(FORMATS, default=None).alias("format"),
+        pl.col("engine_version").replace_strict(VERSIONS, default=None).alias("version"),
+        *(_number(c).cast(pl.Int64) for c in ("tensor_parallel", "gpu_count", "max_model_len",
+                                                "max_num_seqs", "max_num_batched_tokens",
+                                                "kv_cache_tokens")),
+        *(_number(c) for c in ("gpu_memory_utilization", "kv_cache_gib",
+                               "activation_peak_gib", "non_torch_gib", "cuda_graph_gib")),
+    ).with_columns(_why_not(configs).alias("not_compared"))
+    compared = runs.filter(pl.col("not_compared").is_null())
+    devices = {g["gpu_id"]: Device(g["gpu_id"], g["memory_gib"], vendor=g["vendor"],
+                                   memory_cuda_gib=g["memory_gib_cuda"])
+               for g in gpus.iter_rows(named=True)}
+    archs = {m: parse_config(configs[m].read_bytes(), m)
+             for m in compared.get_column("model_repo").unique()}
+    queries = [(archs[r["model_repo"]],
+                Configuration(r["format"], r["max_model_len"],
+                              "fp8" if r["kv_cache_dtype"] == "fp8" else "auto",
+                              n_gpus=r["tensor_parallel"], engine="vllm",
+                              vllm=VllmSettings(r["version"], r["gpu_memory_utilization"],
+                                                r["max_num_seqs"],
+                                                r["max_num_batched_tokens"])),
+                devices[r["gpu_id"]], Usage())
+               for r in compared.iter_rows(named=True)]
+    out = estimate_many(queries) if queries else []
+    # vLLM prints blocks x 16 as its token capacity for full-attention models only; for
+    # sliding-window and hybrid ones it prints concurrency x max_model_len.
+    full_attention = [o["kv_window_bytes_per_cell"] == 0 and o["state_conv_elems_per_seq"]
+                      + o["state_ssm_elems_per_seq"] == 0 for o in out]
+    predicted = compared.with_columns(
+        pl.Series("kv_pool_gib_estimated", [o["kv_pool_gib"] for o in out], pl.Float64),
+        pl.Series("kv_tokens_estimated", [o["kv_capacity_tokens"] for o in out], pl.Int64),
+        pl.Series("full_attention", full_attention, pl.Boolean),
+        pl.Series("sampler_gib", [min(o["max_num_seqs"], o["max_num_batched_tokens"])
+                                  * o["vocab"] * 4 / 2**30 for o in out], pl.Float64),
+        pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64))
+    return pl.concat([predicted, runs.filter(pl.col("not_compared").is_not_null())],
+                     how="diagonal_relaxed").with_columns(
+        (pl.col("kv_pool_gib_estimated") / pl.col("kv_cache_gib") - 1).alias("kv_pool_error"),
+        pl.when(pl.col("full_attention"))
+        .then(pl.col("kv_tokens_estimated") / pl.col("kv_cache_tokens") - 1)
+        .alias("kv_tokens_error"))
+
+
+@dg.asset(check_specs=[
+    *contract_checks("vllm_startup_checks", "vllm_startup_checks"),
+    dg.AssetCheckSpec(_MATCH_CHECK, asset="vllm_startup_checks",
+                      description="every compared run's KV pool is within 25 % of the "
+                                  "logged 'Available KV cache memory'")],
+    automation_condition=dg.AutomationCondition.eager(), deps=["models", "gpus"],
+    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    description="Published vLLM start-up logs (model, GPU, parallelism, flags, logged "
+                "weights, activation peak, non-torch and graph memory, available KV cache "
+                "and its tokens; data/catalogs/engine_startup_logs.csv with the quote and "
+                "source on every run) beside the KV pool and tokens the estimate gives "
+                "with the same flags.")
+def vllm_startup_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                        snapshot: SnapshotResource,
+                        warehouse: WarehouseResource) -> dg.MaterializeResult:
+    logs = pl.read_csv(Path(catalog.path) / "engine_startup_logs.csv", infer_schema_length=0)
+    sized = set(warehouse.read("models").get_column("model_id"))
+    configs = {k: v for k, v in snapshot.model_configs().items() if k in sized}
+    df = startup_log_frame(logs, configs, warehouse.read("gpus"))
+    result = warehouse.publish(context, "vllm_startup_checks", df, CATALOGS_VERIFIED,
+                               "data/catalogs/engine_startup_logs.csv")
+    compared = df.filter(pl.col("kv_pool_error").is_not_null())
+    off = compared.filter(pl.col("kv_pool_error").abs() > KV_POOL_TOLERANCE)
+    match = dg.AssetCheckResult(
+        check_name=_MATCH_CHECK, passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        description=("every compared run within 25 %" if off.is_empty() else
+                     "KV pool off by more than 25 %: " + ", ".join(
+                         f"{m} on {tp}x {g}" for m, g, tp in
+                         off.select("model_repo", "gpu_id", "tensor_parallel").iter_rows())),
+        metadata={"compared": compared.height,
+                  "median_abs_kv_pool_error": float(compared["kv_pool_error"].abs().median()
+                                                    or 0)})
+    return dg.MaterializeResult(metadata=result.metadata,
+                                check_results=[*result.check_results, match])
+
