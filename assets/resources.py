@@ -92,7 +92,8 @@ class WarehouseResource(dg.ConfigurableResource):
         return SliceStore(self.root, table, self.storage_options())
 
     def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
-                sources: str, fingerprint: str | None = None) -> dg.MaterializeResult:
+                sources: str, fingerprint: str | None = None,
+                dated: bool = True) -> dg.MaterializeResult:
         """Commit `df` as the table's next version once its contract holds, unless it is
         the current version's content (store.publish's `fingerprint`).
 
@@ -103,7 +104,7 @@ class WarehouseResource(dg.ConfigurableResource):
         try:
             p = store.publish(table, df, verified_at=verified_at, commit_info=info,
                               base=self.root, storage_options=self.storage_options(),
-                              fingerprint=fingerprint)
+                              fingerprint=fingerprint, dated=dated)
         except store.ContractViolation as e:
             raise dg.Failure(description=f"blocking check {contract_check_name(table)} failed, "
                                          f"nothing published: {e}") from e

@@ -319,3 +319,23 @@ def test_active_counts_are_held_to_their_own_rounding():
         + param_check_frame(stated.slice(1, 1), models).get_column("verdict").to_list() \
         + param_check_frame(stated.tail(1), models).get_column("verdict").to_list()
     assert verdicts == ["agrees", "differs", "not sized"]
+
+
+def test_prices_reverified_at_the_same_values_keep_the_cost_matrix(warehouse_root):
+    """Offers re-verified a day later at the same prices: the offers and cost_basis carry
+    the new date in new versions; the fit and cost matrices keep theirs (a version means
+    a change)."""
+    from assets.sizing.assets import cost_matrix
+
+    base = warehouse_root
+    before = {t: store.history(t, base=base)[0]["version"]
+              for t in ("fit_matrix", "cost_matrix", "cost_basis")}
+    offers = store.read("gpu_prices", base=base)
+    later = offers.get_column("verified_at").max() + dt.timedelta(days=1)
+    store.publish("gpu_prices", offers.with_columns(pl.lit(later).alias("verified_at")),
+                  verified_at=later, commit_info={}, base=base)
+    resources = {"warehouse": WarehouseResource(root=base)}
+    assert dg.materialize([cost_matrix], resources=resources).success
+    after = {t: store.history(t, base=base)[0]["version"] for t in before}
+    assert after == before | {"cost_basis": before["cost_basis"] + 1}
+    assert store.read("cost_basis", base=base).get_column("price_verified_at").max() == later

@@ -86,13 +86,15 @@ MIN_ROWS_RATIO = 0.5
 def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
             verified_at: dt.date, commit_info: Mapping[str, str], base: str | None = None,
             storage_options: Mapping[str, str] | None = None,
-            fingerprint: str | None = None) -> Published:
+            fingerprint: str | None = None, dated: bool = True) -> Published:
     """Check the rows against the table's contract and commit them as its next version,
     unless they are the current version's: a version means a change.
 
     `fingerprint` names the content (a hash of everything the rows are computed from);
     one frame is fingerprinted by its values when none is given. When it equals the one
     committed with the current version, nothing is read from `frames` or written.
+    `dated=False` leaves the date out of that comparison: the same rows re-verified on a
+    later day keep the current version (and its date).
 
     `frames` is one frame or a stream of frames partitioned by the contract's first key
     column (the fit matrix arrives one group of models at a time): each is checked and
@@ -106,9 +108,9 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
     if fingerprint is None and single:
         fingerprint = frame_fingerprint(frames)
     if fingerprint is not None:
-        if (same := unchanged(table, fingerprint, verified_at, base, opts)) is not None:
+        if (same := unchanged(table, fingerprint, verified_at, base, opts, dated)) is not None:
             return same
-        fingerprint = _content_key(table, fingerprint, verified_at)
+        fingerprint = _content_key(table, fingerprint, verified_at if dated else None)
     previous = _row_count(uri, opts)
     refused: list[ContractViolation] = []
     stream = _checked_batches(contract, [frames] if single else _prefetched(frames),
@@ -142,20 +144,23 @@ _OBJECT_STORES = ("s3://", "gs://", "az://", "abfss://")
 FINGERPRINT_KEY = "content_fingerprint"
 
 
-def _content_key(table: str, fingerprint: str, verified_at: dt.date) -> str:
-    """The fingerprint as committed: the contract and the date are part of the content."""
-    return fingerprint_of(fingerprint, repr(CONTRACTS[table].schema), verified_at.isoformat())
+def _content_key(table: str, fingerprint: str, verified_at: dt.date | None) -> str:
+    """The fingerprint as committed: the contract (and the date, unless None) are part
+    of the content."""
+    return fingerprint_of(fingerprint, repr(CONTRACTS[table].schema),
+                          verified_at.isoformat() if verified_at else "undated")
 
 
 def unchanged(table: str, fingerprint: str, verified_at: dt.date, base: str | None = None,
-              storage_options: Mapping[str, str] | None = None) -> Published | None:
+              storage_options: Mapping[str, str] | None = None,
+              dated: bool = True) -> Published | None:
     """The current version, if it was published from this content (and its latest
     export is in place); None when the content is new."""
     opts = dict(storage_options or {})
     uri, latest = table_uri(table, base), latest_parquet_uri(table, base)
     current = current_version(uri, opts)
-    if not current or current.get(FINGERPRINT_KEY) != _content_key(table, fingerprint,
-                                                                    verified_at):
+    key = _content_key(table, fingerprint, verified_at if dated else None)
+    if not current or current.get(FINGERPRINT_KEY) != key:
         return None
     if not _exists(latest, opts):
         return None

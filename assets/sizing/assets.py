@@ -188,11 +188,14 @@ def cost_matrix(context: dg.AssetExecutionContext,
 
     verified_at = prices.get_column("price_verified_at").max()
     # Same fit matrix and same offers: the same costs (the batches are then never read).
+    # Offers re-verified on a later day at the same prices give cost_basis a new version
+    # with their new date; the cost matrix keeps its version (join cost_basis on gpu_id
+    # and n_gpus for each offer's verification date).
     content = store.fingerprint_of(warehouse.fingerprint("fit_matrix") or "",
-                                   store.frame_fingerprint(prices))
+                                   store.frame_fingerprint(prices.drop("price_verified_at")))
     results = [warehouse.publish(context, "cost_basis", prices, verified_at, "gpu_prices"),
                warehouse.publish(context, "cost_matrix", batches(), verified_at,
-                                 "fit_matrix,gpu_prices", fingerprint=content)]
+                                 "fit_matrix,gpu_prices", fingerprint=content, dated=False)]
     return dg.MaterializeResult(metadata=results[1].metadata,
                                 check_results=[c for r in results for c in r.check_results])
 
