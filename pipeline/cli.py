@@ -106,7 +106,8 @@ ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib"
     "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
     "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
     "launch_vllm", "launch_vllm_reason", "rope_scaling", "rope_scaling_note")
-ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "memory_basis",
+ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_tok_s_reason",
+                  "speed_basis", "decode_error_band", "memory_basis",
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
                   "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
@@ -217,8 +218,11 @@ def estimate_command(args: argparse.Namespace) -> int:
         print(f"  context           {r['rope_scaling_note']}")
     print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
     print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
-    print(f"  decode            {_fmt(r['decode_tok_s'], '.1f')} tok/s per sequence, "
-          f"{_fmt(r['decode_aggregate_tok_s'], '.1f')} tok/s in all")
+    if r["decode_tok_s"] is None:
+        print(f"  decode            n/a: {r.get('decode_tok_s_reason') or 'no bandwidth known'}")
+    else:
+        print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
+              f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
     if r["prefill_tok_s"] is None:
         print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
     else:
@@ -301,6 +305,16 @@ def _parse_query(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.N
 
     parser.error = refuse  # type: ignore[method-assign]
     return parser.parse_args(argv)
+
+
+def _speed_basis(r: dict, conf, gpu: dict) -> str:
+    """What a decode figure rests on, in words."""
+    if r["speed_basis"] == "calibrated":
+        return (f"calibrated on {conf.engine} measurements on {gpu['vendor']} GPUs, "
+                f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
+    return (f"transferred: {conf.engine}'s fit pooled over other vendors, no "
+            f"{gpu['vendor']} measurement; its median error elsewhere is "
+            f"{r['decode_error_band']:.0%}")
 
 
 def _finite(value):

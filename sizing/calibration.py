@@ -3,18 +3,23 @@
 Decode step time is modelled as bytes / (bandwidth x efficiency) + layers x per-layer
 overhead (kernel launches and synchronisation, which dominate small models on fast
 GPUs). The two constants are fitted by least squares on the relative error, solved in
-closed form. Prefill efficiency is the median of measured / roofline, which keeps one
-outlier from moving it. Constants are fitted per "engine|vendor" where a vendor has at
-least MIN_ROWS measurements, and pooled over the engine's rows as its default.
+closed form. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS per watt x
+TDP / peak), per kind of weights (16-bit or quantized), fitted by grid search on the
+median absolute log error where a group has MIN_ROWS measurements of each kind on
+several GPUs; otherwise the median of measured / roofline, which keeps one outlier from
+moving it. Constants are fitted per "engine|vendor" where a vendor has at least MIN_ROWS
+measurements, and pooled over the engine's rows as its default.
 
 `rows` holds per measurement: `engine`, `vendor`, `kind` ("decode" or "prefill"),
-`measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1 and no overhead) and
-`n_layers`.
+`measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap and no
+overhead), `n_layers`, `gpu_id`, `weight_format`, `tdp_w` and `fp16_dense_tflops`.
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from sizing.speed import UNQUANTIZED
 
 # A vendor gets its own constants from this many measurements; fewer take the engine's
 # pooled fit. (AMD's 3 prefill rows, one MI300X build of Oct 2024, reach 1.3 % of the dense
@@ -37,9 +42,40 @@ def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return sums.with_columns(efficiency=1 / a, layer_seconds=b)
 
 
+# The grid the prefill constants are searched on (share of peak; TFLOPS per watt).
+EFFICIENCY_GRID = pl.DataFrame({"e": [i / 200 for i in range(10, 180)]})
+PER_WATT_GRID = pl.DataFrame({"k": [i / 100 for i in range(5, 200)]})
+# Distinct GPUs a prefill group needs before its power cap is fitted.
+MIN_GPUS_FOR_CAP = 3
+
+
+def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
+    """(efficiency, TFLOPS per watt) minimising the median |log(predicted / measured)|."""
+    data = rows.select((pl.col("tdp_w") / pl.col("fp16_dense_tflops")).alias("ratio"),
+                       (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"))
+    best = (EFFICIENCY_GRID.join(PER_WATT_GRID, how="cross").join(data, how="cross")
+            .with_columns(loss=(pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio"))
+                                .log() - pl.col("y")).abs())
+            .group_by("e", "k").agg(pl.col("loss").median())
+            .sort("loss", "e", "k").row(0, named=True))
+    return best["e"], best["k"]
+
+
 def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    return rows.group_by(by).agg(
-        efficiency=(pl.col("measured_tok_s") / pl.col("roofline_tok_s")).median(), n=pl.len())
+    out = []
+    for key, group in rows.group_by(by, maintain_order=True):
+        fitted = dict(zip(by, key, strict=True)) | {
+            "n": group.height,
+            "efficiency": (group["measured_tok_s"] / group["roofline_tok_s"]).median()}
+        quantized = group.filter(~pl.col("weight_format").is_in(UNQUANTIZED))
+        plain = group.filter(pl.col("weight_format").is_in(UNQUANTIZED))
+        if min(quantized.height, plain.height) >= MIN_ROWS \
+                and group.get_column("gpu_id").n_unique() >= MIN_GPUS_FOR_CAP:
+            fitted["efficiency"], fitted["tflops_per_watt"] = _capped_fit(plain)
+            fitted["efficiency_quantized"], fitted["tflops_per_watt_quantized"] = \
+                _capped_fit(quantized)
+        out.append(fitted)
+    return pl.DataFrame(out, infer_schema_length=None)
 
 
 def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
@@ -49,9 +85,11 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     per_vendor = fitter(data, ["engine", "vendor"]).filter(pl.col("n") >= MIN_ROWS) \
         .with_columns(key=pl.concat_str(["engine", "vendor"], separator="|"))
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
-    fields = ["efficiency", "layer_seconds"] if kind == "decode" else ["efficiency"]
-    both = pl.concat([per_vendor.select("key", *fields), pooled.select("key", *fields)])
-    return {r["key"]: {f: r[f] for f in fields} for r in both.iter_rows(named=True)}
+    fields = ["efficiency", "layer_seconds"] if kind == "decode" else [
+        "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
+    both = pl.concat([per_vendor, pooled], how="diagonal_relaxed")
+    return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
+            for r in both.iter_rows(named=True)}
 
 
 def median_abs_relative_error(measured: pl.Series, predicted: pl.Series) -> float:

@@ -30,6 +30,7 @@ from sizing.speed import (
     DEFAULT_PROMPT_TOKENS,
     efficiency_columns,
     prefill_columns,
+    speed_basis_columns,
     speed_columns,
 )
 from sizing.units import gib
@@ -209,7 +210,8 @@ def estimate_many(queries: list[Query], gguf_repo: str | None = None) -> list[di
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
     frame = configuration_frame(queries).with_columns(memory_columns())
-    frame = frame.with_columns(prefill_columns()).with_columns(speed_columns()) \
+    frame = frame.with_columns(*prefill_columns(), *speed_basis_columns()) \
+        .with_columns(speed_columns()) \
         .with_columns(cost_columns())
     finetune: dict[int, dict] = {}
     return [_finish(out, m, c, d, u, gguf_repo, finetune)
@@ -234,9 +236,17 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
                          "host_power_w": u.host_power_w, "tdp_w": d.tdp_w,
                          "purchase_usd": out["purchase_usd"],
                          "purchase_used_usd": out["purchase_used_usd"]}
-    if u.price_per_gpu_hour_usd is None:
+    if out["verdict"] == "exceeds":  # it does not run: no speed, no cost
+        reason = (f"does not fit: {out['total_gib']:.1f} GiB needed per GPU, "
+                  f"{out['usable_gib']:.1f} GiB usable")
+        for key in ("prefill_tok_s", "ttft_ms", "cost_per_mtok_usd", "cloud_monthly_usd",
+                    "power_monthly_usd", "break_even_months", "break_even_months_used"):
+            out[key] = None
+        out["decode_tok_s_reason"] = out["prefill_tok_s_reason"] = reason
+        out["cost_per_mtok_usd_reason"] = reason
+    elif u.price_per_gpu_hour_usd is None:
         out["cost_per_mtok_usd_reason"] = f"no hourly price: {u.price_source}"
-    if out["prefill_tok_s"] is None:
+    if out["prefill_tok_s"] is None and "prefill_tok_s_reason" not in out:
         out["prefill_tok_s_reason"] = (
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None

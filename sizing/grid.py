@@ -34,6 +34,7 @@ from sizing.speed import (
     DEFAULT_PROMPT_TOKENS,
     efficiency_columns,
     prefill_columns,
+    speed_basis_columns,
     speed_columns,
 )
 from sizing.vllm_budget import resolved_settings_columns, settings_literals
@@ -89,7 +90,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops")
+                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w")
             .with_columns(efficiency_columns()))
 
 
@@ -111,7 +112,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(0.0).alias("offload_frac"), *settings_literals())
             .with_columns(resolved_settings_columns())
-            .with_columns(*configuration_memory_columns(), *prefill_columns()))
+            .with_columns(*configuration_memory_columns(), *prefill_columns(),
+                          *speed_basis_columns()))
 
 
 def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:

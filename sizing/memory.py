@@ -35,6 +35,7 @@ KV_DTYPES_BY_ENGINE = {LLAMA_CPP: ("f16", "q8_0", "q4_0"), VLLM: ("auto", "fp8")
 # is padded to 256 cells; the iSWA cache holds pad256(min(n_ctx, n_swa*n_seq + n_ubatch))
 # cells (src/llama-kv-cache-iswa.cpp). Recurrent state is stored in F32.
 LLAMA_CPP_UBATCH = 512
+LLAMA_CPP_BATCH = 2048  # n_batch default (common/common.h): the largest llama_decode call
 LLAMA_CPP_KV_PAD = 256
 LLAMA_CPP_STATE_BYTES = 4
 # llama.cpp `--fit` keeps 1024 MiB free per device (ggml-org/llama.cpp PR #16653).

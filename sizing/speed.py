@@ -27,6 +27,7 @@ import polars as pl
 from sizing.architecture import HCA_RATIO
 from sizing.memory import (
     LLAMA_CPP,
+    LLAMA_CPP_BATCH,
     LLAMA_CPP_UBATCH,
     engine_weights_bytes,
     kv_bytes_per_element,
@@ -54,12 +55,33 @@ DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6
               "llama.cpp": {"efficiency": 0.824, "layer_seconds": 89.0e-6},
               "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
               "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
-PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.342},
-               "llama.cpp": {"efficiency": 0.339},
+# llama.cpp's prefill is fitted with a power cap per kind of weights (sizing.calibration)
+# on 316 prefill measurements, 249 of them llama-bench runs of 512 to 8,192-token prompts
+# on 1 to 8 GPUs (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 %
+# of the dense FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26
+# (quantized) TFLOPS per watt of its TDP.
+PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
+                                    "tflops_per_watt": 0.39,
+                                    "tflops_per_watt_quantized": 0.26},
+               "llama.cpp": {"efficiency": 0.35, "efficiency_quantized": 0.26,
+                             "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28},
                "vllm|NVIDIA": {"efficiency": 0.496},
                "vllm": {"efficiency": 0.496}}
+# Formats whose weights prefill multiplies as they are stored (the others are dequantized
+# or multiplied as integers, with their own efficiency where the fit has one).
+UNQUANTIZED = ("BF16", "F16", "F32")
 # An engine without a decode fit of its own takes llama.cpp's; prefill takes only an
 # engine|vendor fit (efficiency_columns).
+# The median decode error of each fit on devices left out of it (recomputed by
+# tests/test_speed_calibration.py): the band a figure from that fit carries. A vendor with
+# no fit of its own is "transferred" the engine's pooled fit and carries its error.
+DECODE_HELD_OUT_ERROR = {"llama.cpp|NVIDIA": 0.090, "llama.cpp|AMD": 0.131,
+                         "llama.cpp|Apple": 0.150, "vllm|NVIDIA": 0.299,
+                         "llama.cpp": 0.106, "vllm": 0.299}
+# How a speed figure was obtained: `calibrated` on the engine's measurements on the
+# vendor's GPUs, `transferred` from the engine's fit pooled over other vendors, `none`
+# where the catalog has no bandwidth for the GPU (no figure).
+SPEED_BASES = ("calibrated", "transferred", "none")
 FALLBACK_ENGINE = "llama.cpp"
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
@@ -83,9 +105,10 @@ def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True)
     """The fitted constant for the row's engine and vendor, else (with `pooled`) the
     engine's, else the fallback engine's; without `pooled`, null where the vendor has no
     fit of its own. Evaluated on the small (GPU, engine) dimension table, not per row."""
-    per_vendor = {k: v[field] for k, v in table.items() if "|" in k}
-    per_engine = {k: v[field] for k, v in table.items() if "|" not in k}
-    engine = pl.col("engine").replace_strict(per_engine, default=table[FALLBACK_ENGINE][field],
+    per_vendor = {k: v.get(field) for k, v in table.items() if "|" in k}
+    per_engine = {k: v.get(field) for k, v in table.items() if "|" not in k}
+    engine = pl.col("engine").replace_strict(per_engine,
+                                             default=table[FALLBACK_ENGINE].get(field),
                                              return_dtype=pl.Float64)
     key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
     vendor = key.replace_strict(per_vendor, default=None, return_dtype=pl.Float64)
@@ -130,14 +153,49 @@ def kv_bytes_read_per_step() -> pl.Expr:
 
 def efficiency_columns() -> list[pl.Expr]:
     """The fitted constants for a row's engine and vendor, as the input columns
-    `decode_efficiency`, `decode_layer_seconds` and `prefill_efficiency`. (The calibration
-    sets them to 1, 0 and 1 to get the bare roofline.)"""
+    `decode_efficiency`, `decode_layer_seconds`, `prefill_efficiency` and, where the fit
+    has them, `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
+    `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
+    1, 1, null and null to get the bare roofline.)"""
     return [_fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
             # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
             # vendor's own fit is used (the pooled one predicted AMD's measured MI300X
             # llama.cpp build 25x too fast), else no prefill figure.
-            _fitted(PREFILL_FIT, "efficiency", pooled=False).alias("prefill_efficiency")]
+            _fitted(PREFILL_FIT, "efficiency", pooled=False).alias("prefill_efficiency"),
+            *(_fitted(PREFILL_FIT, f, pooled=False).alias(f"prefill_{f}")
+              for f in ("efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"))]
+
+
+def prefill_share() -> pl.Expr:
+    """The share of the dense FP16 peak prefill reaches: the fitted efficiency of the
+    format's kind (16-bit weights, or quantized ones that are dequantized or multiplied as
+    integers), capped where the card's power limit binds: the fitted TFLOPS per watt x
+    TDP, over the peak (data-centre cards with a low power limit for their peak, such as
+    the H100 PCIe at 350 W, reach a smaller share than consumer ones)."""
+    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
+    eff = pl.when(quantized).then(_c("prefill_efficiency_quantized")) \
+        .otherwise(None).fill_null(_c("prefill_efficiency"))
+    per_watt = pl.when(quantized).then(_c("prefill_tflops_per_watt_quantized")) \
+        .otherwise(_c("prefill_tflops_per_watt"))
+    cap = per_watt * _c("tdp_w") / _c("fp16_dense_tflops")
+    return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
+
+
+def speed_basis_columns() -> list[pl.Expr]:
+    """`speed_basis` of the decode figures and their `decode_error_band` (the held-out
+    median error of the fit they come from); prefill has a figure only where calibrated."""
+    key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
+    own = [k for k in DECODE_FIT if "|" in k]
+    pooled = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" not in k}
+    band = key.replace_strict({k: DECODE_HELD_OUT_ERROR[k] for k in own}, default=None,
+                              return_dtype=pl.Float64) \
+        .fill_null(pl.col("engine").replace_strict(
+            pooled, default=pooled[FALLBACK_ENGINE], return_dtype=pl.Float64))
+    none = pl.col("bandwidth_gb_s").is_null()
+    return [pl.when(none).then(pl.lit("none")).when(key.is_in(own)).then(pl.lit("calibrated"))
+            .otherwise(pl.lit("transferred")).alias("speed_basis"),
+            pl.when(none).then(None).otherwise(band).alias("decode_error_band")]
 
 
 def decode_step_seconds() -> pl.Expr:
@@ -154,8 +212,7 @@ def decode_step_seconds() -> pl.Expr:
     parallel = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(n)
     t_mem = device_bytes / (bw * parallel) + host_bytes / (_c("host_bandwidth_gb_s") * _GB)
     flops = 2 * _c("params_active") * _c("batch")
-    t_compute = flops / (_c("fp16_dense_tflops") * _TFLOPS * parallel
-                         * _c("prefill_efficiency"))
+    t_compute = flops / (_c("fp16_dense_tflops") * _TFLOPS * parallel * prefill_share())
     t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
         .then(ALLREDUCES_PER_LAYER * _c("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
     # No published bandwidth for the device: no decode figure either.
@@ -195,17 +252,29 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     return per_pair * (full + window + sparse) + indexer
 
 
+def pipeline_speedup(p: pl.Expr) -> pl.Expr:
+    """llama.cpp's prompt processing over GPUs that each hold a share of the layers:
+    the micro-batches of one batch run through the GPUs as a pipeline (ggml-org/llama.cpp
+    PR #6017, pipeline parallelism), so n GPUs work on m = ceil(min(p, n_batch) /
+    n_ubatch) micro-batches at once, with the pipeline's fill and drain: n m / (m + n - 1)
+    (one GPU: 1; a 512-token prompt: 1)."""
+    n = _c("n_gpus")
+    m = (pl.min_horizontal(p, LLAMA_CPP_BATCH) / LLAMA_CPP_UBATCH).ceil()
+    return n * m / (m + n - 1)
+
+
 def prefill_seconds() -> pl.Expr:
     """Seconds to process a prompt of `prompt_tokens` (one sequence).
 
-    llama.cpp runs split layers one GPU after another, so only vLLM's tensor
-    parallelism multiplies the compute. Context, KV-cache type and decode batch do not
-    enter: the matrix evaluates this once per model, format and GPU configuration."""
+    vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
+    split by its pipeline's speed-up (pipeline_speedup). Context, KV-cache type and
+    decode batch do not enter: the matrix evaluates this once per model, format and GPU
+    configuration."""
     p = _c("prompt_tokens")
-    n = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(_c("n_gpus"))
+    llama_gpus = pipeline_speedup(p)
+    n = pl.when(pl.col("engine") == LLAMA_CPP).then(llama_gpus).otherwise(_c("n_gpus"))
     linear = 2 * (_c("params_active") - _c("params_embedding")) * p
-    eff = _c("prefill_efficiency")
-    peak = _c("fp16_dense_tflops") * _TFLOPS * n * eff
+    peak = _c("fp16_dense_tflops") * _TFLOPS * n * prefill_share()
     t_compute = (linear + attention_flops(p)) / peak
     # llama.cpp re-reads the weights once per micro-batch of 512 tokens; vLLM reads them
     # once for the whole prompt.
@@ -227,8 +296,10 @@ def prefill_columns() -> list[pl.Expr]:
 
 
 def speed_columns() -> list[pl.Expr]:
-    """Decode speed and time to first token; needs prefill_columns() evaluated first."""
-    step = decode_step_seconds()
+    """Decode speed and time to first token; needs prefill_columns() and the memory
+    verdict evaluated first. A configuration that does not fit has no speed."""
+    runs = pl.col("verdict") != "exceeds"
+    step = pl.when(runs).then(decode_step_seconds())
     return [
         (1 / step).alias("decode_tok_s"),
         (_c("batch") / step).alias("decode_aggregate_tok_s"),

@@ -33,7 +33,7 @@ def test_unified_memory_keeps_a_share_for_the_system():
 
 def test_offload_moves_weights_and_cache_to_host():
     m = load_arch("Qwen/Qwen2.5-72B-Instruct")
-    gpu = Device("x", 24.0, False, "NVIDIA", 1008.0, 165.0)
+    gpu = Device("x", 80.0, False, "NVIDIA", 1008.0, 165.0)  # both placements fit
     full = estimate(m, Configuration("Q4_K_M", 8192, "f16"), gpu)
     half = estimate(m, Configuration("Q4_K_M", 8192, "f16", offload_frac=0.5), gpu)
     assert half["weights_gpu_gib"] == pytest.approx(full["weights_gpu_gib"] / 2)

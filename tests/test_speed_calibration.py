@@ -76,8 +76,8 @@ VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": 
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
 
 
-def _measurements() -> pl.DataFrame:
-    raw = pl.read_csv(TEST_DATA / "speed_measurements.csv", infer_schema_length=0)
+def _measurements(file: str = "speed_measurements.csv") -> pl.DataFrame:
+    raw = pl.read_csv(TEST_DATA / file, infer_schema_length=0)
     tests = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 1)
     sizes = raw.get_column("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64)
     llama = pl.col("engine") == "llama.cpp"
@@ -117,16 +117,32 @@ def _facts(models: list[str], triples: list[tuple[str, str, str]]
 
 @pytest.fixture(scope="module")
 def rows() -> pl.DataFrame:
-    m = _measurements()
+    """The fitted measurements: decode from speed_measurements.csv, prefill from it and
+    speed_measurements_more.csv (918 rows gathered later: prompts of 512 to 16,384
+    tokens on 1 to 8 GPUs, ROCm and Vulkan MoE runs)."""
+    more = _predicted(_measurements("speed_measurements_more.csv"))
+    return pl.concat([_predicted(_measurements()), more.filter(pl.col("kind") == "prefill")],
+                     how="diagonal_relaxed")
+
+
+@pytest.fixture(scope="module")
+def unseen() -> pl.DataFrame:
+    """The decode rows of speed_measurements_more.csv, which no decode constant saw."""
+    more = _predicted(_measurements("speed_measurements_more.csv"))
+    return more.filter(pl.col("kind") == "decode")
+
+
+def _predicted(m: pl.DataFrame) -> pl.DataFrame:
     triples = m.select("model", "fmt", "engine").unique().rows()
     model_rows, format_rows = _facts(m.get_column("model").unique().to_list(), triples)
-    gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s",
-                                                "fp16_dense_tflops")
+    gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s", "fp16_dense_tflops",
+                              "tdp_w")
     # A decode test's running context is its prompt plus half its generated tokens.
     decode = pl.col("kind") == "decode"
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
              .join(gpus, on="gpu_id")
-             .with_columns(kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
+             .with_columns(weight_format=pl.col("fmt"),
+                           kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
                            .otherwise(pl.lit("auto")),
                            offload_frac=pl.lit(0.0), max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
@@ -138,8 +154,10 @@ def rows() -> pl.DataFrame:
         .with_columns(kv_cell_bytes_columns())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
-    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0}
-    return (frame.with_columns(pl.lit(v).alias(k) for k, v in bare.items())
+    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0,
+            "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
+            "prefill_tflops_per_watt_quantized": None}
+    return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
             .with_columns(speed_of.alias("roofline_tok_s"))
             .with_columns(speed.efficiency_columns())
             .with_columns(speed_of.alias("predicted_tok_s"))
@@ -171,7 +189,7 @@ def test_median_error_within_bound(rows, kind, bound):
     assert err <= bound, f"{kind}: median error {err:.1%} over {r.height} measurements"
 
 
-def test_decode_error_on_devices_left_out_of_the_fit(rows):
+def _held_out_decode_errors(rows: pl.DataFrame) -> pl.DataFrame:
     """Out of sample: each device's decode measurements predicted from constants fitted
     without that device (the model of sizing.calibration: roofline time / efficiency plus
     layers x per-layer overhead), with the engine and vendor's own fit where the rest still
@@ -185,9 +203,52 @@ def test_decode_error_on_devices_left_out_of_the_fit(rows):
             c = fitted.get(f"{engine}|{vendor}", fitted.get(engine, fitted["llama.cpp"]))
             seconds = 1 / (rows_of["roofline_tok_s"] * c["efficiency"]) \
                 + rows_of["n_layers"] * c["layer_seconds"]
-            errors.append((1 / seconds - rows_of["measured_tok_s"]).abs()
-                          / rows_of["measured_tok_s"])
-    assert pl.concat(errors).median() <= DECODE_BOUND
+            errors.append(rows_of.select("engine", "vendor").with_columns(
+                error=(1 / seconds - rows_of["measured_tok_s"]).abs()
+                / rows_of["measured_tok_s"]))
+    return pl.concat(errors)
+
+
+def test_decode_error_on_devices_left_out_of_the_fit(rows):
+    assert _held_out_decode_errors(rows).get_column("error").median() <= DECODE_BOUND
+
+
+def test_published_error_bands_are_the_held_out_errors(rows):
+    """sizing.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
+    median held-out error of its engine and vendor (or of the engine, pooled)."""
+    errors = _held_out_decode_errors(rows).with_columns(
+        key=pl.concat_str(["engine", "vendor"], separator="|"))
+    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) \
+        | dict(errors.group_by("engine").agg(pl.col("error").median()).iter_rows())
+    assert set(speed.DECODE_HELD_OUT_ERROR) == set(measured)
+    for key, band in speed.DECODE_HELD_OUT_ERROR.items():
+        assert band == pytest.approx(measured[key], abs=0.001), key
+
+
+def test_every_speed_says_what_it_rests_on():
+    """Moore Threads' MTT S4000 (the reference page's GPU) has no llama.cpp measurement:
+    its decode figure is transferred from the pooled fit and says so; an RTX 4090's is
+    calibrated; a configuration that does not fit has no speed and no cost."""
+    from sizing.estimate import Configuration, Device, estimate
+
+    m = load_arch("Qwen/Qwen2.5-72B-Instruct")
+    gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
+
+    def device(gpu_id: str) -> Device:
+        g = gpus[gpu_id]
+        return Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
+                      g["fp16_dense_tflops"])
+
+    mtt = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("mtt_s4000_48gb"))
+    assert (mtt["speed_basis"], mtt["decode_error_band"]) == (
+        "transferred", speed.DECODE_HELD_OUT_ERROR["llama.cpp"])
+    small = estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16"),
+                     device("rtx_4090"))
+    assert small["speed_basis"] == "calibrated" and small["decode_tok_s"] > 0
+    big = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("rtx_4090"))
+    assert big["verdict"] == "exceeds"
+    assert big["decode_tok_s"] is None and big["cost_per_mtok_usd"] is None
+    assert big["decode_tok_s_reason"].startswith("does not fit")
 
 
 def test_vllm_batched_decode_step_against_serve_benchmarks():
@@ -214,3 +275,47 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
         errors.append(abs(1000 / r["decode_tok_s"] - tpot_ms) / tpot_ms)
     assert len(errors) == 4
     assert sorted(errors)[len(errors) // 2] <= DECODE_BOUND
+
+
+def test_decode_on_measurements_never_fitted(unseen):
+    """Decode's error on the 2026 measurements no decode constant saw, printed by subset:
+    within its bound overall; MoE decode off CUDA (ROCm, Vulkan) is far off, stated."""
+    r = unseen.with_columns(error=(pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1))
+    with pl.Config(tbl_rows=40):
+        print(r.group_by("vendor", "backend", "n_gpus").agg(
+            n=pl.len(), median=pl.col("error").abs().median(), bias=pl.col("error").median(),
+            p90=pl.col("error").abs().quantile(0.9)).sort("vendor", "backend", "n_gpus"))
+    decode = r.get_column("error").abs()
+    print(f"\nunseen decode: n {decode.len()}, median {decode.median():.1%}, "
+          f"p90 {decode.quantile(0.9):.1%}")
+    assert decode.len() >= 300 and decode.median() <= 0.10
+
+
+def test_prefill_error_on_devices_left_out_of_the_fit(rows):
+    """Each device's prefill measurements predicted with the constants fitted without it.
+    Issue bound: median 20 % or less, 90th percentile 60 % or less."""
+    prefill = rows.filter(pl.col("kind") == "prefill", pl.col("engine") == "llama.cpp",
+                          pl.col("vendor") == "NVIDIA")
+    errors = []
+    for gpu in prefill.get_column("gpu_id").unique().sort():
+        fitted = fit(prefill.filter(pl.col("gpu_id") != gpu), "prefill")["llama.cpp|NVIDIA"]
+        held = prefill.filter(pl.col("gpu_id") == gpu)
+        quantized = ~pl.col("weight_format").is_in(speed.UNQUANTIZED)
+        share = pl.min_horizontal(
+            pl.when(quantized).then(fitted["efficiency_quantized"])
+            .otherwise(fitted["efficiency"]),
+            pl.when(quantized).then(fitted["tflops_per_watt_quantized"])
+            .otherwise(fitted["tflops_per_watt"]) * pl.col("tdp_w")
+            / pl.col("fp16_dense_tflops"))
+        errors.append(held.select("gpu_id", "n_gpus", "tokens", (
+            pl.col("roofline_tok_s") * share / pl.col("measured_tok_s") - 1).alias("error")))
+    e = pl.concat(errors)
+    with pl.Config(tbl_rows=40):
+        print(e.group_by("gpu_id").agg(n=pl.len(), bias=pl.col("error").median()).sort("bias"))
+        print(e.group_by("n_gpus").agg(n=pl.len(), bias=pl.col("error").median(),
+                                        median=pl.col("error").abs().median()).sort("n_gpus"))
+    err = e.get_column("error").abs()
+    print(f"\nllama.cpp NVIDIA prefill, {err.len()} measurements on "
+          f"{e.get_column('gpu_id').n_unique()} GPUs held out one GPU at a time: median "
+          f"{err.median():.1%}, p90 {err.quantile(0.9):.1%}")
+    assert err.median() <= 0.20 and err.quantile(0.9) <= 0.60

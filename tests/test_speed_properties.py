@@ -14,7 +14,9 @@ from tests.conftest import load_arch
 
 
 def _gpu(bandwidth: float, tflops: float = 165.0) -> Device:
-    return Device("test", 80.0, False, "NVIDIA", bandwidth, tflops)
+    """A device with memory enough for every drawn configuration: a configuration that
+    does not fit has no speed at all."""
+    return Device("test", 4096.0, False, "NVIDIA", bandwidth, tflops)
 
 
 def _dense(layers: int, hidden: int, ffn: int) -> dict:

@@ -141,8 +141,9 @@ FIT_CONFIGURATIONS = TableContract(
             "gpu_id": pl.String(), "n_gpus": pl.Int8(),
             "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(),
             "usable_gib": pl.Float32(), "memory_basis": pl.String(),
-            "prefill_tok_s": pl.Float32()} | VERIFIED_AT,
-    not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis"),
+            "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
+            "decode_error_band": pl.Float32()} | VERIFIED_AT,
+    not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis", "speed_basis"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
                 "weights_gpu_gib", "runtime_gib"))),
