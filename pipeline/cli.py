@@ -267,8 +267,7 @@ def _bulk(source: str, offers) -> int:
     {"error": ...}) per line out, in order; evaluated together in one pass."""
     from sizing.estimate import estimate_many
 
-    parser = _estimate_parser(argparse.ArgumentParser(prog="query", exit_on_error=False),
-                              bulk=False)
+    parser = _estimate_parser(_QueryParser(prog="query", exit_on_error=False), bulk=False)
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text()
     except OSError as e:
@@ -285,7 +284,7 @@ def _bulk(source: str, offers) -> int:
             argv = [a for k, v in options.items() if v is not None and v is not False
                     for a in ([f"--{k.replace('_', '-')}"]
                               + ([] if v is True else [str(v)]))]
-            q = _query(_parse_query(parser, argv), offers, cache)
+            q = _query(parser.parse_args(argv), offers, cache)
             queries.append(q[:4])
             answers.append({"line": n})
         except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
@@ -298,13 +297,12 @@ def _bulk(source: str, offers) -> int:
     return 0 if all("error" not in a for a in answers) else 1
 
 
-def _parse_query(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """argparse on one query's options, its complaints raised instead of exiting."""
-    def refuse(message: str):
-        raise QueryError(message)
+class _QueryParser(argparse.ArgumentParser):
+    """The estimate's options for one query: a complaint is that query's error, not the
+    end of the process."""
 
-    parser.error = refuse  # type: ignore[method-assign]
-    return parser.parse_args(argv)
+    def error(self, message: str):
+        raise QueryError(message)
 
 
 def _speed_basis(r: dict, conf, gpu: dict) -> str:

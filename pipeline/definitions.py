@@ -19,6 +19,7 @@ from assets.models.param_checks import param_checks
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
+from assets.sizing.accuracy import accuracy
 from assets.sizing.assets import (
     cost_matrix,
     fit_matrix_shards,
@@ -28,13 +29,14 @@ from assets.sizing.assets import (
 )
 from assets.sizing.published_sizes import gguf_published_sizes
 from assets.sizing.shards import ALL_SHARDS_TAGS
+from assets.sizing.speed_checks import speed_checks
 from assets.sizing.startup_logs import vllm_startup_checks
 from pipeline.progress import progress_logger
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
               fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
-              vllm_startup_checks,
+              vllm_startup_checks, speed_checks, accuracy,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(

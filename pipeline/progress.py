@@ -27,5 +27,7 @@ class _ProgressHandler(logging.Handler):
             print(f"  done    {event.step_key:40} {seconds:6.1f} s", file=sys.stderr)
         elif event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
+            while error is not None and error.cause is not None:  # the user code's own error
+                error = error.cause
             reason = (error.message.strip().splitlines() or ["?"])[-1] if error else "?"
             print(f"  FAILED  {event.step_key:40} {reason}", file=sys.stderr)

@@ -31,7 +31,7 @@ EMPTY_BECAUSE = {
     "price_quarantine": "every offer mapped to a catalog GPU at a plausible price",
 }
 # Checks whose failure means a source was not read and its previous data was kept.
-SOURCE_CHECKS = ("fresh",)
+SOURCE_CHECKS = ("responded",)
 
 
 def run(offline: bool, verbose: bool = False) -> int:

@@ -9,7 +9,7 @@ plus attention, which grows with the square of the prompt.
 
 Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
 per-layer decode overhead are fitted per engine and vendor on
-tests/data/speed_measurements.csv by sizing.calibration; the constants below are that
+data/catalogs/speed_measurements.csv by sizing.calibration; the constants below are that
 fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
 Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
 `expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,

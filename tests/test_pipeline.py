@@ -26,6 +26,7 @@ def test_definitions_load():
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
                     "param_checks", "gguf_published_sizes", "vllm_startup_checks",
+                    "speed_checks", "accuracy",
                     "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                     "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")
@@ -339,3 +340,26 @@ def test_prices_reverified_at_the_same_values_keep_the_cost_matrix(warehouse_roo
     after = {t: store.history(t, base=base)[0]["version"] for t in before}
     assert after == before | {"cost_basis": before["cost_basis"] + 1}
     assert store.read("cost_basis", base=base).get_column("price_verified_at").max() == later
+
+
+def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root):
+    """The accuracy table holds every metric in and out of the fit; a release whose
+    decode predictions are three times further off (speed_checks made worse on purpose)
+    is published with a warning naming the metrics that got worse."""
+    from assets.sizing.accuracy import accuracy
+
+    base = warehouse_root
+    report = store.read("accuracy", base=base)
+    metrics = set(report.get_column("metric"))
+    assert {"weights_bytes", "vllm_kv_pool", "decode", "prefill"} <= metrics
+    assert {"in fit", "held out by GPU", "never fitted"} <= set(report.get_column("evaluation"))
+    checks = store.read("speed_checks", base=base)
+    worse = checks.with_columns(pl.col("error") * 3, pl.col("held_out_error") * 3)
+    store.publish("speed_checks", worse, verified_at=dt.date(2026, 12, 1), commit_info={},
+                  base=base)
+    result = dg.materialize([accuracy], resources={"warehouse": WarehouseResource(root=base)})
+    check = next(e for e in result.get_asset_check_evaluations()
+                 if e.check_name == "no_metric_got_worse")
+    assert not check.passed and "decode all (in fit)" in check.description
+    store.publish("speed_checks", checks, verified_at=dt.date(2026, 12, 2), commit_info={},
+                  base=base)

@@ -223,7 +223,7 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
                                 resources=resources | {"price_sources": failing},
                                 selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0], gpu_prices))
     assert result.success
-    fresh = [e for e in result.get_asset_check_evaluations() if e.check_name == "fresh"]
+    fresh = [e for e in result.get_asset_check_evaluations() if e.check_name == "responded"]
     assert len(fresh) == 1 and not fresh[0].passed
     assert store.history("prices_runpod", base=root)[0]["version"] == 0
     after = store.read("gpu_prices", base=root)

@@ -55,7 +55,7 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
     The speed-up approaches the ratio of bytes read per token (the active experts plus
     the always-on attention, shared parts and output head) where bandwidth dominates; on
     a fast GPU the fitted per-layer overhead narrows it, as measured (RTX PRO 6000:
-    251.6 tok/s for Qwen3-30B-A3B Q4_K_M in tests/data/speed_measurements.csv)."""
+    251.6 tok/s for Qwen3-30B-A3B Q4_K_M in data/catalogs/speed_measurements.csv)."""
     c = Configuration("Q4_K_M", 4096, "f16")
     moe = estimate(load_arch("Qwen/Qwen3-30B-A3B"), c, _gpu(bandwidth))
     dense = estimate(load_arch("Qwen/Qwen3-32B"), c, _gpu(bandwidth))

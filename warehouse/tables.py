@@ -354,8 +354,40 @@ VLLM_STARTUP_CHECKS = TableContract(
 )
 
 
+SPEED_CHECKS = TableContract(
+    "speed_checks",
+    keys=("file", "row"),
+    schema={"file": pl.String(), "row": pl.Int32(), "engine": pl.String(),
+            "engine_version_or_commit": pl.String(), "gpu": pl.String(), "gpu_id": pl.String(),
+            "gpu_count": pl.String(), "vendor": pl.String(), "backend": pl.String(),
+            "model_repo": pl.String(),
+            "model": pl.String(), "quant": pl.String(), "fmt": pl.String(),
+            "test": pl.String(), "kind": pl.String(), "tokens": pl.Int64(),
+            "n_prompt": pl.Int64(), "batch": pl.Int64(), "flash_attn": pl.String(),
+            "measured_tok_s": pl.Float64(), "predicted_tok_s": pl.Float64(),
+            "error": pl.Float64(), "held_out_error": pl.Float64(), "in_fit": pl.Boolean(),
+            "not_compared": pl.String(), "source_url": pl.String(),
+            "source_date": pl.String(), "quote": pl.String(), "notes": pl.String()}
+    | VERIFIED_AT,
+    not_null=("file", "row", "engine", "source_url"),
+    rules=(("a measurement is compared or says why not",
+            pl.col("error").is_not_null() | pl.col("not_compared").is_not_null()),),
+)
+ACCURACY = TableContract(
+    "accuracy",
+    keys=("metric", "subset", "evaluation"),
+    schema={"metric": pl.String(), "subset": pl.String(), "evaluation": pl.String(),
+            "n": pl.Int32(), "median_abs_error": pl.Float64(), "p90_abs_error": pl.Float64(),
+            "max_abs_error": pl.Float64()} | VERIFIED_AT,
+    not_null=("metric", "subset", "evaluation", "n", "median_abs_error"),
+    rules=(("errors are finite and not negative",
+            pl.col("median_abs_error").is_finite() & (pl.col("median_abs_error") >= 0)),),
+    shrinks_freely=True,
+)
+
+
 CONTRACTS = {c.name: c for c in (
     COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
-    GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, GPU_PRICES, PRICE_QUARANTINE, CHEAPEST_OFFERS,
-    *PROVIDER_PRICES)}
+    GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
+    PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

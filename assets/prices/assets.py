@@ -39,7 +39,9 @@ def _provider_asset(provider: str) -> dg.AssetsDefinition:
     @dg.asset(name=table, group_name="prices", kinds={"httpx", "deltalake"}, pool=table,
               code_version="1", freshness_policy=PRICE_FRESHNESS,
               check_specs=[*contract_checks(table, table), dg.AssetCheckSpec(
-                  "fresh", asset=table, description=f"{provider} answered with offers")],
+                  "responded", asset=table,
+                  description=f"{provider} answered with offers (how old its prices are is "
+                              "prices_recent's check, on gpu_prices)")],
               description=f"{provider} offers as the provider lists them: per instance and "
                           "per GPU, tier, billing mode, raw response they came from.")
     def prices(context: dg.AssetExecutionContext, price_sources: PriceSourcesResource,
@@ -53,7 +55,7 @@ def _provider_asset(provider: str) -> dg.AssetsDefinition:
         df = pl.DataFrame(got.offers, infer_schema_length=None) \
             .with_columns(pl.lit(got.fetched_at).dt.cast_time_unit("us").alias("fetched_at"))
         result = warehouse.publish(context, table, df, got.verified_at, ",".join(got.raw_refs))
-        fresh = dg.AssetCheckResult(check_name="fresh", passed=True,
+        fresh = dg.AssetCheckResult(check_name="responded", passed=True,
                                     metadata={"skipped": "; ".join(got.skipped) or "none"})
         return dg.MaterializeResult(metadata=result.metadata,
                                     check_results=[*result.check_results, fresh])
@@ -79,7 +81,7 @@ def _kept_previous(context: dg.AssetExecutionContext, table: str, reason: str,
                                 severity=dg.AssetCheckSeverity.WARN,
                                 description="nothing new to check: the previous version stays",
                                 metadata=evidence),
-            dg.AssetCheckResult(check_name="fresh", passed=False,
+            dg.AssetCheckResult(check_name="responded", passed=False,
                                 severity=dg.AssetCheckSeverity.WARN, metadata=evidence)])
 
 

@@ -1,0 +1,100 @@
+"""The accuracy report published with the data: the error of every kind of figure against
+every published measurement of it, in the fit and left out of it, one row set per release."""
+
+import dagster as dg
+import polars as pl
+
+from assets.catalogs.assets import CATALOGS_VERIFIED
+from assets.resources import WarehouseResource, contract_checks
+from warehouse import store
+
+# A metric whose median error grows by more than this share (and half a point) against
+# the previous version warns.
+WORSE_RATIO, WORSE_POINTS = 1.10, 0.005
+_WORSE_CHECK = "no_metric_got_worse"
+_KEYS = ["metric", "subset", "evaluation"]
+
+
+def _summary(errors: pl.LazyFrame, metric: str, evaluation: str,
+             subset: pl.Expr) -> pl.LazyFrame:
+    """n, median, p90 and max absolute relative error per subset, and over all rows."""
+    e = errors.with_columns(pl.col("error").abs())
+    stats = [pl.len().cast(pl.Int32).alias("n"),
+             pl.col("error").median().alias("median_abs_error"),
+             pl.col("error").quantile(0.9).alias("p90_abs_error"),
+             pl.col("error").max().alias("max_abs_error")]
+    return pl.concat([e.group_by(subset.alias("subset")).agg(stats),
+                      e.select(pl.lit("all").alias("subset"), *stats)]) \
+        .with_columns(pl.lit(metric).alias("metric"), pl.lit(evaluation).alias("evaluation"))
+
+
+def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) -> pl.DataFrame:
+    """Every metric x subset x evaluation with its error statistics."""
+    engine_vendor = pl.concat_str(["engine", "vendor"], separator="|")
+    sizes = gguf.lazy().filter(pl.col("computed_bytes").is_not_null()
+                               & pl.col("deviation").is_null()) \
+        .select(pl.col("relative_diff").alias("error"), "quant")
+    runs = vllm.lazy().filter(pl.col("kv_pool_error").is_not_null())
+    checked = speed.lazy().filter(pl.col("error").is_not_null())
+    parts = [
+        _summary(sizes, "weights_bytes", "exact rule", pl.col("quant")),
+        _summary(runs.select(pl.col("kv_pool_error").alias("error"), "gpu_id"),
+                 "vllm_kv_pool", "in fit", pl.col("gpu_id")),
+        _summary(runs.filter(pl.col("kv_tokens_error").is_not_null())
+                 .select(pl.col("kv_tokens_error").alias("error"), "gpu_id"),
+                 "vllm_kv_tokens", "in fit", pl.col("gpu_id")),
+    ]
+    for kind in ("decode", "prefill"):
+        rows = checked.filter(pl.col("kind") == kind)
+        parts += [
+            _summary(rows.filter(pl.col("in_fit")).select("error", "engine", "vendor"),
+                     kind, "in fit", engine_vendor),
+            _summary(rows.filter(~pl.col("in_fit")).select("error", "engine", "vendor"),
+                     kind, "never fitted", engine_vendor),
+            _summary(rows.filter(pl.col("held_out_error").is_not_null())
+                     .select(pl.col("held_out_error").alias("error"), "engine", "vendor"),
+                     kind, "held out by GPU", engine_vendor),
+        ]
+    return pl.concat(parts).filter(pl.col("n") > 0).select(
+        *_KEYS, "n", "median_abs_error", "p90_abs_error", "max_abs_error").collect()
+
+
+def worse_than(current: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
+    """The metrics whose median error grew past WORSE_RATIO and WORSE_POINTS."""
+    both = current.join(previous.select(*_KEYS, pl.col("median_abs_error").alias("before")),
+                        on=_KEYS)
+    return both.filter((pl.col("median_abs_error") > pl.col("before") * WORSE_RATIO)
+                       & (pl.col("median_abs_error") > pl.col("before") + WORSE_POINTS))
+
+
+@dg.asset(check_specs=[
+    *contract_checks("accuracy", "accuracy"),
+    dg.AssetCheckSpec(_WORSE_CHECK, asset="accuracy",
+                      description="no metric's median error grew by more than 10 % (and half "
+                                  "a point) against the previous version")],
+    automation_condition=dg.AutomationCondition.eager(),
+    deps=["gguf_published_sizes", "vllm_startup_checks", "speed_checks"],
+    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    description="The error of the published figures against published measurements: weight "
+                "bytes (GGUF files), vLLM's KV pool and tokens (start-up logs), decode and "
+                "prefill (benchmarks), per subset, in the fit, never fitted and held out by GPU.")
+def accuracy(context: dg.AssetExecutionContext,
+             warehouse: WarehouseResource) -> dg.MaterializeResult:
+    try:
+        previous = warehouse.read("accuracy")
+    except store.TABLE_MISSING:
+        previous = None
+    df = accuracy_frame(warehouse.read("gguf_published_sizes"),
+                        warehouse.read("vllm_startup_checks"), warehouse.read("speed_checks"))
+    result = warehouse.publish(context, "accuracy", df, CATALOGS_VERIFIED,
+                               "gguf_published_sizes,vllm_startup_checks,speed_checks")
+    worse = worse_than(df, previous) if previous is not None else pl.DataFrame()
+    words = ", ".join(f"{m} {s} ({e}) {b:.1%} -> {a:.1%}" for m, s, e, a, b in
+                      (worse.select(*_KEYS, "median_abs_error", "before").iter_rows()
+                       if not worse.is_empty() else []))
+    check = dg.AssetCheckResult(
+        check_name=_WORSE_CHECK, passed=worse.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        description=f"worse than the previous version: {words}" if words
+        else "no metric got worse")
+    return dg.MaterializeResult(metadata=result.metadata,
+                                check_results=[*result.check_results, check])

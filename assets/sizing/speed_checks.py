@@ -1,0 +1,285 @@
+"""Published speed measurements beside the speeds the estimate gives for them, and the
+fits' errors on GPUs left out of them (data/catalogs/speed_measurements*.csv: each
+measurement with its source and the verbatim llama-bench line or benchmark output)."""
+
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.catalogs.assets import CATALOGS_VERIFIED
+from assets.catalogs.readers import load_gpus
+from assets.resources import (
+    CatalogResource,
+    SnapshotResource,
+    WarehouseResource,
+    contract_checks,
+)
+from assets.sizing.shards import code_fingerprint
+from sizing import speed
+from sizing.architecture import ModelArch, parse_config
+from sizing.calibration import fit
+from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
+from sizing.model_facts import format_row, model_row
+from warehouse import store
+
+# The measurements every constant was fitted on (decode), and those gathered after the
+# decode fit: their prefill rows are in the prefill fit, their decode rows never fitted.
+FITTED, LATER = "speed_measurements.csv", "speed_measurements_more.csv"
+
+# Base models -> the bundled config with identical tensor shapes (layers, widths, vocab).
+SAME_SHAPES = {
+    "meta-llama/Meta-Llama-3-8B": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-8B": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Meta-Llama-3-70B": "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.3-70B-Instruct",
+    "mistralai/Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+    "openai/gpt-oss-20b": "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b": "openai/gpt-oss-120b",
+    "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
+    "microsoft/phi-4": "microsoft/phi-4",
+    "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
+    "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
+    "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
+}
+GPU_IDS = {
+    "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
+    "NVIDIA GeForce RTX 3090": "rtx_3090", "RTX 3090": "rtx_3090", "NVIDIA A40": "a40_48gb",
+    "NVIDIA A100-SXM4-80GB": "a100_sxm4_80gb", "NVIDIA A100 80GB PCIe": "a100_pcie_80gb",
+    "NVIDIA GeForce RTX 3080": "rtx_3080", "NVIDIA RTX 3080": "rtx_3080",
+    "NVIDIA GeForce RTX 3080 Ti": "rtx_3080_ti", "NVIDIA GeForce RTX 3070": "rtx_3070",
+    "AMD Instinct MI300X": "mi300x_192gb", "RX 7900 XTX": "rx_7900_xtx",
+    "Radeon RX 7900 XTX": "rx_7900_xtx", "NVIDIA RTX 4000 Ada Generation": "rtx_4000_ada",
+    "NVIDIA RTX 6000 Ada Generation": "rtx_6000_ada", "NVIDIA RTX A6000": "rtx_a6000",
+    "NVIDIA H100 PCIe": "h100_pcie_80gb", "NVIDIA H100 80GB HBM3": "h100_sxm5_80gb",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx_pro_6000_blackwell",
+    "AMD Radeon RX 7900 XTX": "rx_7900_xtx", "AMD Radeon PRO W7900": "radeon_pro_w7900_48gb",
+    "AMD Radeon Pro W7900": "radeon_pro_w7900_48gb",
+    # The Macs of XiongjieDai/GPU-Benchmarks-on-LLM-Inference (notebooks M1max_64GB,
+    # M2ultra_192GB, M3max_64GB) and ggml-org/llama.cpp PR #2917's M2 Ultra (its GPU variant
+    # unstated; both have 800 GB/s, which is all decode depends on).
+    "Apple M1 Max": "macbook_pro_m1_max_64gb", "Apple M2 Ultra": "mac_studio_m2_ultra_192gb",
+    "M2 Ultra": "mac_studio_m2_ultra_192gb", "Apple M3 Max": "macbook_pro_m3_max_64gb",
+    # vLLM sources that do not say SXM or PCIe (PCIe A100s have 5 % less bandwidth); PR
+    # #23197's H100s ran a 70B model at tensor-parallel 4, an SXM (HGX) node's setup.
+    "NVIDIA A100 80GB (SXM or PCIe not stated)": "a100_sxm4_80gb",
+    "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
+    "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
+    "H100 80GB (SXM, GCP a3-highgpu-1g)": "h100_sxm5_80gb",
+    "A100 80GB (form factor not stated)": "a100_sxm4_80gb",
+    "B200": "b200_180gb",
+    # The integrated GPU of the Ryzen AI Max+ 395 (Strix Halo), the only chip with it.
+    "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)": "ryzen_ai_max_395_128gb",
+    "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
+}
+QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
+          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
+               "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
+               "fp8 (online dynamic, --quantization fp8)": "FP8",
+               "fp8 (checkpoint not named)": "FP8"}
+_KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
+
+
+def measurements(raw: pl.DataFrame) -> pl.DataFrame:
+    """Each measurement with what it is (decode or prefill, tokens, batch) and the catalog
+    GPU, bundled model and weight format it maps to; `not_compared` says why a row cannot
+    be reproduced (null: it can)."""
+    test = pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 1)
+    llama = pl.col("engine") == "llama.cpp"
+    m = raw.with_columns(
+        kind=test.replace_strict({"pp": "prefill", "tg": "decode"}, default=None),
+        tokens=pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64),
+        gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
+        model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
+        fmt=pl.when(llama).then(pl.col("quant").replace_strict(QUANTS, default=None))
+        .otherwise(pl.col("quant").replace_strict(VLLM_QUANTS, default=None)),
+        measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64, strict=False),
+        n_gpus=pl.col("gpu_count").cast(pl.Int64, strict=False),
+        n_prompt=pl.col("n_prompt").cast(pl.Int64, strict=False),
+        batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64))
+    reason = (pl.when(~pl.col("engine").is_in(["llama.cpp", "vllm"])).then(pl.lit("engine"))
+              .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
+              .then(pl.lit("marked anomalous by its source or gatherer"))
+              .when(pl.col("kind").is_null()).then(pl.lit("not a pp/tg test"))
+              .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not in the catalog"))
+              .when(pl.col("model").is_null()).then(pl.lit("no config of the same shapes"))
+              .when(pl.col("fmt").is_null()).then(pl.lit("weight format not sized"))
+              .when(pl.any_horizontal(pl.col(_KEYS).is_null()))
+              .then(pl.lit("prompt, batch or GPU count not stated")))
+    return m.with_columns(reason.alias("not_compared"))
+
+
+def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame:
+    """The comparable measurements with the roofline (every fitted constant at its bare
+    value) and the estimate's speed for the same model, format, GPU and test."""
+    m = m.filter(pl.col("not_compared").is_null())
+    if m.is_empty():
+        return m.with_columns(roofline_tok_s=pl.lit(None, pl.Float64),
+                              predicted_tok_s=pl.lit(None, pl.Float64))
+    archs = {name: arch(name) for name in m.get_column("model").unique()}
+    triples = m.select("model", "fmt", "engine").unique().rows()
+    model_rows = pl.DataFrame([model_row(a) | {"model": k} for k, a in archs.items()])
+    format_rows = pl.DataFrame([format_row(archs[k], f, gguf=e == "llama.cpp")
+                                | {"model": k, "fmt": f, "engine": e}
+                                for k, f, e in triples]).drop("model_id", "weight_format")
+    gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s", "fp16_dense_tflops",
+                              "tdp_w")
+    # A decode test's running context is its prompt plus half its generated tokens.
+    decode = pl.col("kind") == "decode"
+    frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
+             .join(gpus, on="gpu_id")
+             .with_columns(weight_format=pl.col("fmt"),
+                           kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
+                           .otherwise(pl.lit("auto")),
+                           offload_frac=pl.lit(0.0), max_num_batched_tokens=pl.lit(2048),
+                           host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
+                           context=pl.when(decode).then(pl.col("n_prompt")
+                                                        + pl.col("tokens") // 2)
+                           .otherwise(pl.col("tokens")),
+                           prompt_tokens=pl.col("tokens")))
+    frame = frame.with_columns(kv_bytes_per_element_column()) \
+        .with_columns(kv_cell_bytes_columns())
+    speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
+                .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
+    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0,
+            "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
+            "prefill_tflops_per_watt_quantized": None}
+    return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
+            .with_columns(speed_of.alias("roofline_tok_s"))
+            .with_columns(speed.efficiency_columns())
+            .with_columns(speed_of.alias("predicted_tok_s"))
+            .drop_nulls("roofline_tok_s"))
+
+
+def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
+    """What the constants are fitted on: every decode and prefill row of the fitted file,
+    and the prefill rows of the later one."""
+    return pl.concat([fitted, later.filter(pl.col("kind") == "prefill")],
+                     how="diagonal_relaxed")
+
+
+def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU's measurements predicted with the constants fitted without that GPU (the
+    engine and vendor's own fit where the rest still has one, else the engine's): decode
+    as roofline time / efficiency + layers x per-layer overhead, prefill as the roofline x
+    the capped share of peak (sizing.speed.prefill_share)."""
+    parts = []
+    for kind in ("decode", "prefill"):
+        data = rows.filter(pl.col("kind") == kind)
+        for gpu in data.get_column("gpu_id").unique().sort():
+            constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
+            for (engine, vendor), held in data.filter(pl.col("gpu_id") == gpu) \
+                    .group_by("engine", "vendor", maintain_order=True):
+                c = constants.get(f"{engine}|{vendor}", constants.get(engine))
+                if c is None:
+                    continue
+                parts.append(held.with_columns(_refit(kind, c).alias("held_out_tok_s")))
+    if not parts:
+        return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
+    return pl.concat(parts, how="diagonal_relaxed").with_columns(
+        (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error"))
+
+
+def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
+    if kind == "decode":
+        return 1 / (1 / (pl.col("roofline_tok_s") * c["efficiency"])
+                    + pl.col("n_layers") * c["layer_seconds"])
+    quantized = ~pl.col("weight_format").is_in(speed.UNQUANTIZED)
+    eff = pl.when(quantized).then(c.get("efficiency_quantized", c["efficiency"])) \
+        .otherwise(c["efficiency"])
+    per_watt = pl.when(quantized).then(c.get("tflops_per_watt_quantized")) \
+        .otherwise(c.get("tflops_per_watt"))
+    cap = per_watt * pl.col("tdp_w") / pl.col("fp16_dense_tflops")
+    return pl.col("roofline_tok_s") * pl.min_horizontal(eff, cap)
+
+
+def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
+                      known: set[str]) -> pl.DataFrame:
+    """Every published measurement: the estimate's speed and error where it can be
+    reproduced (its model in `known`, sized by `arch`), whether its kind was fitted on it,
+    its error with its GPU left out of the fit, and otherwise why it is not compared."""
+    raw = {f: measurements(pl.read_csv(catalog_dir / f, infer_schema_length=0)
+                           .with_row_index("row", offset=1)
+                           .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)))
+           .with_columns(pl.when(pl.col("not_compared").is_null()
+                                 & ~pl.col("model").is_in(list(known)))
+                         .then(pl.lit("its config is not in the snapshot"))
+                         .otherwise(pl.col("not_compared")).alias("not_compared"))
+           for f in (FITTED, LATER)}
+    compared = {f: predicted(m, arch) for f, m in raw.items()}
+    fitted = fitted_rows(compared[FITTED], compared[LATER])
+    held = held_out_errors(fitted).select("file", "row", "held_out_error")
+    rows = pl.concat([compared[FITTED], compared[LATER]], how="diagonal_relaxed") \
+        .join(held, on=["file", "row"], how="left")
+    skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()],
+                        how="diagonal_relaxed")
+    return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
+        in_fit=pl.col("not_compared").is_null()
+        & ((pl.col("file") == FITTED) | (pl.col("kind") == "prefill")),
+        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
+
+
+# A measurement the estimate misses by more than this warns (the 90th-percentile bound the
+# speed tests hold prefill to).
+SPEED_TOLERANCE = 0.60
+_MATCH_CHECK = "speed_measurements_reproduced"
+
+
+def _worst(off: pl.DataFrame, n: int = 5) -> list[str]:
+    """The n largest misses, in words."""
+    return [f"{m} {t} on {g} ({b}) {e:+.0%}" for m, t, g, b, e in off.sort(
+        pl.col("error").abs(), descending=True).head(n).select(
+        "model_repo", "test", "gpu_id", "backend", "error").iter_rows()]
+
+
+@dg.asset(check_specs=[
+    *contract_checks("speed_checks", "speed_checks"),
+    dg.AssetCheckSpec(_MATCH_CHECK, asset="speed_checks",
+                      description="every compared measurement within 60 % of the estimate "
+                                  "(the misses named)")],
+    automation_condition=dg.AutomationCondition.eager(), deps=["models", "gpus"],
+    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    description="Every published decode and prefill measurement (llama-bench, vLLM "
+                "benchmarks; data/catalogs/speed_measurements*.csv with the source and the "
+                "verbatim line) beside the estimate for the same model, format, GPU and "
+                "test: its error, whether it was fitted on, and its error with its GPU "
+                "left out of the fit.")
+def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                 snapshot: SnapshotResource,
+                 warehouse: WarehouseResource) -> dg.MaterializeResult:
+    configs = snapshot.model_configs()
+    # The table follows from the measurements, the configs, the GPUs and the sizing code:
+    # when none changed, the current version stands and nothing is refitted.
+    content = store.fingerprint_of(
+        *(hashlib.sha256((Path(catalog.path) / f).read_bytes()).hexdigest()
+          for f in (FITTED, LATER)),
+        *(hashlib.sha256(p.read_bytes()).hexdigest() for p in configs.values()),
+        store.frame_fingerprint(warehouse.read("gpus").drop("verified_at")), code_fingerprint())
+    result = warehouse.unchanged(context, "speed_checks", content, CATALOGS_VERIFIED)
+    if result is not None:
+        df = warehouse.read("speed_checks")
+    else:
+        df = speed_check_frame(Path(catalog.path),
+                               lambda m: parse_config(configs[m].read_bytes(), m), set(configs))
+        result = warehouse.publish(context, "speed_checks", df, CATALOGS_VERIFIED,
+                                   f"data/catalogs/{FITTED},data/catalogs/{LATER}",
+                                   fingerprint=content)
+    compared = df.filter(pl.col("error").is_not_null())
+    off = compared.filter(pl.col("error").abs() > SPEED_TOLERANCE)
+    match = dg.AssetCheckResult(
+        check_name=_MATCH_CHECK, passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        description=f"{off.height} of {compared.height} measurements off by more than 60 %"
+                    + (f", worst: {', '.join(_worst(off))}" if off.height else ""),
+        metadata={"compared": compared.height,
+                  "median_abs_error": float(compared["error"].abs().median() or 0)})
+    return dg.MaterializeResult(metadata=result.metadata,
+                                check_results=[*result.check_results, match])
