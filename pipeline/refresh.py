@@ -4,7 +4,7 @@ step, then a short summary of what changed and every warning in plain words.
 Exit codes: 0 every step succeeded (offline, the snapshot's dates are reported, not
 judged); 1 a step failed and its tables keep their previous versions; 3 every step ran
 but a source could not be read, or (online) its prices are older than the allowed age,
-so older data stays published.
+so older data stays published; 130 interrupted (SIGINT or SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import dagster as dg
 
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import build_defs
+from pipeline.reaper import process_tags, reap
 from warehouse import store
 from warehouse.tables import CONTRACTS
 
-EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT = 0, 1, 3
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_INTERRUPTED = 0, 1, 3, 130
 # Every published table: one per contract.
 TABLES = tuple(CONTRACTS)
 # Why a table may rightly hold no rows.
@@ -43,9 +44,22 @@ def run(offline: bool, verbose: bool = False) -> int:
     print(f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
           f"warehouse {store.root()}", file=sys.stderr)
     with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def("refresh").execute_in_process(
-            instance=instance, tags=ALL_SHARDS_TAGS, raise_on_error=False,
-            run_config={"loggers": loggers})
+        for run_id in reap(instance):
+            print(f"run {run_id} was left unfinished by a killed process: marked failed, "
+                  "its pool slots freed", file=sys.stderr)
+        try:
+            result = defs.resolve_job_def("refresh").execute_in_process(
+                instance=instance, tags=ALL_SHARDS_TAGS | process_tags(), raise_on_error=False,
+                run_config={"loggers": loggers})
+        except KeyboardInterrupt:  # between steps
+            result = None
+    # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
+    # error, before its commit (each Delta commit is atomic).
+    if result is None or _interrupted(result):
+        print("refresh interrupted: each table is at its last committed version (the steps "
+              "that finished published theirs, the rest keep their previous one)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
     source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed
                         for e in result.get_asset_check_evaluations())
@@ -64,6 +78,17 @@ def run(offline: bool, verbose: bool = False) -> int:
     print(f"refresh finished in {elapsed:.1f} s; plain Parquet exports of the latest "
           f"versions: {store.root()}/latest/")
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _interrupted(result) -> bool:
+    """Whether a step failed because the run was interrupted (SIGINT, SIGTERM)."""
+    for event in result.all_events:
+        error = event.event_specific_data.error if event.is_step_failure else None
+        while error is not None:
+            if error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
+                return True
+            error = error.cause
+    return False
 
 
 def _version(table: str) -> int | None:
