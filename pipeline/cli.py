@@ -105,7 +105,7 @@ ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib"
     "break_even_months_used",
     "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
     "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
-    "launch_vllm", "launch_vllm_reason", "rope_scaling", "rope_scaling_note")
+    "launch_vllm", "launch_vllm_reason", "launch_build", "rope_scaling", "rope_scaling_note")
 ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_tok_s_reason",
                   "speed_basis", "decode_error_band", "memory_basis",
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
@@ -175,6 +175,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
 
 def estimate_command(args: argparse.Namespace) -> int:
     _use_project_instance()
+    from assets.catalogs.readers import load_checkpoint_repos
     from sizing.estimate import estimate_many
 
     offers = _published_offers()
@@ -186,7 +187,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         m, conf, device, usage, gpu = _query(args, offers, {})
     except QueryError as e:
         raise SystemExit(f"error: {e}") from None
-    (r,) = estimate_many([(m, conf, device, usage)])
+    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     out = {k: r.get(k) for k in ESTIMATE_KEYS}
     out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
@@ -244,6 +245,7 @@ def estimate_command(args: argparse.Namespace) -> int:
               "(seq 2048, micro-batch 1, gradient checkpointing, LoRA r=16)")
     print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
                                     or r["launch_vllm_reason"]))
+    print(f"  build             {r['launch_build']}")
     rec = r["recommendations"]
     for key, label in (("cheapest_single_gpu", "cheapest GPU"), ("best_value", "best value"),
                        ("smallest_unified_memory", "unified memory"),
@@ -265,6 +267,7 @@ def estimate_command(args: argparse.Namespace) -> int:
 def _bulk(source: str, offers) -> int:
     """--queries: one JSON object of estimate options per line in, one JSON result (or
     {"error": ...}) per line out, in order; evaluated together in one pass."""
+    from assets.catalogs.readers import load_checkpoint_repos
     from sizing.estimate import estimate_many
 
     parser = _estimate_parser(_QueryParser(prog="query", exit_on_error=False), bulk=False)
@@ -289,7 +292,7 @@ def _bulk(source: str, offers) -> int:
             answers.append({"line": n})
         except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
             answers.append({"line": n, "error": str(e)})
-    results = iter(estimate_many(queries)) if queries else iter(())
+    results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
     for answer in answers:
         if "error" not in answer:
             answer |= {k: v for k, v in next(results).items() if k in ESTIMATE_KEYS}

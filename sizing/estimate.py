@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from sizing.cost import (
     cost_columns,
 )
 from sizing.finetune import finetune_memory
-from sizing.launch import llama_server_command, vllm_serve_command
+from sizing.launch import llama_cpp_build, llama_server_command, vllm_serve_command
 from sizing.memory import (
     ENGINES,
     LLAMA_CPP,
@@ -200,13 +201,15 @@ def configuration_frame(queries: list[Query]) -> pl.DataFrame:
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
-             gguf_repo: str | None = None) -> dict[str, Any]:
-    """Memory, speed, cost, fine-tuning and launch commands for one configuration."""
+             repos: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+    """Memory, speed, cost, fine-tuning and launch commands for one configuration;
+    `repos` (model, weight format) -> a public repository holding it, for the commands."""
     validate(m, c, d)
-    return estimate_many([(m, c, d, u or Usage())], gguf_repo)[0]
+    return estimate_many([(m, c, d, u or Usage())], repos)[0]
 
 
-def estimate_many(queries: list[Query], gguf_repo: str | None = None) -> list[dict[str, Any]]:
+def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | None = None
+                  ) -> list[dict[str, Any]]:
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
     frame = configuration_frame(queries).with_columns(memory_columns())
@@ -214,12 +217,12 @@ def estimate_many(queries: list[Query], gguf_repo: str | None = None) -> list[di
         .with_columns(speed_columns()) \
         .with_columns(cost_columns())
     finetune: dict[int, dict] = {}
-    return [_finish(out, m, c, d, u, gguf_repo, finetune)
+    return [_finish(out, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
             for out, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
 
 
 def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: Usage,
-            gguf_repo: str | None, finetune: dict[int, dict]) -> dict[str, Any]:
+            repo: str | None, finetune: dict[int, dict]) -> dict[str, Any]:
     """The row's figures with what is not a column: notes, cost basis, fine-tuning memory
     (per model) and launch commands."""
     out["weights_gib"] = gib(out["weights_bytes"])
@@ -258,7 +261,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out[f"finetune_{key}_gib"] = regime.total_gib
     out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
     out["launch_llama_cpp"] = (llama_server_command(
-        gguf_repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
+        repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
     if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
         # llama-server's YaRN flags, as the Qwen3 cards give them ("llama-server ...
@@ -271,7 +274,11 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
                                        c.kv_dtype, c.n_gpus,
                                        out["weights_bytes"] * c.offload_frac,
                                        out["gpu_memory_utilization"], out["max_num_seqs"],
-                                       out["max_num_batched_tokens"], c.vllm.enforce_eager)
+                                       out["max_num_batched_tokens"], c.vllm.enforce_eager,
+                                       repo)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
     out["launch_vllm"], out["launch_vllm_reason"] = vllm, reason
+    out["launch_build"] = (llama_cpp_build(d.vendor) if c.engine == LLAMA_CPP
+                           else "vLLM's CUDA wheels (pip install vllm)" if d.vendor == "NVIDIA"
+                           else f"vLLM's {d.vendor or 'vendor'} build")
     return out

@@ -17,6 +17,22 @@ from sizing.units import BYTES_PER_GIB
 
 # vLLM loads these formats only from a checkpoint already quantized that way.
 PREQUANTIZED_FORMATS = ("AWQ", "GPTQ", "MXFP4", "NVFP4")
+# The llama.cpp build a vendor's GPUs need, as its published server images (ggml-org/
+# llama.cpp docs/docker.md: server-cuda, server-rocm, server-musa for Moore Threads,
+# server-intel for SYCL; server-vulkan for any other GPU). Apple's Metal build is the
+# default one for macOS (no image).
+LLAMA_CPP_BUILDS = {
+    "NVIDIA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
+    "AMD": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",
+    "Moore Threads": "MUSA build (ghcr.io/ggml-org/llama.cpp:server-musa)",
+    "Intel": "SYCL build (ghcr.io/ggml-org/llama.cpp:server-intel)",
+    "Apple": "Metal build (the default on macOS)",
+}
+LLAMA_CPP_OTHER_BUILD = "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)"
+
+
+def llama_cpp_build(vendor: str) -> str:
+    return LLAMA_CPP_BUILDS.get(vendor, LLAMA_CPP_OTHER_BUILD)
 
 
 def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
@@ -35,12 +51,16 @@ def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dty
 def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
                        kv_dtype: str, n_gpus: int, offload_weight_bytes: float,
                        utilization: float, max_num_seqs: int, max_num_batched_tokens: int,
-                       enforce_eager: bool) -> tuple[str | None, str | None]:
-    """(command, None), or (None, reason) when no checkpoint in that format is known. The
-    budget flags are the ones the estimate assumed (sizing.vllm_budget)."""
+                       enforce_eager: bool, release: str | None = None
+                       ) -> tuple[str | None, str | None]:
+    """(command, None), or (None, reason) when no checkpoint in that format is known
+    (`release`: a published repository of the model in that format). The budget flags are
+    the ones the estimate assumed (sizing.vllm_budget)."""
     flags = []
     if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format:
-        return None, f"no {weight_format} checkpoint of {repo} is known"
+        if release is None:
+            return None, f"no {weight_format} checkpoint of {repo} is known"
+        repo, checkpoint_format = release, weight_format
     if weight_format == "FP8" and checkpoint_format != "FP8":
         flags.append("--quantization fp8")
     flags += [f"--max-model-len {context}", f"--gpu-memory-utilization {utilization:.2f}",

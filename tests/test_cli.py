@@ -67,3 +67,21 @@ def test_config_that_is_not_json(tmp_path):
     p.write_text("{oops")
     with pytest.raises(SystemExit, match="not valid JSON"):
         main(["estimate", "--config", str(p), "--gpu", "rtx_4090"])
+
+
+def test_launch_commands_name_a_real_checkpoint_and_build(capsys):
+    """The README's example: llama-server pulls a GGUF whose size was published
+    (bartowski/Qwen2.5-72B-Instruct-GGUF, data/catalogs/published_gguf_sizes.csv) with the
+    build Moore Threads GPUs need (llama.cpp's MUSA image, docs/docker.md); vLLM serves
+    Qwen's own AWQ release (named by Qwen's speed benchmark: quantized_releases.csv)."""
+    main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "MTT S4000",
+          "--quant", "Q4_K_M", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["launch_llama_cpp"].startswith(
+        "llama-server -hf bartowski/Qwen2.5-72B-Instruct-GGUF:Q4_K_M")
+    assert "server-musa" in out["launch_build"]
+    main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "h100_sxm5_80gb",
+          "--quant", "AWQ", "--engine", "vllm", "--gpus", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["launch_vllm"].startswith("vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ")
+    assert "--tensor-parallel-size 2" in out["launch_vllm"]

@@ -45,3 +45,21 @@ def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRe
         original_max_position_embeddings=int(r["original_max_position_embeddings"]),
         scaled_max_context=int(r["scaled_max_context"]), source_url=r["source_url"])
         for r in rows.iter_rows(named=True)}
+
+
+def load_checkpoint_repos(catalog_dir: Path | str = CATALOG_DIR) -> dict[tuple[str, str], str]:
+    """(model, weight format) -> a public repository that holds the model in that format:
+    the GGUF conversions whose file sizes were published (published_gguf_sizes.csv: the
+    model's own organisation first, then bartowski, then the others) and the AWQ / GPTQ
+    releases benchmarks name (quantized_releases.csv)."""
+    sizes = pl.read_csv(Path(catalog_dir) / "published_gguf_sizes.csv", infer_schema_length=0)
+    ggufs = (sizes.filter(pl.col("gguf_repo").str.contains("/"))
+             .with_columns(rank=pl.when(pl.col("gguf_repo").str.split("/").list.first()
+                                        == pl.col("model_repo").str.split("/").list.first())
+                           .then(0).when(pl.col("gguf_repo").str.starts_with("bartowski/"))
+                           .then(1).otherwise(2))
+             .sort("rank", "gguf_repo").unique(["model_repo", "quant"], keep="first"))
+    releases = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
+    return {(m, q): r for m, q, r in ggufs.select("model_repo", "quant", "gguf_repo").iter_rows()} \
+        | {(m, f): r for m, f, r in releases.select("model_repo", "weight_format",
+                                                     "release_repo").iter_rows()}
