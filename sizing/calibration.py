@@ -42,23 +42,36 @@ def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return sums.with_columns(efficiency=1 / a, layer_seconds=b)
 
 
-# The grid the prefill constants are searched on (share of peak; TFLOPS per watt).
-EFFICIENCY_GRID = pl.DataFrame({"e": [i / 200 for i in range(10, 180)]})
-PER_WATT_GRID = pl.DataFrame({"k": [i / 100 for i in range(5, 200)]})
+# The prefill constants are searched on a coarse grid (share of peak; TFLOPS per watt),
+# then on a fine one around the coarse optimum.
+COARSE_STEPS, FINE_STEPS = (0.02, 0.05), (0.005, 0.01)
+EFFICIENCY_RANGE, PER_WATT_RANGE = (0.05, 0.9), (0.05, 2.0)
 # Distinct GPUs a prefill group needs before its power cap is fitted.
 MIN_GPUS_FOR_CAP = 3
+
+
+def _grid(low: float, high: float, step: float, name: str) -> pl.DataFrame:
+    n = int(round((high - low) / step))
+    return pl.DataFrame({name: [round(low + i * step, 4) for i in range(n + 1)]})
+
+
+def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, float]:
+    best = (e.join(k, how="cross").join(data, how="cross")
+            .with_columns(loss=(pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio"))
+                                .log() - pl.col("y")).abs())
+            .group_by("e", "k").agg(pl.col("loss").median())
+            .sort("loss", "e", "k").row(0, named=True))
+    return best["e"], best["k"]
 
 
 def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
     """(efficiency, TFLOPS per watt) minimising the median |log(predicted / measured)|."""
     data = rows.select((pl.col("tdp_w") / pl.col("fp16_dense_tflops")).alias("ratio"),
                        (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"))
-    best = (EFFICIENCY_GRID.join(PER_WATT_GRID, how="cross").join(data, how="cross")
-            .with_columns(loss=(pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio"))
-                                .log() - pl.col("y")).abs())
-            .group_by("e", "k").agg(pl.col("loss").median())
-            .sort("loss", "e", "k").row(0, named=True))
-    return best["e"], best["k"]
+    (de, dk), (fe, fk) = COARSE_STEPS, FINE_STEPS
+    e, k = _best(data, _grid(*EFFICIENCY_RANGE, de, "e"), _grid(*PER_WATT_RANGE, dk, "k"))
+    return _best(data, _grid(max(e - de, EFFICIENCY_RANGE[0]), e + de, fe, "e"),
+                 _grid(max(k - dk, PER_WATT_RANGE[0]), k + dk, fk, "k"))
 
 
 def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:

@@ -26,10 +26,15 @@ from warehouse import store
 
 def multiprocess_refresh_job():
     """Rebuilt in each step's process (dagster.build_reconstructable_job), on a snapshot
-    of a few models: the executor is the point, not the model set."""
-    return build_defs({"LLM_SIZING_EXECUTOR": "multiprocess",
+    of a few models and the path to the matrix: the executor is the point, not the model
+    set or the reports."""
+    defs = build_defs({"LLM_SIZING_EXECUTOR": "multiprocess",
                        "LLM_SIZING_SNAPSHOT": os.environ["LLM_SIZING_SNAPSHOT"],
-                       "LLM_SIZING_WAREHOUSE": _warehouse_root()}).resolve_job_def("refresh")
+                       "LLM_SIZING_WAREHOUSE": _warehouse_root()})
+    matrix = dg.AssetSelection.assets("fit_matrix_table").upstream()
+    return dg.Definitions(assets=ALL_ASSETS, resources=defs.resources, executor=defs.executor,
+                          jobs=[dg.define_asset_job("matrix", selection=matrix)]
+                          ).resolve_job_def("matrix")
 
 
 def _warehouse_root() -> str:
