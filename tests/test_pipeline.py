@@ -363,3 +363,24 @@ def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root
     assert not check.passed and "decode all (in fit)" in check.description
     store.publish("speed_checks", checks, verified_at=dt.date(2026, 12, 2), commit_info={},
                   base=base)
+
+
+def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_path):
+    """A config changed after it was recorded (here one byte appended) is not sized: its
+    model is quarantined with the reason; the others are sized, with their files' hashes."""
+    from assets.hub.assets import hub_models
+    from assets.models.assets import models
+    from tests.conftest import small_snapshot
+
+    snapshot = small_snapshot(tmp_path / "snapshot")
+    changed = snapshot / "hub/models/Qwen/Qwen3-8B/config.json"
+    changed.write_bytes(changed.read_bytes() + b" ")
+    base = str(tmp_path / "warehouse")
+    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
+                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=base)}
+    assert dg.materialize([hub_models, models], resources=resources).success
+    quarantine = store.read("model_quarantine", base=base)
+    assert quarantine.get_column("model_id").to_list() == ["Qwen/Qwen3-8B"]
+    assert "does not match its manifest checksum" in quarantine.get_column("reason").item()
+    sized = store.read("models", base=base)
+    assert sized.height == 5 and sized.get_column("config_sha256").null_count() == 0

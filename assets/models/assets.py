@@ -1,6 +1,7 @@
 """Model architectures from the snapshot's config.json files, parsed by the sizing engine."""
 
 import datetime as dt
+import hashlib
 from pathlib import Path
 
 import dagster as dg
@@ -40,12 +41,21 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     rows, quarantined, dates = [], [], []
     for repo_id, path in snapshot.model_configs().items():
         entry = manifest.get(f"hub/models/{repo_id}/config.json", {})
+        raw = path.read_bytes()
+        sha256 = hashlib.sha256(raw).hexdigest()
+        if entry.get("sha256") and entry["sha256"] != sha256:
+            # The file is not the one the manifest recorded (edited, truncated, corrupted):
+            # it is not sized, and nothing of it is published as if it were.
+            quarantined.append({"model_id": repo_id, "reason": (
+                f"config.json does not match its manifest checksum (sha256 {sha256[:12]}, "
+                f"recorded {entry['sha256'][:12]})")})
+            continue
         try:
-            m = parse_config(path.read_bytes(), repo_id, recipes.get(repo_id))
+            m = parse_config(raw, repo_id, recipes.get(repo_id))
         except ConfigError as e:
             quarantined.append({"model_id": repo_id, "reason": e.reason})
             continue
-        rows.append(model_row(m) | {"config_sha256": entry.get("sha256"),
+        rows.append(model_row(m) | {"config_sha256": sha256,
                                     "config_obtained": entry.get("obtained", "unrecorded"),
                                     "config_hub_check": hub_checks.get(repo_id, "unchecked")})
         dates.append(entry_date(entry))
