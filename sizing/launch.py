@@ -3,7 +3,8 @@
 llama-server (llama.cpp tools/server README): `-hf REPO:QUANT` pulls a GGUF of that type,
 `-c` is the total context of all slots, `-np` the number of parallel slots, `-ngl` the
 layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a quantized V cache
-requires flash attention), `-ts` the split across GPUs.
+requires flash attention), `-ts` the split across GPUs. Names are shell-quoted: a
+config's name may be any text.
 vllm serve (vLLM engine arguments): `--max-model-len`, `--gpu-memory-utilization`,
 `--kv-cache-dtype`, `--tensor-parallel-size`, `--max-num-seqs`, `--quantization fp8`
 for on-the-fly FP8 of a 16-bit checkpoint, `--cpu-offload-gb`.
@@ -12,6 +13,7 @@ for on-the-fly FP8 of a 16-bit checkpoint, `--cpu-offload-gb`.
 from __future__ import annotations
 
 import math
+import shlex
 
 from sizing.units import BYTES_PER_GIB
 
@@ -37,7 +39,8 @@ def llama_cpp_build(vendor: str) -> str:
 
 def llama_server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
                          batch: int, n_gpus: int, n_layers: int, offload_frac: float) -> str:
-    source = f"-hf {gguf_repo}:{quant}" if gguf_repo else f"-m model-{quant}.gguf"
+    source = f"-hf {shlex.quote(f'{gguf_repo}:{quant}')}" if gguf_repo \
+        else f"-m model-{quant}.gguf"
     gpu_layers = 999 if offload_frac == 0 else round(n_layers * (1 - offload_frac))
     parts = [f"llama-server {source}", f"-c {context * batch}", f"-np {batch}",
              f"-ngl {gpu_layers}", "-fa on"]
@@ -74,4 +77,4 @@ def vllm_serve_command(repo: str, weight_format: str, checkpoint_format: str, co
         flags.append(f"--tensor-parallel-size {n_gpus}")
     if offload_weight_bytes > 0:  # vLLM offloads weights only, in whole GiB per GPU
         flags.append(f"--cpu-offload-gb {math.ceil(offload_weight_bytes / BYTES_PER_GIB / n_gpus)}")
-    return " \\\n  ".join([f"vllm serve {repo}", *flags]), None
+    return " \\\n  ".join([f"vllm serve {shlex.quote(repo)}", *flags]), None

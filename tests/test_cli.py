@@ -85,3 +85,17 @@ def test_launch_commands_name_a_real_checkpoint_and_build(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["launch_vllm"].startswith("vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ")
     assert "--tensor-parallel-size 2" in out["launch_vllm"]
+
+
+def test_launch_commands_quote_what_came_from_the_user(tmp_path, capsys):
+    """A config's name is the path it was read from, which may hold any text: the printed
+    command quotes it for the shell (shlex)."""
+    from tests.conftest import config_path
+
+    odd = tmp_path / "my model; echo hi"
+    odd.mkdir()
+    (odd / "config.json").write_bytes(config_path("Qwen/Qwen3-8B").read_bytes())
+    main(["estimate", "--config", str(odd / "config.json"), "--gpu", "h100_sxm5_80gb",
+          "--quant", "BF16", "--engine", "vllm", "--json"])
+    launch = json.loads(capsys.readouterr().out)["launch_vllm"]
+    assert launch.startswith(f"vllm serve '{odd / 'config.json'}'")
