@@ -275,11 +275,12 @@ def _bulk(source: str, offers) -> int:
         text = sys.stdin.read() if source == "-" else Path(source).read_text()
     except OSError as e:
         raise SystemExit(f"error: cannot read {source}: {e.strerror or e}") from None
-    lines = [line for line in text.splitlines() if line.strip()]
     cache: dict = {}
     answers: list[dict] = []
     queries = []
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(text.splitlines(), 1):  # numbered as in the file
+        if not line.strip():
+            continue
         try:
             options = json.loads(line)
             if not isinstance(options, dict):
