@@ -182,6 +182,8 @@ def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
                 c = constants.get(f"{engine}|{vendor}", constants.get(engine))
                 if c is None:
                     continue
+                if kind == "prefill":
+                    held = _with_prefill_constants(held, c)
                 parts.append(held.with_columns(_refit(kind, c).alias("held_out_tok_s")))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
@@ -190,16 +192,20 @@ def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
+    """The speed with the constants `c`: decode as the calibration models it, prefill as
+    the roofline times sizing.speed.prefill_share with those constants as its inputs."""
     if kind == "decode":
         return 1 / (1 / (pl.col("roofline_tok_s") * c["efficiency"])
                     + pl.col("n_layers") * c["layer_seconds"])
-    quantized = ~pl.col("weight_format").is_in(speed.UNQUANTIZED)
-    eff = pl.when(quantized).then(c.get("efficiency_quantized", c["efficiency"])) \
-        .otherwise(c["efficiency"])
-    per_watt = pl.when(quantized).then(c.get("tflops_per_watt_quantized")) \
-        .otherwise(c.get("tflops_per_watt"))
-    cap = per_watt * pl.col("tdp_w") / pl.col("fp16_dense_tflops")
-    return pl.col("roofline_tok_s") * pl.min_horizontal(eff, cap)
+    return pl.col("roofline_tok_s") * speed.prefill_share()
+
+
+def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
+    """The input columns of sizing.speed.prefill_share set to the constants `c`."""
+    return held.with_columns(
+        pl.lit(c.get(f), pl.Float64).alias(f"prefill_{f}")
+        for f in ("efficiency", "efficiency_quantized", "tflops_per_watt",
+                  "tflops_per_watt_quantized"))
 
 
 def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],

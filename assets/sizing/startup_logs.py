@@ -15,7 +15,8 @@ from assets.resources import (
 )
 from sizing.architecture import parse_config
 from sizing.estimate import Configuration, Device, Usage, estimate_many
-from sizing.vllm_budget import VLLM_V0, VLLM_V1_019, VllmSettings
+from sizing.units import BYTES_PER_GIB
+from sizing.vllm_budget import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
 
 # Log GPU names -> catalog ids ("NVIDIA H100 80GB HBM3" is the SXM part, the only H100
 # with HBM3 at 80 GB).
@@ -97,7 +98,8 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path],
         pl.Series("kv_tokens_estimated", [o["kv_capacity_tokens"] for o in out], pl.Int64),
         pl.Series("full_attention", full_attention, pl.Boolean),
         pl.Series("sampler_gib", [min(o["max_num_seqs"], o["max_num_batched_tokens"])
-                                  * o["vocab"] * 4 / 2**30 for o in out], pl.Float64),
+                                  * o["vocab"] * LOGIT_BYTES / BYTES_PER_GIB for o in out],
+                  pl.Float64),
         pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64))
     return pl.concat([predicted, runs.filter(pl.col("not_compared").is_not_null())],
                      how="diagonal_relaxed").with_columns(
