@@ -384,3 +384,18 @@ def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_pat
     assert "does not match its manifest checksum" in quarantine.get_column("reason").item()
     sized = store.read("models", base=base)
     assert sized.height == 5 and sized.get_column("config_sha256").null_count() == 0
+
+
+def test_refresh_matches_the_recorded_profiles(warehouse_root):
+    """Every published table holds the values the refresh recorded in
+    tests/data/refresh_profiles.json held (per-column profiles, tests/table_profiles.py):
+    a change of structure changes no value. A change meant to change values re-records
+    the profiles and says so in its commit."""
+    import json
+
+    from tests.table_profiles import TEST_PROFILES, differences, profile
+
+    recorded = json.loads(TEST_PROFILES.read_text())["tables"]
+    changed = {t: d for t, before in recorded.items()
+               if (d := differences(before, profile(t, warehouse_root)))}
+    assert not changed, changed
