@@ -7,7 +7,7 @@ Each N runs in its own process (so peak resident memory is that run's), on the b
 snapshot's models; above the number of bundled models, models are synthetic copies of
 the real configs under new ids. The `models` and `weights` tables are published first,
 then one Dagster run materializes every model shard (`fit_matrix_shards`: compute into
-the staging slices) and `fit_matrix_table` (contract checks, one Delta commit, the
+the staging slices) and `fit_matrix` (contract checks, one Delta commit, the
 latest-Parquet export); its wall time is what the rows per second are measured on.
 Prints one JSON line per run and a Markdown table.
 """
@@ -31,10 +31,10 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assets.catalogs.assets import gpus as gpus_asset  # noqa: E402
-from assets.catalogs.assets import load_gpus  # noqa: E402
+from assets.catalogs.tables import gpus as gpus_asset  # noqa: E402
+from assets.catalogs.tables import load_gpus  # noqa: E402
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource  # noqa: E402
-from assets.sizing.assets import fit_matrix_shards, fit_matrix_table  # noqa: E402
+from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
 from sizing.architecture import ConfigError, parse_config  # noqa: E402
 from sizing.estimate import Configuration, Device, estimate  # noqa: E402
@@ -84,7 +84,7 @@ def run(n_models: int) -> dict:
         store.publish("weights", weights, verified_at=today, commit_info={}, base=tmp)
         assert dg.materialize([gpus_asset], resources=resources).success
         start = time.perf_counter()
-        result = dg.materialize([fit_matrix_shards, fit_matrix_table], resources=resources,
+        result = dg.materialize([fit_matrix_shards, fit_matrix], resources=resources,
                                 tags=ALL_SHARDS_TAGS)
         wall = time.perf_counter() - start
         assert result.success
@@ -134,7 +134,7 @@ def main() -> None:
     for r in results:
         steps = r["steps_s"]
         print(f"| {r['models']} | {r['rows']:,} | {r['wall_s']} ({steps['fit_matrix_shards']}"
-              f" + {steps['fit_matrix_table']}) | {r['rows_per_s']:,} | "
+              f" + {steps['fit_matrix']}) | {r['rows_per_s']:,} | "
               f"{r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
               f"{r['single_estimate_rows_per_s']} | "
               f"{r['rows_per_s'] / r['single_estimate_rows_per_s']:,.0f}x |")

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 import dagster as dg  # noqa: E402
 
-from assets.prices.assets import PROVIDER_ASSETS, gpu_prices  # noqa: E402
-from assets.sizing.assets import cost_matrix  # noqa: E402
+from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices  # noqa: E402
+from assets.sizing.cost_matrix import cost_matrix  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
 from benchmarks.matrix import _dimension_tables  # noqa: E402
 from pipeline.definitions import ALL_ASSETS, build_defs  # noqa: E402

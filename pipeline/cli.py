@@ -71,14 +71,12 @@ def record(args: argparse.Namespace) -> int:
     _use_project_instance()
     import dagster as dg
 
-    from assets.hub.assets import hub_models
-    from assets.prices.assets import PROVIDER_ASSETS
     from pipeline.definitions import build_defs
 
     defs = build_defs(os.environ)
     with dg.DagsterInstance.get() as instance:
-        result = dg.materialize([hub_models, *PROVIDER_ASSETS], resources=defs.resources,
-                                instance=instance, raise_on_error=False)
+        result = defs.resolve_job_def("record_snapshot").execute_in_process(
+            instance=instance, raise_on_error=False)
     for event in result.get_asset_check_evaluations():
         if not event.passed:
             print(f"warning: {event.asset_key.to_user_string()} {event.check_name}: "

@@ -11,34 +11,39 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets.catalogs.assets import engines, gpus, weight_formats
-from assets.catalogs.coverage import coverage
-from assets.hub.assets import HubResource, hub_models
-from assets.models.assets import models
-from assets.models.param_checks import param_checks
-from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
-from assets.prices.sources import PROVIDERS, PriceSourcesResource
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
-from assets.sizing.accuracy import accuracy
-from assets.sizing.assets import (
-    cost_matrix,
-    fit_matrix_shards,
-    fit_matrix_table,
-    weights,
-    weights_match_published_gguf,
+from assets.catalogs.tables import engines, gpus, weight_formats
+from assets.ingest.hub_models import hub_models
+from assets.ingest.models import models
+from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
+from assets.prices.sources import PROVIDERS
+from assets.quality.accuracy import accuracy
+from assets.quality.coverage import coverage
+from assets.quality.param_checks import param_checks
+from assets.quality.published_sizes import gguf_published_sizes
+from assets.quality.speed_checks import speed_checks
+from assets.quality.startup_logs import vllm_startup_checks
+from assets.resources import (
+    CatalogResource,
+    HubResource,
+    PriceSourcesResource,
+    SnapshotResource,
+    WarehouseResource,
 )
-from assets.sizing.published_sizes import gguf_published_sizes
+from assets.sizing.cost_matrix import cost_matrix
+from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
 from assets.sizing.shards import ALL_SHARDS_TAGS
-from assets.sizing.speed_checks import speed_checks
-from assets.sizing.startup_logs import vllm_startup_checks
+from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
 from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-              fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
+              fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
               vllm_startup_checks, speed_checks, accuracy,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
+# `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
+record_job = dg.define_asset_job(
+    "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS))
 prices_job = dg.define_asset_job(
     "refresh_prices",
     selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
@@ -99,7 +104,7 @@ def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
         loggers={"console": dg.default_loggers()["console"], "progress": progress_logger},
         assets=ALL_ASSETS,
         asset_checks=[prices_recent, weights_match_published_gguf],
-        jobs=[refresh_job, prices_job],
+        jobs=[refresh_job, prices_job, record_job],
         schedules=[weekly_models, daily_prices],
         sensors=[automation],
         resources=_resources(environ),

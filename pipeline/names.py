@@ -85,7 +85,7 @@ def model_config_path(repo_id: str) -> tuple[str, Path]:
     if repo_id.lower() in known:
         canonical = known[repo_id.lower()]
         return canonical, MODELS_DIR / canonical / "config.json"
-    from assets.hub.client import HubUnavailable, cached_config
+    from assets.ingest.hub_client import HubUnavailable, cached_config
 
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
     try:

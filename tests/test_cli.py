@@ -27,14 +27,13 @@ def test_estimate_json(capsys):
 def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
     import dagster as dg
 
-    from assets.catalogs.assets import CatalogResource
-    from assets.prices.assets import PROVIDER_ASSETS, gpu_prices
-    from assets.prices.sources import PriceSourcesResource
-    from assets.resources import WarehouseResource
+    from assets.catalogs.tables import CatalogResource, gpus
+    from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices
+    from assets.resources import PriceSourcesResource, WarehouseResource
 
     root = str(tmp_path / "warehouse")
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", root)
-    dg.materialize([*PROVIDER_ASSETS, gpu_prices],
+    dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
                    resources={"catalog": CatalogResource(), "price_sources": PriceSourcesResource(),
                               "warehouse": WarehouseResource(root=root)})
     assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0

@@ -117,7 +117,7 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert run(offline=True) == EXIT_OK
     first = capsys.readouterr()
-    assert "done    fit_matrix_table" in first.err and "DEBUG" not in first.err + first.out
+    assert "done    fit_matrix " in first.err and "DEBUG" not in first.err + first.out
     assert first.out.count("new table") == len(CONTRACTS)
     assert "warning: gpu_prices prices_recent: prices older than 3 days" in first.out
     assert "TextMetadataValue" not in first.out

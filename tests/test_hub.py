@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from huggingface_hub import HfApi
 
-from assets.hub.assets import HubResource, hub_models
-from assets.hub.client import fetch_model, gguf_quant
-from assets.models.assets import models
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
+from assets.ingest.hub_client import fetch_model, gguf_quant
+from assets.ingest.hub_models import hub_models
+from assets.ingest.models import models
+from assets.resources import CatalogResource, HubResource, SnapshotResource, WarehouseResource
 from tests.conftest import SNAPSHOT
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse import store
@@ -102,7 +102,8 @@ def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
         third = _run(url, snapshot, root)
     table = store.read("hub_models", base=root)
     assert table.filter(pl.col("repo_id") == LLAMA).get_column("revision").item() == "1" * 40
-    versions = [r.asset_materializations_for_node("hub_models")[0].tags["dagster/data_version"]
+    versions = [next(m for m in r.asset_materializations_for_node("hub_models")
+                     if m.asset_key == dg.AssetKey("hub_models")).tags["dagster/data_version"]
                 for r in (first, second, third)]
     assert versions[0] == versions[1] != versions[2]
 
@@ -178,8 +179,8 @@ def test_discovery_adds_popular_models_of_listed_authors(authors, floor, expecte
 def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monkeypatch):
     """bartowski's Q4_K_M of Llama-3.1-8B (4,920,739,232 bytes, in the stand-in's listing)
     and the listing's Q8_0 shards against the computed weights of the same formats."""
-    from assets.catalogs.assets import gpus
-    from assets.sizing.assets import weights, weights_match_published_gguf
+    from assets.catalogs.tables import gpus
+    from assets.sizing.weights import weights, weights_match_published_gguf
 
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")

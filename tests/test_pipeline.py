@@ -3,6 +3,7 @@ warehouse versions, time-travels and refuses tables that break their contract.""
 
 import dataclasses
 import datetime as dt
+import sys
 
 import dagster as dg
 import duckdb
@@ -11,9 +12,13 @@ import pytest
 from deltalake import DeltaTable
 
 from assets.catalogs.readers import load_gpus
-from assets.hub.assets import HubResource
-from assets.prices.sources import PriceSourcesResource
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
+from assets.resources import (
+    CatalogResource,
+    HubResource,
+    PriceSourcesResource,
+    SnapshotResource,
+    WarehouseResource,
+)
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS, defs
 from warehouse import store
@@ -23,15 +28,43 @@ from warehouse.tables import CONTRACTS
 def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
-                    "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
-                    "param_checks", "gguf_published_sizes", "vllm_startup_checks",
-                    "speed_checks", "accuracy",
-                    "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
-                    "gpu_prices"}
+    # One asset per published table (plus the staging step of the fit matrix).
+    assert keys == set(CONTRACTS) | {"fit_matrix_shards"}
     assert defs.get_schedule_def("weekly_model_refresh")
     assert defs.get_schedule_def("daily_price_refresh")
     assert defs.get_sensor_def("automation").default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_every_table_asset_shows_its_contract_columns_and_group_folder():
+    """The UI shows each table's columns (Dagster's column schema, from its contract), and
+    each asset lives in the folder of its group (assets/<group>/)."""
+    import inspect
+
+    graph = defs.get_repository_def().asset_graph
+    for table, contract in CONTRACTS.items():
+        node = graph.get(dg.AssetKey(table))
+        schema = node.metadata["dagster/column_schema"]
+        assert [c.name for c in schema.columns] == list(contract.schema), table
+    for asset in ALL_ASSETS:
+        folder = inspect.getmodule(asset.op.compute_fn.decorated_fn).__name__.split(".")[1]
+        groups = {asset.group_names_by_key[k] for k in asset.keys}
+        assert groups == {folder}, (asset.keys, groups, folder)
+
+
+def test_code_location_loads_with_no_environment(tmp_path):
+    """`dagster definitions validate` from the project root in a shell with nothing set
+    (the project's .env supplies the instance's state folder, as for `dagster dev`)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m",
+                           "pipeline.definitions"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Validation successful" in done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +76,22 @@ def warehouse_root(tmp_path_factory):
     for _ in range(2):  # twice: the second run, on the same inputs, publishes nothing
         assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return root
+
+
+def test_refresh_matches_the_recorded_profiles(warehouse_root):
+    """Every published table holds the values the refresh recorded in
+    tests/data/refresh_profiles.json held (per-column profiles, tests/table_profiles.py):
+    a change of structure changes no value. A change meant to change values re-records
+    the profiles and says so in its commit. (First of the tests on this warehouse: later
+    ones publish into it.)"""
+    import json
+
+    from tests.table_profiles import TEST_PROFILES, differences, profile
+
+    recorded = json.loads(TEST_PROFILES.read_text())["tables"]
+    changed = {t: d for t, before in recorded.items()
+               if (d := differences(before, profile(t, warehouse_root)))}
+    assert not changed, changed
 
 
 # Tables read in batches of rows (the fit matrix alone is about 20 M rows).
@@ -94,7 +143,7 @@ def test_quarantine_names_each_unsized_model(warehouse_root):
 
 def test_blocking_check_failure_fails_the_run_and_publishes_nothing(warehouse_root, monkeypatch):
     """A catalog that suddenly loses most of its GPUs must not replace the published one."""
-    import assets.catalogs.assets as catalog_assets
+    import assets.catalogs.tables as catalog_assets
 
     before = store.history("gpus", base=warehouse_root)[0]["version"]
     real = catalog_assets.load_gpus
@@ -110,7 +159,7 @@ def test_blocking_check_failure_fails_the_run_and_publishes_nothing(warehouse_ro
 
 def test_contract_checks_reported_to_dagster(warehouse_root):
     resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=warehouse_root)}
-    from assets.catalogs.assets import engines
+    from assets.catalogs.tables import engines
 
     result = dg.materialize([engines], resources=resources)
     (evaluation,) = result.get_asset_check_evaluations()
@@ -128,7 +177,7 @@ def test_price_refresh_recomputes_costs_not_the_matrix(warehouse_root):
     result = defs.resolve_job_def("refresh_prices").execute_in_process()
     assert result.success
     ran = {e.step_key for e in result.all_events if e.is_step_success}
-    assert {"gpu_prices", "cost_matrix"} <= ran and "fit_matrix_table" not in ran
+    assert {"gpu_prices", "cost_matrix"} <= ran and "fit_matrix" not in ran
     assert store.history("fit_matrix", base=warehouse_root)[0]["version"] == fit_before
     # The same recorded prices give the same costs: no new version.
     assert store.history("cost_matrix", base=warehouse_root)[0]["version"] == cost_before
@@ -137,10 +186,11 @@ def test_price_refresh_recomputes_costs_not_the_matrix(warehouse_root):
 def test_a_new_model_computes_only_its_own_rows(tmp_path):
     import shutil
 
-    from assets.catalogs.assets import gpus
-    from assets.hub.assets import hub_models
-    from assets.models.assets import models
-    from assets.sizing.assets import fit_matrix_shards, fit_matrix_table, weights
+    from assets.catalogs.tables import gpus
+    from assets.ingest.hub_models import hub_models
+    from assets.ingest.models import models
+    from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
+    from assets.sizing.weights import weights
     from tests.conftest import SNAPSHOT
 
     snapshot = tmp_path / "snapshot"
@@ -155,7 +205,7 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
                      "catalog": CatalogResource(),
                      "warehouse": WarehouseResource(root=str(tmp_path / "warehouse"))}
         result = dg.materialize([gpus, hub_models, models, weights, fit_matrix_shards,
-                                 fit_matrix_table], resources=resources, tags=ALL_SHARDS_TAGS)
+                                 fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS)
         shards = result.asset_materializations_for_node("fit_matrix_shards")
         assert len(shards) == 16  # one materialization per shard partition
         return shards[0].metadata
@@ -258,7 +308,7 @@ def test_param_checks_publish_each_vendor_statement_beside_the_computed_count(wa
 
 def test_a_stated_count_that_disagrees_is_flagged():
     """The same frame with a wrong statement: the comparison must be able to fail."""
-    from assets.models.param_checks import param_check_frame
+    from assets.quality.param_checks import param_check_frame
 
     models = pl.DataFrame({"model_id": ["a/b"], "params_total": [8_030_261_248],
                            "params_active": [8_030_261_248], "params_embedding": [1_050_673_152]})
@@ -305,7 +355,7 @@ def test_models_carry_their_licence_with_its_source(warehouse_root):
 def test_active_counts_are_held_to_their_own_rounding():
     """'2.8T total / 104B active': the active figure is printed to 1B, so a stated 60B must
     not pass on the total's 0.1T rounding; a statement for a model not sized says so."""
-    from assets.models.param_checks import param_check_frame
+    from assets.quality.param_checks import param_check_frame
 
     models = pl.DataFrame({"model_id": ["k/3"], "params_total": [2_779_484_476_000],
                            "params_active": [105_364_017_760],
@@ -326,7 +376,7 @@ def test_prices_reverified_at_the_same_values_keep_the_cost_matrix(warehouse_roo
     """Offers re-verified a day later at the same prices: the offers and cost_basis carry
     the new date in new versions; the fit and cost matrices keep theirs (a version means
     a change)."""
-    from assets.sizing.assets import cost_matrix
+    from assets.sizing.cost_matrix import cost_matrix
 
     base = warehouse_root
     before = {t: store.history(t, base=base)[0]["version"]
@@ -346,7 +396,7 @@ def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root
     """The accuracy table holds every metric in and out of the fit; a release whose
     decode predictions are three times further off (speed_checks made worse on purpose)
     is published with a warning naming the metrics that got worse."""
-    from assets.sizing.accuracy import accuracy
+    from assets.quality.accuracy import accuracy
 
     base = warehouse_root
     report = store.read("accuracy", base=base)
@@ -368,8 +418,8 @@ def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root
 def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_path):
     """A config changed after it was recorded (here one byte appended) is not sized: its
     model is quarantined with the reason; the others are sized, with their files' hashes."""
-    from assets.hub.assets import hub_models
-    from assets.models.assets import models
+    from assets.ingest.hub_models import hub_models
+    from assets.ingest.models import models
     from tests.conftest import small_snapshot
 
     snapshot = small_snapshot(tmp_path / "snapshot")
@@ -385,17 +435,3 @@ def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_pat
     sized = store.read("models", base=base)
     assert sized.height == 5 and sized.get_column("config_sha256").null_count() == 0
 
-
-def test_refresh_matches_the_recorded_profiles(warehouse_root):
-    """Every published table holds the values the refresh recorded in
-    tests/data/refresh_profiles.json held (per-column profiles, tests/table_profiles.py):
-    a change of structure changes no value. A change meant to change values re-records
-    the profiles and says so in its commit."""
-    import json
-
-    from tests.table_profiles import TEST_PROFILES, differences, profile
-
-    recorded = json.loads(TEST_PROFILES.read_text())["tables"]
-    changed = {t: d for t, before in recorded.items()
-               if (d := differences(before, profile(t, warehouse_root)))}
-    assert not changed, changed

@@ -19,11 +19,11 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
+from assets.catalogs.tables import gpus
 from assets.prices import parsers
-from assets.prices.assets import PROVIDER_ASSETS, aliases, gpu_prices, split_offers
+from assets.prices.gpu_prices import PROVIDER_ASSETS, aliases, gpu_prices, split_offers
 from assets.prices.http import MAX_BODY_BYTES, FetchError, client, fetch
-from assets.prices.sources import PriceSourcesResource
-from assets.resources import CatalogResource, WarehouseResource
+from assets.resources import CatalogResource, PriceSourcesResource, WarehouseResource
 from tests.conftest import SNAPSHOT, TEST_DATA
 from tests.price_server import price_server
 from warehouse import store
@@ -209,7 +209,7 @@ def _replayed_prices(tmp_path) -> tuple[str, dict]:
     root = str(tmp_path / "warehouse")
     resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
                  "price_sources": PriceSourcesResource()}
-    assert dg.materialize([*PROVIDER_ASSETS, gpu_prices], resources=resources).success
+    assert dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices], resources=resources).success
     return root, resources
 
 
@@ -219,7 +219,7 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
     with price_server({"/graphql": "500"}) as url:
         failing = PriceSourcesResource(offline=False, base_urls={"runpod": url},
                                        snapshot_path=str(tmp_path / "snap"))
-        result = dg.materialize([*PROVIDER_ASSETS, gpu_prices],
+        result = dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
                                 resources=resources | {"price_sources": failing},
                                 selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0], gpu_prices))
     assert result.success
@@ -245,10 +245,11 @@ def test_quarantine_names_unmapped_gpus(tmp_path):
 
 def test_old_prices_are_flagged_not_hidden(tmp_path):
     """The bundled recordings are from 2024-2025: published with their dates, and flagged."""
-    from assets.prices.assets import prices_recent
+    from assets.prices.gpu_prices import prices_recent
 
     _, resources = _replayed_prices(tmp_path)
-    result = dg.materialize([*PROVIDER_ASSETS, gpu_prices, prices_recent], resources=resources)
+    result = dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices, prices_recent],
+                            resources=resources)
     (check,) = [e for e in result.get_asset_check_evaluations()
                 if e.check_name == "prices_recent"]
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN

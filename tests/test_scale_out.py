@@ -15,9 +15,8 @@ import pytest
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
 
-from assets.hub.assets import HubResource
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
-from assets.sizing.assets import fit_matrix_table
+from assets.resources import CatalogResource, HubResource, SnapshotResource, WarehouseResource
+from assets.sizing.fit_matrix import fit_matrix
 from assets.sizing.shards import ALL_SHARDS_TAGS, MODEL_SHARDS, shard_of
 from pipeline.definitions import ALL_ASSETS, build_defs
 from tests.conftest import ROOT, small_snapshot
@@ -31,7 +30,7 @@ def multiprocess_refresh_job():
     defs = build_defs({"LLM_SIZING_EXECUTOR": "multiprocess",
                        "LLM_SIZING_SNAPSHOT": os.environ["LLM_SIZING_SNAPSHOT"],
                        "LLM_SIZING_WAREHOUSE": _warehouse_root()})
-    matrix = dg.AssetSelection.assets("fit_matrix_table").upstream()
+    matrix = dg.AssetSelection.assets("fit_matrix").upstream().required_multi_asset_neighbors()
     return dg.Definitions(assets=ALL_ASSETS, resources=defs.resources, executor=defs.executor,
                           jobs=[dg.define_asset_job("matrix", selection=matrix)]
                           ).resolve_job_def("matrix")
@@ -64,8 +63,8 @@ def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(home), "LLM_SIZING_WAREHOUSE": warehouse}
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
-    upstream = [a for a in ALL_ASSETS if a.key.to_user_string() in
-                ("gpus", "hub_models", "models", "weights")]
+    upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
+                {"gpus", "hub_models", "models", "weights"}]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert dg.materialize(upstream, resources=resources, instance=instance).success
         keys = MODEL_SHARDS.get_partition_keys()
@@ -84,7 +83,7 @@ def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
         assert b.start_time < a.end_time  # the two runs overlapped in time
         assert instance.get_materialized_partitions(dg.AssetKey("fit_matrix_shards")) \
             == set(keys)
-        assert dg.materialize([fit_matrix_table], resources=resources,
+        assert dg.materialize([fit_matrix], resources=resources,
                               instance=instance).success
     ids = pl.scan_delta(store.table_uri("fit_matrix", warehouse)).select("model_id").unique() \
         .collect().get_column("model_id")
@@ -98,10 +97,10 @@ def test_publishing_refuses_missing_slices(tmp_path):
     warehouse = str(tmp_path / "warehouse")
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
-    upstream = [a for a in ALL_ASSETS if a.key.to_user_string() in
-                ("gpus", "hub_models", "models", "weights", "fit_matrix_shards")]
+    upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
+                {"gpus", "hub_models", "models", "weights", "fit_matrix_shards"}]
     assert dg.materialize(upstream, resources=resources, partition_key="03").success
-    result = dg.materialize([fit_matrix_table], resources=resources, raise_on_error=False)
+    result = dg.materialize([fit_matrix], resources=resources, raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert "materialize fit_matrix_shards partitions" in str(failure.event_specific_data)

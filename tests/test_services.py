@@ -76,7 +76,7 @@ def test_webserver_serves_the_asset_graph(tmp_path):
         query = "{ assetNodes { assetKey { path } groupName hasAssetChecks } }"
         nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes["data"]["assetNodes"]}
-    assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix_table",
+    assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix",
             "coverage"} <= set(by_key)
     assert by_key["models"]["groupName"] == "ingest"
     assert all(n["hasAssetChecks"] for n in by_key.values())

@@ -2,7 +2,7 @@
 
 data/catalogs/speed_measurements*.csv hold each measurement with its source and the
 verbatim llama-bench line. Models map to a bundled config with the same tensor shapes, GPUs
-to catalog rows (assets.sizing.speed_checks, which also publishes them as a table). The
+to catalog rows (assets.quality.speed_checks, which also publishes them as a table). The
 constants in sizing/speed.py are sizing.calibration's fit on these rows; this test refits
 them and bounds the errors of the estimates that use them, in sample and held out.
 """
@@ -10,7 +10,7 @@ them and bounds the errors of the estimates that use them, in sample and held ou
 import polars as pl
 import pytest
 
-import assets.sizing.speed_checks as checks
+import assets.quality.speed_checks as checks
 from assets.catalogs.readers import load_gpus
 from assets.paths import CATALOG_DIR
 from sizing import speed

@@ -16,7 +16,7 @@ import pytest
 
 import sizing.vllm_budget as budget
 from assets.catalogs.readers import load_gpus
-from assets.sizing.startup_logs import startup_log_frame
+from assets.quality.startup_logs import startup_log_frame
 from sizing.estimate import Configuration, Device
 from sizing.vllm_budget import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
 from tests.conftest import SNAPSHOT, load_arch
@@ -29,7 +29,7 @@ GPUS = load_gpus()
 
 
 def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
-    """The runs the estimate reproduces, with its figures (assets.sizing.startup_logs)."""
+    """The runs the estimate reproduces, with its figures (assets.quality.startup_logs)."""
     return startup_log_frame(logs, CONFIGS, GPUS).filter(pl.col("not_compared").is_null())
 
 

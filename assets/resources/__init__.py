@@ -1,4 +1,5 @@
-"""Resources configured from the environment, with offline defaults."""
+"""Every resource of the code location, configured from the environment with offline
+defaults: the snapshot, the curated catalogs, the warehouse, the Hub and the price sources."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import polars as pl
 from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
 from warehouse import store
 from warehouse.staging import SliceStore
+from warehouse.tables import CONTRACTS
 
 
 class SnapshotResource(dg.ConfigurableResource):
@@ -123,11 +125,11 @@ class WarehouseResource(dg.ConfigurableResource):
         if not p.changed:
             context.log.info(f"{table}: unchanged, version {p.version} stays current")
         check = dg.AssetCheckResult(check_name=contract_check_name(table), passed=True,
-                                    asset_key=context.asset_key,
+                                    asset_key=dg.AssetKey(table),
                                     metadata={"rows": p.rows, "delta_version": p.version})
-        return dg.MaterializeResult(check_results=[check], metadata={
-            "rows": dg.MetadataValue.int(p.rows),
+        return dg.MaterializeResult(asset_key=table, check_results=[check], metadata={
             "dagster/row_count": dg.MetadataValue.int(p.rows),
+            "dagster/column_schema": table_schema(table),
             "delta_version": dg.MetadataValue.int(p.version),
             "changed": dg.MetadataValue.bool(p.changed),
             "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
@@ -160,14 +162,53 @@ def contract_check_name(table: str) -> str:
     return f"{table}_contract"
 
 
-def contract_checks(asset: str, *tables: str) -> list[dg.AssetCheckSpec]:
-    """The blocking contract check of each table an asset publishes."""
-    return [dg.AssetCheckSpec(contract_check_name(t), asset=asset, blocking=True,
+def contract_checks(*tables: str) -> list[dg.AssetCheckSpec]:
+    """The blocking contract check of each table, on the table's own asset."""
+    return [dg.AssetCheckSpec(contract_check_name(t), asset=t, blocking=True,
                               description=f"{t}: schema, unique keys, required values, "
                                           "plausibility and no collapse in row count, checked "
                                           "before the version is committed")
             for t in tables]
 
 
+def table_schema(table: str) -> dg.TableSchema:
+    """The table's contract as Dagster's column schema, shown in the UI's asset page."""
+    contract = CONTRACTS[table]
+    return dg.TableSchema(
+        columns=[dg.TableColumn(c, str(t), constraints=dg.TableColumnConstraints(
+            nullable=c not in contract.not_null, unique=contract.keys == (c,)))
+            for c, t in contract.schema.items()],
+        constraints=dg.TableConstraints(other=[f"unique key: {', '.join(contract.keys)}"]))
+
+
+def table_asset(table: str, *, group: str, description: str, deps=(),
+                kinds=("polars", "deltalake"), eager: bool = True, check_specs=(), **kwargs):
+    """The asset that publishes one table, named as the table: its contract check, column
+    schema and group (`eager`: recomputed when what it depends on changes)."""
+    return dg.asset(
+        name=table, group_name=group, description=description, deps=list(deps),
+        kinds=set(kinds), code_version="1", check_specs=[*contract_checks(table), *check_specs],
+        metadata={"dagster/column_schema": table_schema(table)},
+        automation_condition=dg.AutomationCondition.eager() if eager else None, **kwargs)
+
+
+def table_spec(table: str, *, group: str, description: str, deps=(),
+               kinds=("polars", "deltalake"), eager: bool = True) -> dg.AssetSpec:
+    """The asset of one published table, for a multi_asset whose one computation yields
+    several tables: its group, upstream tables and column schema."""
+    return dg.AssetSpec(
+        table, group_name=group, description=description, deps=list(deps), kinds=set(kinds),
+        code_version="1", metadata={"dagster/column_schema": table_schema(table)},
+        automation_condition=dg.AutomationCondition.eager() if eager else None)
+
+
 def _version() -> str:
     return version("llm-sizing")
+
+
+# Defined beside this module; imported last, as they build on nothing above.
+from assets.resources.hub import HubResource  # noqa: E402
+from assets.resources.price_sources import PriceSourcesResource  # noqa: E402
+
+__all__ = ["CatalogResource", "HubResource", "PriceSourcesResource", "SnapshotResource",
+           "WarehouseResource", "contract_check_name", "contract_checks", "entry_date"]

@@ -6,12 +6,13 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.ingest.models import sized_configs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
     WarehouseResource,
-    contract_checks,
+    table_asset,
 )
 from sizing.architecture import parse_config
 from sizing.estimate import Configuration, Device, Usage, estimate_many
@@ -109,13 +110,11 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path],
         .alias("kv_tokens_error"))
 
 
-@dg.asset(check_specs=[
-    *contract_checks("vllm_startup_checks", "vllm_startup_checks"),
+@table_asset("vllm_startup_checks", group="quality", check_specs=[
     dg.AssetCheckSpec(_MATCH_CHECK, asset="vllm_startup_checks",
                       description="every compared run's KV pool is within 25 % of the "
                                   "logged 'Available KV cache memory'")],
-    automation_condition=dg.AutomationCondition.eager(), deps=["models", "gpus"],
-    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    deps=["models", "gpus"],
     description="Published vLLM start-up logs (model, GPU, parallelism, flags, logged "
                 "weights, activation peak, non-torch and graph memory, available KV cache "
                 "and its tokens; data/catalogs/engine_startup_logs.csv with the quote and "
@@ -125,8 +124,7 @@ def vllm_startup_checks(context: dg.AssetExecutionContext, catalog: CatalogResou
                         snapshot: SnapshotResource,
                         warehouse: WarehouseResource) -> dg.MaterializeResult:
     logs = pl.read_csv(Path(catalog.path) / "engine_startup_logs.csv", infer_schema_length=0)
-    sized = set(warehouse.read("models").get_column("model_id"))
-    configs = {k: v for k, v in snapshot.model_configs().items() if k in sized}
+    configs = sized_configs(snapshot, warehouse.read("models"))
     df = startup_log_frame(logs, configs, warehouse.read("gpus"))
     result = warehouse.publish(context, "vllm_startup_checks", df, CATALOGS_VERIFIED,
                                "data/catalogs/engine_startup_logs.csv")

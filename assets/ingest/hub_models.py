@@ -9,39 +9,20 @@ same, so nothing downstream is marked stale.
 
 import datetime as dt
 import hashlib
-import os
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from huggingface_hub import HfApi
 
-from assets.hub.client import ModelOutcome, fetch_model
-from assets.resources import SnapshotResource, WarehouseResource, contract_checks
+from assets.ingest.hub_client import ModelOutcome, fetch_model
+from assets.resources import (
+    HubResource,
+    SnapshotResource,
+    WarehouseResource,
+    contract_checks,
+    table_spec,
+)
 from warehouse import store
-
-
-class HubResource(dg.ConfigurableResource):
-    """The Hub client. The token comes from HF_TOKEN in the environment only."""
-
-    offline: bool = True
-    endpoint: str = "https://huggingface.co"
-    discover_authors: list[str] = []  # organisations whose top models are added
-    discover_top_n: int = 0
-    min_downloads: int = 10_000
-    timeout_s: float = 20.0
-
-    def api(self) -> HfApi:
-        return HfApi(endpoint=self.endpoint, token=os.environ.get("HF_TOKEN") or False)
-
-    def discovered(self, api: HfApi) -> list[str]:
-        found = []
-        for author in self.discover_authors:
-            for m in api.list_models(author=author, pipeline_tag="text-generation",
-                                     sort="downloads", limit=self.discover_top_n):
-                if (m.downloads or 0) >= self.min_downloads:
-                    found.append(m.id)
-        return found
 
 
 def _previous_revisions(warehouse: WarehouseResource) -> dict[str, str]:
@@ -74,14 +55,22 @@ def _rows(outcomes: list[ModelOutcome], previous: dict[str, str]) -> pl.DataFram
     } for o in outcomes], infer_schema_length=None)
 
 
-@dg.asset(group_name="ingest", kinds={"huggingface", "deltalake"}, pool="huggingface_hub",
-          code_version="1",
-          check_specs=contract_checks("hub_models", "hub_models", "gguf_files"),
-          description="Models on the Hub: revision, downloads, licence, exact parameter "
-                      "counts from safetensors, GGUF file sizes per quantization; configs "
-                      "recorded into the snapshot. Offline: the snapshot's own listing.")
+_KINDS = ("huggingface", "deltalake")
+
+
+@dg.multi_asset(
+    name="hub_models", pool="huggingface_hub",
+    specs=[table_spec("hub_models", group="ingest", kinds=_KINDS, eager=False,
+                      description="Models on the Hub: revision, downloads, licence, exact "
+                                  "parameter counts from safetensors; configs recorded into the "
+                                  "snapshot. Offline: the snapshot's own listing."),
+           table_spec("gguf_files", group="ingest", kinds=_KINDS, eager=False,
+                      description="GGUF files on the Hub per model and quantization: repository, "
+                                  "revision, bytes and parts (listed online; carried over "
+                                  "offline and for models that failed).")],
+    check_specs=contract_checks("hub_models", "gguf_files"))
 def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
-               snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+               snapshot: SnapshotResource, warehouse: WarehouseResource):
     previous = _previous_revisions(warehouse)
     curated = list(snapshot.model_configs())
     if hub.offline:
@@ -106,14 +95,15 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
     counts = dict(table.group_by("status").len().iter_rows())
     gguf_table = pl.DataFrame(gguf, schema=_GGUF_SCHEMA) if not hub.offline \
         else _previous_gguf(warehouse)  # offline, the last online listing is carried over
-    results = [warehouse.publish(context, "hub_models", table, verified_at, hub.endpoint),
-               warehouse.publish(context, "gguf_files", gguf_table, verified_at, hub.endpoint)]
+    listed = warehouse.publish(context, "hub_models", table, verified_at, hub.endpoint)
+    yield warehouse.publish(context, "gguf_files", gguf_table, verified_at, hub.endpoint)
     revisions = "\n".join(sorted(f"{r}@{v}" for r, v in table.select("repo_id", "revision")
                                  .iter_rows()))
     context.log.info(f"hub models: {counts}")
-    return dg.MaterializeResult(
-        metadata={**results[0].metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
-        check_results=[c for r in results for c in r.check_results],
+    yield dg.MaterializeResult(
+        asset_key="hub_models",
+        metadata={**listed.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
+        check_results=listed.check_results,
         data_version=dg.DataVersion(hashlib.sha256(revisions.encode()).hexdigest()[:16]))
 
 

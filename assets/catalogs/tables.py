@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets.catalogs.readers import load_gpus
-from assets.resources import CatalogResource, WarehouseResource, contract_checks
+from assets.resources import CatalogResource, WarehouseResource, table_asset
 from sizing.catalog import engine_catalog_rows, format_catalog_rows
 
 # Date the curated catalogs' facts (data/catalogs, the sizing library's format and engine
@@ -14,8 +14,7 @@ from sizing.catalog import engine_catalog_rows, format_catalog_rows
 CATALOGS_VERIFIED = dt.date(2026, 11, 30)
 
 
-@dg.asset(check_specs=contract_checks("gpus", "gpus"),
-          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+@table_asset("gpus", group="catalogs", eager=False,
           description="Accelerators with memory, bandwidth, dense tensor throughput and the "
                       "engines that run on them; every fact sourced in data/catalogs/gpus.csv.")
 def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
@@ -24,8 +23,7 @@ def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
     return warehouse.publish(context, "gpus", df, CATALOGS_VERIFIED, "data/catalogs/gpus.csv")
 
 
-@dg.asset(check_specs=contract_checks("weight_formats", "weight_formats"),
-          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+@table_asset("weight_formats", group="catalogs", eager=False,
           description="Weight formats: their kind, the engines that load them, and each "
                       "engine's default; built from the sizing library's own tables.")
 def weight_formats(context: dg.AssetExecutionContext,
@@ -34,8 +32,7 @@ def weight_formats(context: dg.AssetExecutionContext,
     return warehouse.publish(context, "weight_formats", df, CATALOGS_VERIFIED, "sizing")
 
 
-@dg.asset(check_specs=contract_checks("engines", "engines"),
-          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+@table_asset("engines", group="catalogs", eager=False,
           description="Inference engines: KV-cache types, usable-memory rule, launch flags.")
 def engines(context: dg.AssetExecutionContext,
             warehouse: WarehouseResource) -> dg.MaterializeResult:

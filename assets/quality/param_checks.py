@@ -5,8 +5,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
-from assets.resources import CatalogResource, WarehouseResource, contract_checks
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.resources import CatalogResource, WarehouseResource, table_asset
 
 # A stated count agrees when the computed one is within this share of it, plus half the
 # step the statement is printed to ("2.8T" carries +-0.05T of rounding).
@@ -64,13 +64,11 @@ def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFram
                     pl.col("quote")))
 
 
-@dg.asset(check_specs=[
-    *contract_checks("param_checks", "param_checks"),
+@table_asset("param_checks", group="quality", check_specs=[
     dg.AssetCheckSpec(_AGREEMENT_CHECK, asset="param_checks",
                       description="every compared vendor statement agrees with the count "
                                   "computed from the config")],
-    automation_condition=dg.AutomationCondition.eager(), deps=["models"],
-    group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
+    deps=["models"],
     description="Parameter counts computed from each config beside the vendor's stated "
                 "total and active counts (data/catalogs/official_param_counts.csv, each "
                 "with its quote and source).")

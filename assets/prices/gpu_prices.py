@@ -13,15 +13,17 @@ import os
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.readers import load_gpu_aliases, load_gpus
+from assets.catalogs.readers import load_gpu_aliases
 from assets.prices.http import FetchError
 from assets.prices.parsers import LayoutChanged
-from assets.prices.sources import PriceSourcesResource
 from assets.resources import (
     CatalogResource,
+    PriceSourcesResource,
     WarehouseResource,
     contract_check_name,
     contract_checks,
+    table_asset,
+    table_spec,
 )
 from sizing.cost import INTERRUPTIBLE_TIERS
 from warehouse import store
@@ -36,9 +38,9 @@ PRICE_MAX_AGE_DAYS = int(os.environ.get("LLM_SIZING_PRICE_MAX_AGE_DAYS", "3"))
 def _provider_asset(provider: str) -> dg.AssetsDefinition:
     table = f"prices_{provider}"
 
-    @dg.asset(name=table, group_name="prices", kinds={"httpx", "deltalake"}, pool=table,
-              code_version="1", freshness_policy=PRICE_FRESHNESS,
-              check_specs=[*contract_checks(table, table), dg.AssetCheckSpec(
+    @table_asset(table, group="prices", kinds=("httpx", "deltalake"), eager=False, pool=table,
+                 freshness_policy=PRICE_FRESHNESS,
+                 check_specs=[dg.AssetCheckSpec(
                   "responded", asset=table,
                   description=f"{provider} answered with offers (how old its prices are is "
                               "prices_recent's check, on gpu_prices)")],
@@ -129,16 +131,23 @@ def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
                     "price_per_instance_hour_usd", "billing_mode", "verified_at"))
 
 
-@dg.asset(group_name="prices", kinds={"polars", "deltalake"}, code_version="1",
-          deps=[a.key for a in PROVIDER_ASSETS],
-          automation_condition=dg.AutomationCondition.eager(),
-          check_specs=contract_checks("gpu_prices", "gpu_prices", "price_quarantine",
-                                      "cheapest_offers"),
-          description="Every provider's offers on catalog GPUs at plausible prices, each "
-                      "with its provider's verification date; the rest quarantined with the "
-                      "reason; and the cheapest instance per provider and memory size.")
+_PROVIDER_TABLES = [a.key for a in PROVIDER_ASSETS]
+
+
+@dg.multi_asset(
+    name="gpu_prices",
+    specs=[table_spec("gpu_prices", group="prices", deps=[*_PROVIDER_TABLES, "gpus"],
+                      description="Every provider's offers on catalog GPUs at plausible prices, "
+                                  "each with its provider's verification date."),
+           table_spec("price_quarantine", group="prices", deps=[*_PROVIDER_TABLES, "gpus"],
+                      description="Offers left out of gpu_prices, each with the reason (a GPU "
+                                  "name the catalog does not know, an implausible price)."),
+           table_spec("cheapest_offers", group="prices", deps=["gpu_prices"],
+                      description="The cheapest whole-GPU on-demand instance per provider and "
+                                  "memory size.")],
+    check_specs=contract_checks("gpu_prices", "price_quarantine", "cheapest_offers"))
 def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
-               warehouse: WarehouseResource) -> dg.MaterializeResult:
+               warehouse: WarehouseResource):
     frames = []
     for provider in PRICE_PROVIDERS:
         try:
@@ -148,22 +157,21 @@ def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
     if not frames:
         raise dg.Failure("no provider has published prices yet; nothing to combine")
     offers = pl.concat(frames, how="diagonal_relaxed")
-    good, bad = split_offers(offers, aliases(catalog), load_gpus(catalog.path))
+    # The GPUs as published (their contract checked), not the catalog file behind them.
+    good, bad = split_offers(offers, aliases(catalog), warehouse.read("gpus"))
     verified_at = offers.get_column("verified_at").max()
-    results = [
-        warehouse.publish(context, "price_quarantine", bad, verified_at, "prices_*"),
-        warehouse.publish(context, "gpu_prices", good, verified_at, "prices_*"),
-        warehouse.publish(context, "cheapest_offers", cheapest_by_memory(good), verified_at,
-                          "gpu_prices"),
-    ]
+    yield warehouse.publish(context, "price_quarantine", bad, verified_at, "prices_*")
+    published = warehouse.publish(context, "gpu_prices", good, verified_at, "prices_*,gpus")
     by_provider = dict(good.group_by("provider").len().iter_rows())
-    return dg.MaterializeResult(
-        metadata={**results[1].metadata, "quarantined": bad.height,
-                  **{f"offers_{k}": v for k, v in by_provider.items()}},
-        check_results=[c for r in results for c in r.check_results])
+    yield dg.MaterializeResult(
+        asset_key="gpu_prices", check_results=published.check_results,
+        metadata={**published.metadata, "quarantined": bad.height,
+                  **{f"offers_{k}": v for k, v in by_provider.items()}})
+    yield warehouse.publish(context, "cheapest_offers", cheapest_by_memory(good), verified_at,
+                            "gpu_prices")
 
 
-@dg.asset_check(asset=gpu_prices, description=(
+@dg.asset_check(asset="gpu_prices", description=(
     "Each provider's prices were verified within LLM_SIZING_PRICE_MAX_AGE_DAYS days "
     "(default 3); older ones are still published, with their date, and flagged here."))
 def prices_recent(warehouse: WarehouseResource) -> dg.AssetCheckResult:

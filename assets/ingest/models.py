@@ -14,6 +14,7 @@ from assets.resources import (
     WarehouseResource,
     contract_checks,
     entry_date,
+    table_spec,
 )
 from sizing.architecture import ConfigError, parse_config
 from sizing.model_facts import model_row
@@ -28,13 +29,17 @@ def _licences(catalog: CatalogResource) -> pl.DataFrame:
         pl.col("source_url").alias("license_source"))
 
 
-@dg.asset(check_specs=contract_checks("models", "models", "model_quarantine"),
-          automation_condition=dg.AutomationCondition.eager(),
-          deps=["hub_models"], group_name="ingest", kinds={"polars", "deltalake"}, code_version="1",
-          description="One row per model: parameter counts and cache geometry computed from "
-                      "its config.json. Configs that cannot be sized go to model_quarantine.")
+@dg.multi_asset(
+    name="models",
+    specs=[table_spec("models", group="ingest", deps=["hub_models"],
+                      description="One row per model: parameter counts and cache geometry "
+                                  "computed from its config.json, checked against the "
+                                  "snapshot's manifest checksum."),
+           table_spec("model_quarantine", group="ingest", deps=["hub_models"],
+                      description="Configs that could not be sized, each with the reason.")],
+    check_specs=contract_checks("models", "model_quarantine"))
 def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-           catalog: CatalogResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+           catalog: CatalogResource, warehouse: WarehouseResource):
     manifest = snapshot.manifest()
     hub_checks = snapshot.hub_checks()
     recipes = load_rope_recipes(catalog.path)
@@ -62,10 +67,31 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     verified_at = max((d for d in dates if d), default=dt.date.today())
     df = pl.DataFrame(rows).join(_licences(catalog), on="model_id", how="left")
     q = pl.DataFrame(quarantined, schema={"model_id": pl.String, "reason": pl.String})
-    quarantine = warehouse.publish(context, "model_quarantine", q, verified_at, snapshot.path)
+    yield warehouse.publish(context, "model_quarantine", q, verified_at, snapshot.path)
     context.log.info(f"{len(rows)} models sized, {len(quarantined)} quarantined")
     result = warehouse.publish(context, "models", df, verified_at, snapshot.path)
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="models", check_results=result.check_results,
         metadata={**result.metadata, "seen": dg.MetadataValue.int(len(rows) + len(quarantined)),
-                  "quarantined": dg.MetadataValue.int(len(quarantined))},
-        check_results=[*quarantine.check_results, *result.check_results])
+                  "quarantined": dg.MetadataValue.int(len(quarantined))})
+
+
+class ConfigChanged(dg.Failure):
+    """A config file that differs from the one the models table was computed from."""
+
+
+def sized_configs(snapshot: SnapshotResource, models: pl.DataFrame) -> dict[str, Path]:
+    """The config file of every model the published `models` table holds, checked to be the
+    file it was computed from (its `config_sha256`): the one door through which assets
+    downstream of `models` read configs, so a quarantined or since-changed config is never
+    sized by them."""
+    files = snapshot.model_configs()
+    out = {}
+    for repo_id, sha256 in models.select("model_id", "config_sha256").iter_rows():
+        path = files.get(repo_id)
+        if path is None or hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+            raise ConfigChanged(
+                description=f"{repo_id}: config.json is no longer the file models was computed "
+                            "from; materialize models again")
+        out[repo_id] = path
+    return out

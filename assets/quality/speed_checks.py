@@ -10,13 +10,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
 from assets.catalogs.readers import load_gpus
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.ingest.models import sized_configs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
     WarehouseResource,
-    contract_checks,
+    table_asset,
 )
 from assets.sizing.shards import code_fingerprint
 from sizing import speed
@@ -247,13 +248,11 @@ def _worst(off: pl.DataFrame, n: int = 5) -> list[str]:
         "model_repo", "test", "gpu_id", "backend", "error").iter_rows()]
 
 
-@dg.asset(check_specs=[
-    *contract_checks("speed_checks", "speed_checks"),
+@table_asset("speed_checks", group="quality", check_specs=[
     dg.AssetCheckSpec(_MATCH_CHECK, asset="speed_checks",
                       description="every compared measurement within 60 % of the estimate "
                                   "(the misses named)")],
-    automation_condition=dg.AutomationCondition.eager(), deps=["models", "gpus"],
-    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    deps=["models", "gpus"],
     description="Every published decode and prefill measurement (llama-bench, vLLM "
                 "benchmarks; data/catalogs/speed_measurements*.csv with the source and the "
                 "verbatim line) beside the estimate for the same model, format, GPU and "
@@ -262,7 +261,7 @@ def _worst(off: pl.DataFrame, n: int = 5) -> list[str]:
 def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
                  snapshot: SnapshotResource,
                  warehouse: WarehouseResource) -> dg.MaterializeResult:
-    configs = snapshot.model_configs()
+    configs = sized_configs(snapshot, warehouse.read("models"))
     # The table follows from the measurements, the configs, the GPUs and the sizing code:
     # when none changed, the current version stands and nothing is refitted.
     content = store.fingerprint_of(

@@ -5,12 +5,13 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.ingest.models import sized_configs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
     WarehouseResource,
-    contract_checks,
+    table_asset,
 )
 from sizing.architecture import parse_config
 from sizing.tensors import enumerate_tensors
@@ -58,13 +59,11 @@ def published_size_frame(published: pl.DataFrame, configs: dict[str, Path],
         "deviation", "source_url", "source_date", "quote", "notes")
 
 
-@dg.asset(check_specs=[
-    *contract_checks("gguf_published_sizes", "gguf_published_sizes"),
+@table_asset("gguf_published_sizes", group="quality", check_specs=[
     dg.AssetCheckSpec(_MATCH_CHECK, asset="gguf_published_sizes",
                       description="every published llama.cpp-recipe size is reproduced within "
                                   "2 % (6 % for Unsloth's UD mixes) plus its print rounding")],
-    automation_condition=dg.AutomationCondition.eager(), deps=["models"],
-    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
+    deps=["models"],
     description="GGUF file sizes published for the models (Hub listings, model cards, "
                 "gguf-parser, llama.cpp logs; data/catalogs/published_gguf_sizes.csv with "
                 "the quote and source on every row) beside the bytes computed tensor by "
@@ -74,8 +73,7 @@ def gguf_published_sizes(context: dg.AssetExecutionContext, catalog: CatalogReso
                          warehouse: WarehouseResource) -> dg.MaterializeResult:
     published = pl.read_csv(Path(catalog.path) / "published_gguf_sizes.csv",
                             infer_schema_length=0)
-    sized = set(warehouse.read("models").get_column("model_id"))  # quarantined ones are not
-    configs = {k: v for k, v in snapshot.model_configs().items() if k in sized}
+    configs = sized_configs(snapshot, warehouse.read("models"))  # quarantined ones are not
     df = published_size_frame(published, configs, catalog.stand_ins())
     result = warehouse.publish(context, "gguf_published_sizes", df, CATALOGS_VERIFIED,
                                "data/catalogs/published_gguf_sizes.csv")

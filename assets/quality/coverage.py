@@ -4,8 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
-from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, contract_checks
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 
 
 def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataFrame,
@@ -41,10 +41,7 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
                      reason.alias("reason"))
 
 
-@dg.asset(check_specs=contract_checks("coverage", "coverage"),
-          automation_condition=dg.AutomationCondition.eager(),
-          group_name="catalogs", kinds={"polars", "deltalake"}, code_version="1",
-          deps=["gpus", "models"],
+@table_asset("coverage", group="quality", deps=["gpus", "models", "model_quarantine"],
           description="Each GPU and model named on the reference page: present, "
                       "reconstructed, sized as a stand-in of the same architecture, "
                       "quarantined or missing, with the reason.")

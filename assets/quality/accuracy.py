@@ -4,8 +4,8 @@ every published measurement of it, in the fit and left out of it, one row set pe
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.assets import CATALOGS_VERIFIED
-from assets.resources import WarehouseResource, contract_checks
+from assets.catalogs.tables import CATALOGS_VERIFIED
+from assets.resources import WarehouseResource, table_asset
 from warehouse import store
 
 # A metric whose median error grows by more than this share (and half a point) against
@@ -67,14 +67,11 @@ def worse_than(current: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
                        & (pl.col("median_abs_error") > pl.col("before") + WORSE_POINTS))
 
 
-@dg.asset(check_specs=[
-    *contract_checks("accuracy", "accuracy"),
+@table_asset("accuracy", group="quality", check_specs=[
     dg.AssetCheckSpec(_WORSE_CHECK, asset="accuracy",
                       description="no metric's median error grew by more than 10 % (and half "
                                   "a point) against the previous version")],
-    automation_condition=dg.AutomationCondition.eager(),
     deps=["gguf_published_sizes", "vllm_startup_checks", "speed_checks"],
-    group_name="sizing", kinds={"polars", "deltalake"}, code_version="1",
     description="The error of the published figures against published measurements: weight "
                 "bytes (GGUF files), vLLM's KV pool and tokens (start-up logs), decode and "
                 "prefill (benchmarks), per subset, in the fit, never fitted and held out by GPU.")

@@ -1,0 +1,1 @@
+"""Quality: our figures against published measurements, logs, sizes and counts."""

@@ -1,0 +1,29 @@
+"""The Hugging Face Hub as a resource."""
+
+import os
+
+import dagster as dg
+from huggingface_hub import HfApi
+
+
+class HubResource(dg.ConfigurableResource):
+    """The Hub client. The token comes from HF_TOKEN in the environment only."""
+
+    offline: bool = True
+    endpoint: str = "https://huggingface.co"
+    discover_authors: list[str] = []  # organisations whose top models are added
+    discover_top_n: int = 0
+    min_downloads: int = 10_000
+    timeout_s: float = 20.0
+
+    def api(self) -> HfApi:
+        return HfApi(endpoint=self.endpoint, token=os.environ.get("HF_TOKEN") or False)
+
+    def discovered(self, api: HfApi) -> list[str]:
+        found = []
+        for author in self.discover_authors:
+            for m in api.list_models(author=author, pipeline_tag="text-generation",
+                                     sort="downloads", limit=self.discover_top_n):
+                if (m.downloads or 0) >= self.min_downloads:
+                    found.append(m.id)
+        return found

@@ -1,0 +1,105 @@
+"""The price sources as a resource: live endpoints (base URLs overridable, e.g. for a local
+test server) or the snapshot's recordings; what to request and how to parse each answer
+is assets.prices.sources."""
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dagster as dg
+
+from assets.paths import SNAPSHOT_DIR
+from assets.prices import parsers
+from assets.prices.http import FetchError, client, fetch
+from assets.prices.sources import (
+    PROVIDERS,
+    Collected,
+    Request,
+    newest_recordings,
+    parsed,
+    recorded_at,
+)
+
+
+class PriceSourcesResource(dg.ConfigurableResource):
+    """Live endpoints (base URLs overridable, e.g. for a local test server) or the snapshot."""
+
+    offline: bool = True
+    snapshot_path: str = str(SNAPSHOT_DIR)
+    base_urls: dict[str, str] = {}
+    read_timeout_s: float = 20.0
+
+    def collect(self, provider: str) -> Collected:
+        requests = PROVIDERS[provider]
+        return self._replay(provider, requests) if self.offline \
+            else self._fetch_and_record(provider, requests)
+
+    def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
+        by_name = {r.name: r for r in requests}
+        offers, refs, dates = [], [], []
+        for entry in newest_recordings(Path(self.snapshot_path)):
+            if entry.get("provider") != provider:
+                continue
+            # Public recordings answer the provider's main request unless they say otherwise.
+            request = by_name.get(entry.get("request"), requests[0])
+            when = recorded_at(entry)
+            body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
+            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
+                       for o in parsed(provider, request, body, when.date())]
+            refs.append(entry["path"])
+            dates.append(when)
+        if not refs:
+            raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
+        return Collected(offers, max(dates), refs, [])
+
+    def _url(self, provider: str, r: Request) -> str:
+        """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
+        base = self.base_urls.get(provider)
+        if not base:
+            return r.url
+        parts = urlsplit(r.url)
+        return base.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else "")
+
+    def _fetch_and_record(self, provider: str, requests: tuple[Request, ...]) -> Collected:
+        now = dt.datetime.now(dt.UTC)
+        offers, refs, skipped = [], [], []
+        with client(self.read_timeout_s) as http:
+            for r in requests:
+                headers = {}
+                if r.needs_token:
+                    token = os.environ.get(r.needs_token)
+                    if not token:
+                        skipped.append(f"{r.name}: {r.needs_token} is not set")
+                        continue
+                    headers["Authorization"] = f"Bearer {token}"
+                try:
+                    got = fetch(http, r.method, self._url(provider, r), json=r.body,
+                                headers=headers)
+                    offers_here = parsed(provider, r, got.body, now.date())
+                except (FetchError, parsers.LayoutChanged) as e:
+                    if not r.optional:
+                        raise
+                    skipped.append(f"{r.name}: {e}")
+                    continue
+                ref = self._record(provider, r, got.body, got.url, now)
+                offers += [o | {"raw_ref": ref, "source_url": got.url} for o in offers_here]
+                refs.append(ref)
+        return Collected(offers, now, refs, skipped)
+
+    def _record(self, provider: str, r: Request, body: bytes, url: str,
+                when: dt.datetime) -> str:
+        suffix = "html" if r.name.endswith("html") else "json"
+        rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
+        path = Path(self.snapshot_path) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        line = {"path": rel, "provider": provider, "request": r.name, "endpoint": url,
+                "method": r.method,
+                "obtained": "fetched", "published_date": when.isoformat(),
+                "sha256": hashlib.sha256(body).hexdigest()}
+        with (Path(self.snapshot_path) / "prices" / "manifest.jsonl").open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        return rel

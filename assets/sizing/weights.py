@@ -1,0 +1,67 @@
+"""Weight bytes per (model, format), and their check against the GGUF files on the Hub."""
+
+import dagster as dg
+import polars as pl
+
+from assets.ingest.models import sized_configs
+from assets.resources import SnapshotResource, WarehouseResource, table_asset
+from assets.sizing.shards import code_fingerprint
+from sizing.architecture import parse_config
+from sizing.grid import FORMATS_BY_ENGINE
+from sizing.memory import LLAMA_CPP
+from sizing.model_facts import format_row
+from sizing.units import BYTES_PER_GIB
+from warehouse import store
+
+
+@table_asset("weights", group="sizing", deps=["models"],
+             description="Weight bytes of every model in every format the engines load, summed "
+                         "tensor by tensor (llama.cpp's per-tensor GGUF types, checkpoint "
+                         "formats).")
+def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
+            warehouse: WarehouseResource) -> dg.MaterializeResult:
+    models = warehouse.read("models")
+    verified_at = models.get_column("verified_at").max()
+    # The rows follow from the models' configs and the sizing library only.
+    content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
+    if (current := warehouse.unchanged(context, "weights", content, verified_at)) is not None:
+        return current
+    configs = sized_configs(snapshot, models)
+    rows = []
+    for repo_id in models.get_column("model_id"):
+        m = parse_config(configs[repo_id].read_bytes(), repo_id)
+        rows += [format_row(m, f, gguf=engine == LLAMA_CPP)
+                 for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
+    df = pl.DataFrame(rows).with_columns(
+        (pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
+    return warehouse.publish(context, "weights", df, verified_at, "models",
+                             fingerprint=content)
+
+
+@dg.asset_check(asset=weights, additional_deps=["gguf_files"], description=(
+    "Computed GGUF weight bytes against the real GGUF files listed on the Hub (gguf_files): "
+    "the difference per model and quantization is a quality signal; over 2 % warns."))
+def weights_match_published_gguf(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    try:
+        listed = warehouse.read("gguf_files")
+    except store.TABLE_MISSING:
+        listed = pl.DataFrame()
+    if listed.is_empty():
+        return dg.AssetCheckResult(passed=True, metadata={"compared": 0,
+                                                          "note": "no GGUF listing yet"})
+    ours = warehouse.read("weights").select("model_id", "weight_format", "weights_bytes")
+    diff = (listed.join(ours, left_on=["repo_id", "quant"],
+                        right_on=["model_id", "weight_format"])
+            .with_columns(((pl.col("weights_bytes") - pl.col("file_bytes"))
+                           / pl.col("file_bytes")).alias("relative_difference")))
+    off = diff.filter(pl.col("relative_difference").abs() > GGUF_SIZE_TOLERANCE)
+    return dg.AssetCheckResult(
+        passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        metadata={"compared": diff.height,
+                  "median_abs_difference": float(diff["relative_difference"].abs().median()
+                                                 or 0.0),
+                  "over_tolerance": dg.MetadataValue.md(f"```\n{off}\n```")})
+
+
+# The bound the published-size tests hold the GGUF estimates to (tests/test_published_gguf_sizes).
+GGUF_SIZE_TOLERANCE = 0.02
