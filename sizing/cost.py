@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.columns import col
+
 DEFAULT_HOURS_PER_DAY = 4.0  # the reference page's default usage profile
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.15
 DEFAULT_HOST_POWER_W = 150.0  # CPU, board, RAM and PSU losses of the host around the GPUs
@@ -18,30 +20,27 @@ DAYS_PER_MONTH = 365.25 / 12
 INTERRUPTIBLE_TIERS = "spot|interruptible|preemptible"
 
 
-def _c(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64)
-
 
 def cost_per_mtok() -> pl.Expr:
     """USD per million generated tokens: the hourly price of all the GPUs over the tokens
     the batch generates in an hour."""
-    return (_c("price_per_gpu_hour_usd") * _c("n_gpus")
-            / (_c("decode_aggregate_tok_s") * 3600) * 1e6)
+    return (col("price_per_gpu_hour_usd") * col("n_gpus")
+            / (col("decode_aggregate_tok_s") * 3600) * 1e6)
 
 
 def cost_columns() -> list[pl.Expr]:
-    hourly = _c("price_per_gpu_hour_usd") * _c("n_gpus")
-    monthly_hours = _c("hours_per_day") * DAYS_PER_MONTH
+    hourly = col("price_per_gpu_hour_usd") * col("n_gpus")
+    monthly_hours = col("hours_per_day") * DAYS_PER_MONTH
     cloud_month = hourly * monthly_hours
-    power_kw = (_c("tdp_w") * _c("n_gpus") + _c("host_power_w")) / 1000
-    power_month = power_kw * monthly_hours * _c("electricity_usd_per_kwh")
+    power_kw = (col("tdp_w") * col("n_gpus") + col("host_power_w")) / 1000
+    power_month = power_kw * monthly_hours * col("electricity_usd_per_kwh")
     saving = cloud_month - power_month
     return [
         cost_per_mtok().alias("cost_per_mtok_usd"),
         cloud_month.alias("cloud_monthly_usd"),
         power_month.alias("power_monthly_usd"),
-        pl.when(saving > 0).then(_c("purchase_usd") / saving).otherwise(None)
+        pl.when(saving > 0).then(col("purchase_usd") / saving).otherwise(None)
         .alias("break_even_months"),
-        pl.when(saving > 0).then(_c("purchase_used_usd") / saving).otherwise(None)
+        pl.when(saving > 0).then(col("purchase_used_usd") / saving).otherwise(None)
         .alias("break_even_months_used"),
     ]

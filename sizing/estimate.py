@@ -9,36 +9,28 @@ from typing import Any
 import polars as pl
 
 from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
+from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
     DEFAULT_HOST_POWER_W,
     DEFAULT_HOURS_PER_DAY,
-    cost_columns,
 )
+from sizing.evaluation import derive_inputs, evaluate
 from sizing.finetune import finetune_memory
 from sizing.launch import llama_cpp_build, llama_server_command, vllm_serve_command
 from sizing.memory import (
     ENGINES,
     LLAMA_CPP,
-    kv_bytes_per_element_column,
-    kv_cell_bytes_columns,
-    memory_columns,
 )
 from sizing.model_facts import format_row, model_row
-from sizing.rules import effective_max_context, refusals
+from sizing.rules import refusals
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
-    efficiency_columns,
-    prefill_columns,
-    speed_basis_columns,
-    speed_columns,
 )
 from sizing.units import gib
 from sizing.vllm_budget import (
-    SETTINGS_SCHEMA,
     VllmSettings,
-    resolved_settings_columns,
     settings_row,
 )
 from sizing.weights import WEIGHT_FORMATS
@@ -118,9 +110,9 @@ def _rule_row(m: ModelArch, c: Configuration, d: Device | None) -> pl.DataFrame:
 
 _RULE_MODEL_COLUMNS = ("model_id", "n_heads", "kv_heads", "kv_heads_full", "vllm_kv_fp8_only",
                        "max_context", "rope_scaled_max_context", "rope_scaling_type")
-_RULE_SCHEMA = {"rope_scaled_max_context": pl.Int64, "rope_scaling_type": pl.String,
-                "rope_scaling": pl.String, "gpu_id": pl.String, "engines": pl.String,
-                "gpu_count_options": pl.String}
+_RULE_SCHEMA = {**{k: MODEL[k] for k in _RULE_MODEL_COLUMNS},
+                **{k: CONFIGURATION[k] for k in ("context", "kv_dtype", "rope_scaling")},
+                "gpu_id": pl.String, "engines": pl.String, "gpu_count_options": pl.String}
 
 
 def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
@@ -181,23 +173,20 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
     }
 
 
+# The cost inputs beside the estimator's four (sizing.cost reads them).
+_USAGE_SCHEMA = {k: pl.Float64 for k in ("purchase_usd", "purchase_used_usd",
+                                         "price_per_gpu_hour_usd", "hours_per_day",
+                                         "electricity_usd_per_kwh", "host_power_w")}
+
+
 def configuration_frame(queries: list[Query]) -> pl.DataFrame:
     """The input columns of every query, one row each, as the matrix's rows carry them."""
     facts: dict = {}
     rows = [_configuration_row(m, c, d, u, facts) for m, c, d, u in queries]
-    schema_overrides = {k: pl.Float64 for k in ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
-                                                "purchase_usd", "purchase_used_usd",
-                                                "price_per_gpu_hour_usd")}
-    schema_overrides |= {k: _RULE_SCHEMA[k] for k in ("rope_scaled_max_context",
-                                                      "rope_scaling_type", "rope_scaling")}
-    schema_overrides |= SETTINGS_SCHEMA | {"gpu_memory_cuda_gib": pl.Float64}
-    frame = pl.DataFrame(rows, schema_overrides=schema_overrides, infer_schema_length=None)
-    # Memory and speed up to the maximum the asked RoPE scaling allows (as in the matrix).
-    frame = frame.with_columns(effective_max_context().alias("max_context"))
-    return frame.with_columns(
-        *resolved_settings_columns(max_model_len=pl.col("context")),
-        kv_bytes_per_element_column(), *efficiency_columns()) \
-        .with_columns(kv_cell_bytes_columns())
+    schema = MODEL | FORMAT | DEVICE | CONFIGURATION | _USAGE_SCHEMA
+    frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+    # V0's profile batch follows the context asked for (the matrix serves V1's defaults).
+    return derive_inputs(frame, max_model_len=pl.col("context"))
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
@@ -212,10 +201,7 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
                   ) -> list[dict[str, Any]]:
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
-    frame = configuration_frame(queries).with_columns(memory_columns())
-    frame = frame.with_columns(*prefill_columns(), *speed_basis_columns()) \
-        .with_columns(speed_columns()) \
-        .with_columns(cost_columns())
+    frame = evaluate(configuration_frame(queries))
     finetune: dict[int, dict] = {}
     return [_finish(out, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
             for out, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]

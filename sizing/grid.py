@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.evaluation import STAGE_COLUMNS, configuration_inputs
 from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
@@ -18,7 +19,6 @@ from sizing.memory import (
     configuration_memory_columns,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
-    memory_columns,
 )
 from sizing.rules import (
     CONFIGURATION_RULES,
@@ -32,12 +32,8 @@ from sizing.rules import (
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
-    efficiency_columns,
-    prefill_columns,
-    speed_basis_columns,
-    speed_columns,
 )
-from sizing.vllm_budget import resolved_settings_columns, settings_literals
+from sizing.vllm_budget import settings_literals
 
 # Formats each engine loads, from the most to the least faithful to the checkpoint.
 FORMATS_BY_ENGINE = {
@@ -90,8 +86,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w")
-            .with_columns(efficiency_columns()))
+                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w"))
 
 
 def tensor_parallel_possible() -> pl.Expr:
@@ -104,16 +99,19 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
                    formats: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """One row per model x format x engine x GPU x count, with what depends on nothing
     else: weights and runtime buffers per GPU, usable memory, prefill speed. `formats`
-    (engine, weight_format) pairs to try, the default grid's unless given."""
+    (engine, weight_format) pairs to try, the default grid's unless given.
+
+    The stages of sizing.evaluation in their order, split where the matrix saves work:
+    the configuration's inputs, memory and prefill here, once per configuration; the
+    row's inputs, memory and speed in fit_matrix, per context, KV type and batch."""
     return (weights.join(engine_formats() if formats is None else formats, on="weight_format")
             .join(models, on="model_id")
             .join(gpu_configurations(gpus), on="engine")
             .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(0.0).alias("offload_frac"), *settings_literals())
-            .with_columns(resolved_settings_columns())
-            .with_columns(*configuration_memory_columns(), *prefill_columns(),
-                          *speed_basis_columns()))
+            .with_columns(configuration_inputs())
+            .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 
 
 def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
@@ -128,7 +126,7 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
-    return rows.with_columns(memory_columns()).with_columns(speed_columns())
+    return rows.with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
 
 
 def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,

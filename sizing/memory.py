@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import vllm_budget
+from sizing.columns import col
 from sizing.ggml_types import GGML_TYPES
 from sizing.gguf_quant import APPROXIMATE_FTYPES
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
@@ -71,9 +72,6 @@ TIGHT_HEADROOM_FRACTION = 0.05
 VLLM_INDEXER_BYTES_PER_ELEMENT = 132 / 128
 
 
-def _c(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64)
-
 
 def _is_llama() -> pl.Expr:
     return pl.col("engine") == LLAMA_CPP
@@ -89,14 +87,6 @@ def kv_bytes_per_element_column() -> pl.Expr:
         .alias("kv_bytes_per_element")
 
 
-def kv_bytes_per_element() -> pl.Expr:
-    return _c("kv_bytes_per_element")
-
-
-def vllm_batched_tokens() -> pl.Expr:
-    return _c("max_num_batched_tokens")
-
-
 def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
     """Cache cells for full-attention layers: `batch` sequences of `context` tokens each.
 
@@ -110,10 +100,10 @@ def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
 
 def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
     """Cache cells for sliding-window / chunked layers, per stream as for full layers."""
-    window = _c("kv_window_tokens")
+    window = col("kv_window_tokens")
     llama = _ceil_to(pl.min_horizontal(context, window + LLAMA_CPP_UBATCH),
                      LLAMA_CPP_KV_PAD) * batch
-    vllm = (_ceil_to(pl.min_horizontal(window - 1 + vllm_batched_tokens(), context),
+    vllm = (_ceil_to(pl.min_horizontal(window - 1 + col("max_num_batched_tokens"), context),
                      VLLM_BLOCK_TOKENS) + VLLM_BLOCK_TOKENS) * batch
     return pl.when(_is_llama()).then(llama).otherwise(vllm)
 
@@ -121,8 +111,8 @@ def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
 def state_bytes_per_sequence() -> pl.Expr:
     """Recurrent state of hybrid models: F32 in llama.cpp; vLLM keeps conv state in BF16."""
     conv_bytes = pl.when(_is_llama()).then(LLAMA_CPP_STATE_BYTES).otherwise(2)
-    return (_c("state_conv_elems_per_seq") * conv_bytes
-            + _c("state_ssm_elems_per_seq") * LLAMA_CPP_STATE_BYTES)
+    return (col("state_conv_elems_per_seq") * conv_bytes
+            + col("state_ssm_elems_per_seq") * LLAMA_CPP_STATE_BYTES)
 
 
 def kv_split() -> pl.Expr:
@@ -132,35 +122,35 @@ def kv_split() -> pl.Expr:
     them when there are more GPUs than KV heads (vllm/config/model.py get_num_kv_heads);
     MLA's single latent head is replicated on every rank.
     """
-    n = _c("n_gpus")
-    return pl.when(_is_llama()).then(n).otherwise(pl.min_horizontal(n, _c("kv_heads")))
+    n = col("n_gpus")
+    return pl.when(_is_llama()).then(n).otherwise(pl.min_horizontal(n, col("kv_heads")))
 
 
 def full_layer_replication() -> pl.Expr:
     """How many times over a full-attention layer's cache is held, relative to kv_split():
     vLLM replicates KV heads past their count, and Gemma 4's full layers have fewer KV
     heads (`kv_heads_full`) than its other layers. 1 for every other model."""
-    n = _c("n_gpus")
+    n = col("n_gpus")
     return pl.when(_is_llama()).then(1.0) \
-        .otherwise(kv_split() / pl.min_horizontal(n, _c("kv_heads_full")))
+        .otherwise(kv_split() / pl.min_horizontal(n, col("kv_heads_full")))
 
 
 def kv_cache_bytes_held(context: pl.Expr | None = None,
                         batch: pl.Expr | None = None) -> pl.Expr:
     """kv_cache_bytes() plus the full-attention layers' extra replicas: what the GPUs hold
     together, in the units kv_split() divides."""
-    context = _c("context") if context is None else context
-    batch = _c("batch") if batch is None else batch
-    full = full_bytes_per_cell() * kv_cells_full(context, batch)
+    context = col("context") if context is None else context
+    batch = col("batch") if batch is None else batch
+    full = col("kv_full_bytes_per_cell") * kv_cells_full(context, batch)
     return kv_cache_bytes(context, batch) + full * (full_layer_replication() - 1)
 
 
 def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None) -> pl.Expr:
     """KV cache plus recurrent state for the whole model (all GPUs together)."""
-    context = _c("context") if context is None else context
-    batch = _c("batch") if batch is None else batch
-    return (full_bytes_per_cell() * kv_cells_full(context, batch)
-            + window_bytes_per_cell() * kv_cells_window(context, batch)
+    context = col("context") if context is None else context
+    batch = col("batch") if batch is None else batch
+    return (col("kv_full_bytes_per_cell") * kv_cells_full(context, batch)
+            + col("kv_window_bytes_per_cell") * kv_cells_window(context, batch)
             + state_bytes_per_sequence() * batch)
 
 
@@ -173,37 +163,29 @@ def kv_cell_bytes_columns() -> list[pl.Expr]:
     """The input columns `kv_full_bytes_per_cell` and `kv_window_bytes_per_cell`, which
     depend on the model, engine and KV type only: evaluated once on that small table
     (the matrix does so before multiplying by batches), read by kv_cache_bytes()."""
-    return [_full_bytes_per_cell().alias("kv_full_bytes_per_cell"),
-            _window_bytes_per_cell().alias("kv_window_bytes_per_cell")]
+    return [_bytes_per_full_cell().alias("kv_full_bytes_per_cell"),
+            _bytes_per_window_cell().alias("kv_window_bytes_per_cell")]
 
 
-def full_bytes_per_cell() -> pl.Expr:
-    return _c("kv_full_bytes_per_cell")
-
-
-def window_bytes_per_cell() -> pl.Expr:
-    return _c("kv_window_bytes_per_cell")
-
-
-def _full_bytes_per_cell() -> pl.Expr:
+def _bytes_per_full_cell() -> pl.Expr:
     """Bytes one token adds to the growing caches (full-attention layers, pooled entries,
     indexer keys): elements x bytes per element, with vLLM's sparse-attention layouts
     (VLLM_INDEXER_BYTES_PER_ELEMENT): the FP8 entries' extra bytes and the indexer keys at
     132 per 128 whatever the KV type."""
-    bpe = kv_bytes_per_element()
+    bpe = col("kv_bytes_per_element")
     layout = pl.when(vllm_fp8_layout()) \
-        .then(_c("vllm_fp8_entry_extra_bytes") * _c("vllm_fp8_entries_per_token")).otherwise(0.0)
+        .then(col("vllm_fp8_entry_extra_bytes") * col("vllm_fp8_entries_per_token")).otherwise(0.0)
     indexer = pl.when(_is_llama()).then(0.0).otherwise(
-        _c("index_key_elems_per_token") * (VLLM_INDEXER_BYTES_PER_ELEMENT - bpe))
-    return _c("kv_full_elems_per_token") * bpe + layout + indexer
+        col("index_key_elems_per_token") * (VLLM_INDEXER_BYTES_PER_ELEMENT - bpe))
+    return col("kv_full_elems_per_token") * bpe + layout + indexer
 
 
-def _window_bytes_per_cell() -> pl.Expr:
+def _bytes_per_window_cell() -> pl.Expr:
     """Bytes one cached token takes in the window caches (sliding or chunked layers; one
     DeepSeek-V4 entry per layer, with vLLM's FP8 layout extra)."""
     layout = pl.when(vllm_fp8_layout()) \
-        .then(_c("vllm_fp8_entry_extra_bytes") * _c("n_window_layers")).otherwise(0.0)
-    return _c("kv_window_elems_per_token") * kv_bytes_per_element() + layout
+        .then(col("vllm_fp8_entry_extra_bytes") * col("n_window_layers")).otherwise(0.0)
+    return col("kv_window_elems_per_token") * col("kv_bytes_per_element") + layout
 
 
 def runtime_bytes_per_gpu() -> pl.Expr:
@@ -215,15 +197,15 @@ def runtime_bytes_per_gpu() -> pl.Expr:
     CUDA graphs where the version counts them), checked against published start-up logs
     in tests/test_vllm_budget.py.
     """
-    llama = DEVICE_CONTEXT_BYTES + _c("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
+    llama = DEVICE_CONTEXT_BYTES + col("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
     return pl.when(_is_llama()).then(llama).otherwise(vllm_budget.runtime_bytes())
 
 
 def engine_weights_bytes() -> pl.Expr:
     """The weights an engine holds: the file's, plus the copies vLLM makes at load
     (`vllm_copy_bytes`: Gemma 4's k_proj again as v_proj)."""
-    return pl.when(_is_llama()).then(_c("weights_bytes")) \
-        .otherwise(_c("weights_bytes") + _c("vllm_copy_bytes"))
+    return pl.when(_is_llama()).then(col("weights_bytes")) \
+        .otherwise(col("weights_bytes") + col("vllm_copy_bytes"))
 
 
 def weights_on_gpus_bytes() -> pl.Expr:
@@ -233,16 +215,16 @@ def weights_on_gpus_bytes() -> pl.Expr:
     runs on the CPU; a tied one is duplicated onto the GPU as the output head); the
     offloaded share of the rest stays in system RAM.
     """
-    device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("input_embd_bytes")) \
+    device = pl.when(_is_llama()).then(col("weights_bytes") - col("input_embd_bytes")) \
         .otherwise(engine_weights_bytes())
-    return device * (1 - _c("offload_frac"))
+    return device * (1 - col("offload_frac"))
 
 
 def usable_bytes_per_gpu() -> pl.Expr:
     """llama.cpp: the device less its --fit margin; vLLM: its requested memory
     (sizing.vllm_budget.requested_bytes). Unified memory: the GPU's share of RAM first."""
     share = pl.when(pl.col("unified_memory")).then(UNIFIED_GPU_SHARE).otherwise(1.0)
-    capacity = _c("gpu_memory_gib") * BYTES_PER_GIB * share
+    capacity = col("gpu_memory_gib") * BYTES_PER_GIB * share
     return (pl.when(_is_llama()).then(capacity - LLAMA_CPP_FIT_MARGIN_BYTES)
             .otherwise(vllm_budget.requested_bytes() * share))
 
@@ -279,7 +261,7 @@ def configuration_memory_columns() -> list[pl.Expr]:
     """The memory columns that depend on the configuration only (model, format, engine,
     GPU and count), not on context, KV-cache type or batch: per GPU, in GiB, and the
     basis of the memory figures."""
-    return [(weights_on_gpus_bytes() / _c("n_gpus") / BYTES_PER_GIB).alias("weights_gpu_gib"),
+    return [(weights_on_gpus_bytes() / col("n_gpus") / BYTES_PER_GIB).alias("weights_gpu_gib"),
             (runtime_bytes_per_gpu() / BYTES_PER_GIB).alias("runtime_gib"),
             (usable_bytes_per_gpu() / BYTES_PER_GIB).alias("usable_gib"),
             *memory_basis_columns()]
@@ -287,34 +269,34 @@ def configuration_memory_columns() -> list[pl.Expr]:
 
 def memory_columns() -> list[pl.Expr]:
     """Every memory output column, per GPU, in GiB, plus the verdict."""
-    n = _c("n_gpus")
-    kv_gpu = kv_cache_bytes_held() * (1 - _c("offload_frac")) / kv_split()
+    n = col("n_gpus")
+    kv_gpu = kv_cache_bytes_held() * (1 - col("offload_frac")) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
     required = weights_gpu + kv_gpu + runtime
     usable = usable_bytes_per_gpu()
     headroom = usable - required
-    offload = (engine_weights_bytes() * _c("offload_frac")
-               + kv_cache_bytes() * _c("offload_frac"))
+    offload = (engine_weights_bytes() * col("offload_frac")
+               + kv_cache_bytes() * col("offload_frac"))
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
-    free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - _c("offload_frac")) \
-        - state_bytes_per_sequence() * _c("batch")
-    max_ctx = _c("max_context")
-    window_at_max = window_bytes_per_cell() * kv_cells_window(max_ctx, _c("batch"))
-    full_rate = full_bytes_per_cell() * _c("batch") * full_layer_replication()
+    free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - col("offload_frac")) \
+        - state_bytes_per_sequence() * col("batch")
+    max_ctx = col("max_context")
+    window_at_max = col("kv_window_bytes_per_cell") * kv_cells_window(max_ctx, col("batch"))
+    full_rate = col("kv_full_bytes_per_cell") * col("batch") * full_layer_replication()
     ctx_fit = pl.when(full_rate > 0).then((free_for_kv - window_at_max) / full_rate) \
         .otherwise(pl.when(free_for_kv >= window_at_max).then(max_ctx).otherwise(0))
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
     # The cache pool and the tokens of full-attention cache it holds (vLLM: whole blocks,
     # its "GPU KV cache size"; llama.cpp: cells), before any sequence is placed in it.
     pool = usable - weights_gpu - runtime
-    per_token = full_bytes_per_cell() * full_layer_replication() / kv_split()
+    per_token = col("kv_full_bytes_per_cell") * full_layer_replication() / kv_split()
     block = pl.when(_is_llama()).then(1).otherwise(VLLM_BLOCK_TOKENS)
     capacity = pl.when(per_token > 0).then(
         (pl.max_horizontal(pool, 0) / per_token / block).floor() * block)
     per_seq = kv_cache_bytes_held(batch=pl.lit(1.0))
-    concurrent = pl.max_horizontal((free_for_kv + state_bytes_per_sequence() * _c("batch"))
+    concurrent = pl.max_horizontal((free_for_kv + state_bytes_per_sequence() * col("batch"))
                                    / per_seq, 0)
     return [
         (weights_gpu / BYTES_PER_GIB).alias("weights_gpu_gib"),

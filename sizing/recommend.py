@@ -9,15 +9,13 @@ import polars as pl
 
 from sizing.architecture import ModelArch
 from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.evaluation import derive_inputs, evaluate
 from sizing.grid import FORMATS_BY_ENGINE, gpu_configurations, tensor_parallel_possible
 from sizing.memory import (
     LLAMA_CPP,
-    kv_bytes_per_element_column,
-    kv_cell_bytes_columns,
-    memory_columns,
 )
 from sizing.model_facts import format_row, model_row
-from sizing.vllm_budget import resolved_settings_columns, settings_literals
+from sizing.vllm_budget import settings_literals
 
 
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
@@ -25,16 +23,14 @@ def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: s
     """The configuration sized on every catalog GPU and count the engine runs on."""
     dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
-    rows = (configs.join(dims, how="cross")
-            .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
-                          pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
-                          *settings_literals())
-            .with_columns(kv_bytes_per_element_column(), *resolved_settings_columns())
-            .with_columns(kv_cell_bytes_columns())
-            .filter(tensor_parallel_possible()))
+    rows = derive_inputs(configs.join(dims, how="cross").with_columns(
+        pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
+        pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
+        pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals()))
     extra = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
                         "memory_gib")
-    return rows.with_columns(memory_columns()).join(extra, on="gpu_id")
+    return evaluate(rows.filter(tensor_parallel_possible()), through="memory") \
+        .join(extra, on="gpu_id")
 
 
 def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:

@@ -32,41 +32,38 @@ class Rule:
     reason: pl.Expr  # why not, on the rows where `holds` is false
 
 
-def _c(name: str) -> pl.Expr:
-    return pl.col(name)
-
-
 def _str(name: str) -> pl.Expr:
-    return _c(name).cast(pl.String)
+    return pl.col(name).cast(pl.String)
 
 
 # --- the GPU: what the catalog says it runs -------------------------------------------
 
 def _listed(column: str, value: pl.Expr) -> pl.Expr:
     """`value` is one of the `;`-list in `column` (a null list: not known, not checked)."""
-    return _c(column).is_null() | _c(column).str.split(";").list.contains(value.cast(pl.String))
+    return (pl.col(column).is_null()
+            | pl.col(column).str.split(";").list.contains(value.cast(pl.String)))
 
 
 GPU_RUNS_ENGINE = Rule(
     "the GPU runs the engine (GPU catalog, engines column)",
-    _listed("engines", _c("engine")),
-    pl.format("{} does not run on {} (the GPU catalog lists engines: {})", _c("engine"),
-              _c("gpu_id"), pl.when(_c("engines") == "").then(pl.lit("none"))
-              .otherwise(_c("engines").str.replace_all(";", ", "))))
+    _listed("engines", pl.col("engine")),
+    pl.format("{} does not run on {} (the GPU catalog lists engines: {})", pl.col("engine"),
+              pl.col("gpu_id"), pl.when(pl.col("engines") == "").then(pl.lit("none"))
+              .otherwise(pl.col("engines").str.replace_all(";", ", "))))
 GPU_COUNT_LISTED = Rule(
     "the GPU comes in that count (GPU catalog, gpu_count_options column)",
-    _listed("gpu_count_options", _c("n_gpus")),
-    pl.format("{} comes in counts of {} in the GPU catalog, not {}", _c("gpu_id"),
-              _c("gpu_count_options").str.replace_all(";", ", "), _c("n_gpus")))
+    _listed("gpu_count_options", pl.col("n_gpus")),
+    pl.format("{} comes in counts of {} in the GPU catalog, not {}", pl.col("gpu_id"),
+              pl.col("gpu_count_options").str.replace_all(";", ", "), pl.col("n_gpus")))
 
 # --- the model on the engine and the GPU count ----------------------------------------
 
-_GGUF = _c("weight_format").is_in(list(GGUF_FTYPES))
+_GGUF = pl.col("weight_format").is_in(list(GGUF_FTYPES))
 ENGINE_LOADS_FORMAT = Rule(
     "the engine loads the weight format",
     # GGUF quantizations are llama.cpp's, checkpoint formats vLLM's; 16-bit weights both.
-    _c("weight_format").is_in(_SIXTEEN_BIT) | (_GGUF == (_c("engine") == LLAMA_CPP)),
-    pl.format("{} does not load {} weights", _c("engine"), _c("weight_format")))
+    pl.col("weight_format").is_in(_SIXTEEN_BIT) | (_GGUF == (pl.col("engine") == LLAMA_CPP)),
+    pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")))
 
 
 def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
@@ -77,7 +74,7 @@ def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
     "We will replicate the KV heads in the case where the number of KV heads is smaller
     than the tensor parallel size"); `divide` asserts that the division is exact. MLA
     caches one latent per token, which every rank holds (kv_heads is 1)."""
-    n = _c("n_gpus")
+    n = pl.col("n_gpus")
     return pl.when(n >= kv).then(n % kv == 0).otherwise(kv % n == 0)
 
 
@@ -86,71 +83,73 @@ VLLM_ATTENTION_HEADS_SPLIT = Rule(
     # vllm/config/model.py ModelConfig.verify_with_parallel_config: "Total number of
     # attention heads ({n}) must be divisible by tensor parallel size ({tp})". llama.cpp
     # splits a model by layers (--split-mode layer) and runs on any count.
-    (_c("engine") != VLLM) | (_c("n_heads") % _c("n_gpus") == 0),
+    (pl.col("engine") != VLLM) | (pl.col("n_heads") % pl.col("n_gpus") == 0),
     pl.format("vllm cannot run {}'s {} attention heads on {} GPUs: tensor parallelism needs "
               "the GPU count to divide them (vllm/config/model.py "
-              "verify_with_parallel_config)", _c("model_id"), _c("n_heads"), _c("n_gpus")))
+              "verify_with_parallel_config)", pl.col("model_id"), pl.col("n_heads"),
+              pl.col("n_gpus")))
 VLLM_KV_HEADS_SPLIT = Rule(
     "vLLM tensor parallelism divides or evenly replicates the KV heads",
-    (_c("engine") != VLLM) | (_kv_heads_split(_c("kv_heads"))
-                              & _kv_heads_split(_c("kv_heads_full"))),
+    (pl.col("engine") != VLLM) | (_kv_heads_split(pl.col("kv_heads"))
+                              & _kv_heads_split(pl.col("kv_heads_full"))),
     pl.format("vllm cannot run {}'s {} KV heads on {} GPUs: tensor parallelism divides them "
               "among the GPUs or replicates each over a whole number of GPUs "
-              "(QKVParallelLinear in vllm/model_executor/layers/linear.py)", _c("model_id"),
-              pl.when(_kv_heads_split(_c("kv_heads"))).then(_c("kv_heads_full"))
-              .otherwise(_c("kv_heads")), _c("n_gpus")))
+              "(QKVParallelLinear in vllm/model_executor/layers/linear.py)", pl.col("model_id"),
+              pl.when(_kv_heads_split(pl.col("kv_heads"))).then(pl.col("kv_heads_full"))
+              .otherwise(pl.col("kv_heads")), pl.col("n_gpus")))
 
 # --- context, KV-cache type and RoPE scaling ------------------------------------------
 
-_KV_LIST = pl.when(_c("engine") == LLAMA_CPP) \
+_KV_LIST = pl.when(pl.col("engine") == LLAMA_CPP) \
     .then(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))) \
     .otherwise(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[VLLM])))
 KV_DTYPE_OFFERED = Rule(
     "the engine offers the KV-cache type",
-    pl.when(_c("engine") == LLAMA_CPP).then(_c("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))
-    .otherwise(_c("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[VLLM])),
-    pl.format("{} KV cache types are {}, not '{}'", _c("engine"), _KV_LIST, _c("kv_dtype")))
+    pl.when(pl.col("engine") == LLAMA_CPP)
+    .then(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))
+    .otherwise(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[VLLM])),
+    pl.format("{} KV cache types are {}, not '{}'", pl.col("engine"), _KV_LIST, pl.col("kv_dtype")))
 VLLM_FP8_ONLY = Rule(
     "vLLM runs the model with an FP8 cache only (DeepSeek-V4)",
-    ~(_c("vllm_kv_fp8_only") & (_c("engine") == VLLM) & (_c("kv_dtype") != "fp8")),
-    pl.format("vllm runs {} with an fp8 KV cache only", _c("model_id")))
+    ~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == VLLM) & (pl.col("kv_dtype") != "fp8")),
+    pl.format("vllm runs {} with an fp8 KV cache only", pl.col("model_id")))
 
-_ROPE_ASKED = _c("rope_scaling").is_not_null()
+_ROPE_ASKED = pl.col("rope_scaling").is_not_null()
 ROPE_SCALING_DOCUMENTED = Rule(
     "RoPE scaling is asked for only as the model card documents it",
     ~_ROPE_ASKED | (_str("rope_scaling") == _str("rope_scaling_type")).fill_null(False),
-    pl.when(_c("rope_scaling_type").is_null())
+    pl.when(pl.col("rope_scaling_type").is_null())
     .then(pl.format("{}'s card documents no RoPE scaling past its {} tokens "
-                    "(data/catalogs/rope_scaling_recipes.csv)", _c("model_id"),
-                    _c("max_context")))
-    .otherwise(pl.format("{}'s card documents {} RoPE scaling, not {}", _c("model_id"),
+                    "(data/catalogs/rope_scaling_recipes.csv)", pl.col("model_id"),
+                    pl.col("max_context")))
+    .otherwise(pl.format("{}'s card documents {} RoPE scaling, not {}", pl.col("model_id"),
                          _str("rope_scaling_type"), _str("rope_scaling"))))
-CONTEXT_POSITIVE = Rule("the context is positive", _c("context") > 0,
-                        pl.format("context must be positive, got {}", _c("context")))
+CONTEXT_POSITIVE = Rule("the context is positive", pl.col("context") > 0,
+                        pl.format("context must be positive, got {}", pl.col("context")))
 
 
 def effective_max_context() -> pl.Expr:
     """The largest context the configuration allows: the model's native maximum, or the
     scaled maximum its card documents when that RoPE scaling is asked for."""
     scaled = _ROPE_ASKED & (_str("rope_scaling") == _str("rope_scaling_type")).fill_null(False)
-    return pl.when(scaled).then(_c("rope_scaled_max_context")).otherwise(_c("max_context"))
+    return pl.when(scaled).then(pl.col("rope_scaled_max_context")).otherwise(pl.col("max_context"))
 
 
-_EXTENDS = (~_ROPE_ASKED & _c("rope_scaling_type").is_not_null()
-            & (_c("context") <= _c("rope_scaled_max_context")))
+_EXTENDS = (~_ROPE_ASKED & pl.col("rope_scaling_type").is_not_null()
+            & (pl.col("context") <= pl.col("rope_scaled_max_context")))
 CONTEXT_WITHIN_MAXIMUM = Rule(
     "the context is within the model's maximum (native, or RoPE-scaled when asked)",
-    _c("context") <= effective_max_context(),
-    pl.when(_ROPE_ASKED & (_c("context") > _c("max_context")))
+    pl.col("context") <= effective_max_context(),
+    pl.when(_ROPE_ASKED & (pl.col("context") > pl.col("max_context")))
     .then(pl.format("context {} exceeds {}'s maximum of {} tokens with {} RoPE scaling",
-                    _c("context"), _c("model_id"), effective_max_context(),
+                    pl.col("context"), pl.col("model_id"), effective_max_context(),
                     _str("rope_scaling")))
     .otherwise(pl.format("context {} exceeds {}'s native maximum of {} tokens{}",
-                         _c("context"), _c("model_id"), _c("max_context"),
+                         pl.col("context"), pl.col("model_id"), pl.col("max_context"),
                          pl.when(_EXTENDS).then(pl.format(
                              "; --rope-scaling {} extends it to {} (documented on the "
                              "model card)", _str("rope_scaling_type"),
-                             _c("rope_scaled_max_context"))).otherwise(pl.lit("")))))
+                             pl.col("rope_scaled_max_context"))).otherwise(pl.lit("")))))
 
 # Rules by the stage of the grid whose frame has their columns.
 GPU_RULES = (GPU_RUNS_ENGINE, GPU_COUNT_LISTED)

@@ -25,12 +25,12 @@ from __future__ import annotations
 import polars as pl
 
 from sizing.architecture import HCA_RATIO
+from sizing.columns import col
 from sizing.memory import (
     LLAMA_CPP,
     LLAMA_CPP_BATCH,
     LLAMA_CPP_UBATCH,
     engine_weights_bytes,
-    kv_bytes_per_element,
     kv_cache_bytes,
     kv_cells_full,
     vllm_fp8_layout,
@@ -97,9 +97,6 @@ DEFAULT_PROMPT_TOKENS = 4096
 _GB, _TFLOPS = 1e9, 1e12
 
 
-def _c(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64)
-
 
 def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True) -> pl.Expr:
     """The fitted constant for the row's engine and vendor, else (with `pooled`) the
@@ -118,16 +115,16 @@ def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True)
 def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
     """Expected share of a layer's routed experts a step over `tokens` tokens reads, with
     uniform routing: 1 - (1 - k/E)^T, which is k/E for one token."""
-    k_over_e = _c("n_experts_active") / _c("n_experts")
-    return pl.when(_c("n_experts") > 0) \
+    k_over_e = col("n_experts_active") / col("n_experts")
+    return pl.when(col("n_experts") > 0) \
         .then(1 - (1 - k_over_e).pow(tokens.cast(pl.Float64))).otherwise(0.0)
 
 
 def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
     """The weights one step over `tokens` tokens reads: not an input-only embedding table
     (one row per token), and of the routed experts only the share the tokens touch."""
-    always = engine_weights_bytes() - _c("input_embd_bytes") - _c("expert_bytes")
-    return always + _c("expert_bytes") * experts_touched_share(tokens)
+    always = engine_weights_bytes() - col("input_embd_bytes") - col("expert_bytes")
+    return always + col("expert_bytes") * experts_touched_share(tokens)
 
 
 def sparse_kernels() -> pl.Expr:
@@ -143,12 +140,12 @@ def kv_bytes_read_per_step() -> pl.Expr:
     (DeepSeek-V4's CSA, DeepSeek Sparse Attention) attend to only the `index_topk` entries
     their indexer picks where the kernels skip the rest (the indexer keys themselves are
     read whole)."""
-    pooled = kv_cells_full(_c("context"), _c("batch")) / _c("sparse_ratio").clip(lower_bound=1)
+    pooled = kv_cells_full(col("context"), col("batch")) / col("sparse_ratio").clip(lower_bound=1)
     unread = pl.when(sparse_kernels()).then(
-        (pooled - _c("index_topk") * _c("batch")).clip(lower_bound=0)).otherwise(0.0)
-    entry_bytes = _c("sparse_entry_elems") * kv_bytes_per_element() \
-        + pl.when(vllm_fp8_layout()).then(_c("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
-    return kv_cache_bytes() - _c("n_sparse_layers") * unread * entry_bytes
+        (pooled - col("index_topk") * col("batch")).clip(lower_bound=0)).otherwise(0.0)
+    entry_bytes = col("sparse_entry_elems") * col("kv_bytes_per_element") \
+        + pl.when(vllm_fp8_layout()).then(col("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
+    return kv_cache_bytes() - col("n_sparse_layers") * unread * entry_bytes
 
 
 def efficiency_columns() -> list[pl.Expr]:
@@ -174,11 +171,11 @@ def prefill_share() -> pl.Expr:
     TDP, over the peak (data-centre cards with a low power limit for their peak, such as
     the H100 PCIe at 350 W, reach a smaller share than consumer ones)."""
     quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
-    eff = pl.when(quantized).then(_c("prefill_efficiency_quantized")) \
-        .otherwise(None).fill_null(_c("prefill_efficiency"))
-    per_watt = pl.when(quantized).then(_c("prefill_tflops_per_watt_quantized")) \
-        .otherwise(_c("prefill_tflops_per_watt"))
-    cap = per_watt * _c("tdp_w") / _c("fp16_dense_tflops")
+    eff = pl.when(quantized).then(col("prefill_efficiency_quantized")) \
+        .otherwise(None).fill_null(col("prefill_efficiency"))
+    per_watt = pl.when(quantized).then(col("prefill_tflops_per_watt_quantized")) \
+        .otherwise(col("prefill_tflops_per_watt"))
+    cap = per_watt * col("tdp_w") / col("fp16_dense_tflops")
     return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
 
 
@@ -200,21 +197,21 @@ def speed_basis_columns() -> list[pl.Expr]:
 
 def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
-    n = _c("n_gpus")
+    n = col("n_gpus")
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_bytes_read_per_step()
-    device_bytes = (weights + kv) * (1 - _c("offload_frac"))
-    host_bytes = (weights + kv) * _c("offload_frac")
-    eff = _c("decode_efficiency")
-    overhead = _c("n_layers") * _c("decode_layer_seconds")
-    bw = _c("bandwidth_gb_s") * _GB * eff
+    device_bytes = (weights + kv) * (1 - col("offload_frac"))
+    host_bytes = (weights + kv) * col("offload_frac")
+    eff = col("decode_efficiency")
+    overhead = col("n_layers") * col("decode_layer_seconds")
+    bw = col("bandwidth_gb_s") * _GB * eff
     # llama.cpp splits layers across GPUs and runs them one after another: no speed-up.
     parallel = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(n)
-    t_mem = device_bytes / (bw * parallel) + host_bytes / (_c("host_bandwidth_gb_s") * _GB)
-    flops = 2 * _c("params_active") * _c("batch")
-    t_compute = flops / (_c("fp16_dense_tflops") * _TFLOPS * parallel * prefill_share())
+    t_mem = device_bytes / (bw * parallel) + host_bytes / (col("host_bandwidth_gb_s") * _GB)
+    flops = 2 * col("params_active") * col("batch")
+    t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel * prefill_share())
     t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
-        .then(ALLREDUCES_PER_LAYER * _c("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
+        .then(ALLREDUCES_PER_LAYER * col("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
     # No published bandwidth for the device: no decode figure either.
     return pl.when(t_mem.is_null()).then(None) \
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
@@ -234,20 +231,20 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     4:1; DeepSeek Sparse Attention: every token) see the top `index_topk` entries after
     their indexer scored all of them (all entries where the kernels do not skip the rest:
     sparse_kernels); DeepSeek-V4's HCA layers see all p / 128 entries."""
-    per_pair = 4 * _c("n_heads")
-    full = _c("n_full_attention_layers") * _c("attn_head_dim_full") * causal_pairs(p, p)
-    w = _c("kv_window_tokens")
+    per_pair = 4 * col("n_heads")
+    full = col("n_full_attention_layers") * col("attn_head_dim_full") * causal_pairs(p, p)
+    w = col("kv_window_tokens")
     # Chunked layers attend causally within each whole chunk and the last partial one.
     chunked = (p / w).floor() * w * w / 2 + (p % w) * (p % w) / 2
-    window = _c("n_window_layers") * _c("attn_head_dim") * pl.when(pl.col("window_chunked")) \
+    window = col("n_window_layers") * col("attn_head_dim") * pl.when(pl.col("window_chunked")) \
         .then(chunked).otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
-    ratio = _c("sparse_ratio").clip(lower_bound=1)
+    ratio = col("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
-    picked = pl.when(sparse_kernels()).then(_c("index_topk")).otherwise(entries)
-    sparse = _c("attn_head_dim_full") * (
-        _c("n_sparse_layers") * ratio * causal_pairs(entries, picked)
-        + _c("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
-    indexer = _c("n_indexer_layers") * _c("index_flops_per_key") * ratio \
+    picked = pl.when(sparse_kernels()).then(col("index_topk")).otherwise(entries)
+    sparse = col("attn_head_dim_full") * (
+        col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
+        + col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
+    indexer = col("n_indexer_layers") * col("index_flops_per_key") * ratio \
         * causal_pairs(entries, entries)
     return per_pair * (full + window + sparse) + indexer
 
@@ -258,7 +255,7 @@ def pipeline_speedup(p: pl.Expr) -> pl.Expr:
     PR #6017, pipeline parallelism), so n GPUs work on m = ceil(min(p, n_batch) /
     n_ubatch) micro-batches at once, with the pipeline's fill and drain: n m / (m + n - 1)
     (one GPU: 1; a 512-token prompt: 1)."""
-    n = _c("n_gpus")
+    n = col("n_gpus")
     m = (pl.min_horizontal(p, LLAMA_CPP_BATCH) / LLAMA_CPP_UBATCH).ceil()
     return n * m / (m + n - 1)
 
@@ -270,11 +267,11 @@ def prefill_seconds() -> pl.Expr:
     split by its pipeline's speed-up (pipeline_speedup). Context, KV-cache type and
     decode batch do not enter: the matrix evaluates this once per model, format and GPU
     configuration."""
-    p = _c("prompt_tokens")
+    p = col("prompt_tokens")
     llama_gpus = pipeline_speedup(p)
-    n = pl.when(pl.col("engine") == LLAMA_CPP).then(llama_gpus).otherwise(_c("n_gpus"))
-    linear = 2 * (_c("params_active") - _c("params_embedding")) * p
-    peak = _c("fp16_dense_tflops") * _TFLOPS * n * prefill_share()
+    n = pl.when(pl.col("engine") == LLAMA_CPP).then(llama_gpus).otherwise(col("n_gpus"))
+    linear = 2 * (col("params_active") - col("params_embedding")) * p
+    peak = col("fp16_dense_tflops") * _TFLOPS * n * prefill_share()
     t_compute = (linear + attention_flops(p)) / peak
     # llama.cpp re-reads the weights once per micro-batch of 512 tokens; vLLM reads them
     # once for the whole prompt.
@@ -282,7 +279,7 @@ def prefill_seconds() -> pl.Expr:
     reads = pl.when(llama).then((p / LLAMA_CPP_UBATCH).ceil()).otherwise(1.0)
     step_tokens = pl.when(llama).then(pl.min_horizontal(p, LLAMA_CPP_UBATCH)).otherwise(p)
     t_weights = reads * weight_bytes_read_per_step(step_tokens) \
-        / (_c("bandwidth_gb_s") * _GB * n)
+        / (col("bandwidth_gb_s") * _GB * n)
     # No published dense tensor throughput for the device: no prefill figure either.
     return pl.when(t_compute.is_null()).then(None) \
         .otherwise(pl.max_horizontal(t_compute, t_weights))
@@ -292,7 +289,7 @@ def prefill_columns() -> list[pl.Expr]:
     """Prefill, which depends on the configuration only (model, format, engine, GPU and
     count): `prefill_seconds` (an input of speed_columns()) and `prefill_tok_s`."""
     return [prefill_seconds().alias("prefill_seconds"),
-            (_c("prompt_tokens") / prefill_seconds()).alias("prefill_tok_s")]
+            (col("prompt_tokens") / prefill_seconds()).alias("prefill_tok_s")]
 
 
 def speed_columns() -> list[pl.Expr]:
@@ -302,6 +299,6 @@ def speed_columns() -> list[pl.Expr]:
     step = pl.when(runs).then(decode_step_seconds())
     return [
         (1 / step).alias("decode_tok_s"),
-        (_c("batch") / step).alias("decode_aggregate_tok_s"),
+        (col("batch") / step).alias("decode_aggregate_tok_s"),
         ((pl.col("prefill_seconds") + step) * 1000).alias("ttft_ms"),
     ]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from sizing.columns import col
 from sizing.units import BYTES_PER_GIB
 
 VLLM_V1, VLLM_V1_019, VLLM_V0 = "v1", "v1-0.19", "v0"
@@ -92,13 +93,10 @@ def settings_literals(s: VllmSettings = VllmSettings()) -> list[pl.Expr]:
     return [pl.lit(v, SETTINGS_SCHEMA[k]).alias(k) for k, v in settings_row(s).items()]
 
 
-def _c(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64)
-
 
 def _large() -> pl.Expr:
     """vLLM's larger batch defaults: 70 GiB or more and not an A100."""
-    return (_c("gpu_memory_gib") >= LARGE_GPU_GIB) & ~pl.col("gpu_id").str.starts_with("a100")
+    return (col("gpu_memory_gib") >= LARGE_GPU_GIB) & ~pl.col("gpu_id").str.starts_with("a100")
 
 
 def resolved_settings_columns(max_model_len: pl.Expr | None = None) -> list[pl.Expr]:
@@ -106,7 +104,7 @@ def resolved_settings_columns(max_model_len: pl.Expr | None = None) -> list[pl.E
     version and GPU. `max_model_len` (the context) sizes V0's profile batch; the matrix,
     which serves V1's defaults, passes none."""
     version = pl.col("vllm_version")
-    v1_tokens = (pl.when(_c("gpu_memory_gib") >= HUGE_GPU_GIB).then(BATCHED_TOKENS_HUGE)
+    v1_tokens = (pl.when(col("gpu_memory_gib") >= HUGE_GPU_GIB).then(BATCHED_TOKENS_HUGE)
                  .when(_large()).then(BATCHED_TOKENS_LARGE).otherwise(BATCHED_TOKENS_SMALL))
     tokens = v1_tokens if max_model_len is None else (
         pl.when(version == VLLM_V0)
@@ -124,29 +122,29 @@ def resolved_settings_columns(max_model_len: pl.Expr | None = None) -> list[pl.E
 def driver_total_bytes() -> pl.Expr:
     """What torch.cuda.mem_get_info reports as total: the catalog's own figure where it
     has one, else the marketed-size total less CUDA_RESERVED_GIB."""
-    return pl.coalesce(_c("gpu_memory_cuda_gib"), _c("gpu_memory_gib") - CUDA_RESERVED_GIB) \
+    return pl.coalesce(col("gpu_memory_cuda_gib"), col("gpu_memory_gib") - CUDA_RESERVED_GIB) \
         * BYTES_PER_GIB
 
 
 def requested_bytes() -> pl.Expr:
     """requested_memory = ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py)."""
-    return (driver_total_bytes() * _c("gpu_memory_utilization")).ceil()
+    return (driver_total_bytes() * col("gpu_memory_utilization")).ceil()
 
 
 def activation_peak_bytes() -> pl.Expr:
     """The profile run's allocated peak: its forward pass over max_num_batched_tokens
     (tensor parallelism splits the FFN) or its sampler over min(max_num_seqs, tokens)
     rows of logits over the whole vocabulary, whichever is larger."""
-    tokens = _c("max_num_batched_tokens")
-    forward = tokens * (FFN_BUFFERS * _c("ffn_active_width") / _c("n_gpus")
-                        + HIDDEN_BUFFERS * _c("hidden")) * ACTIVATION_BYTES
-    rows = pl.min_horizontal(_c("max_num_seqs"), tokens)
-    sampler = SAMPLER_COPIES * rows * _c("vocab") * LOGIT_BYTES
+    tokens = col("max_num_batched_tokens")
+    forward = tokens * (FFN_BUFFERS * col("ffn_active_width") / col("n_gpus")
+                        + HIDDEN_BUFFERS * col("hidden")) * ACTIVATION_BYTES
+    rows = pl.min_horizontal(col("max_num_seqs"), tokens)
+    sampler = SAMPLER_COPIES * rows * col("vocab") * LOGIT_BYTES
     return pl.max_horizontal(forward, sampler)
 
 
 def non_torch_bytes() -> pl.Expr:
-    return pl.when(_c("n_gpus") > 1).then(NON_TORCH_GIB_PARALLEL) \
+    return pl.when(col("n_gpus") > 1).then(NON_TORCH_GIB_PARALLEL) \
         .otherwise(NON_TORCH_GIB_SINGLE) * BYTES_PER_GIB
 
 
@@ -154,7 +152,7 @@ def graph_bytes() -> pl.Expr:
     """The CUDA-graph pool vLLM 0.21+ profiles and keeps out of the cache (none with
     --enforce-eager, and none counted by earlier versions, which capture after sizing)."""
     counted = (pl.col("vllm_version") == VLLM_V1) & ~pl.col("enforce_eager")
-    return pl.when(counted).then((GRAPH_GIB_BASE + GRAPH_GIB_PER_LAYER * _c("n_layers"))
+    return pl.when(counted).then((GRAPH_GIB_BASE + GRAPH_GIB_PER_LAYER * col("n_layers"))
                                  * BYTES_PER_GIB).otherwise(0.0)
 
 

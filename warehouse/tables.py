@@ -3,8 +3,10 @@
 Text columns are plain strings: Parquet dictionary-encodes them on disk, and delta-rs
 cannot write Polars categoricals (dictionaries of string views).
 
-Units live in column names (`_gib`, `_bytes`, `_tok_s`, `_usd`); warehouse/README.md
-documents each column.
+The columns of the estimator's tables (models, weights, fit_configurations, fit_matrix)
+come from its column protocol, sizing.columns: the one module of the estimator the
+warehouse reads. Units live in column names (`_gib`, `_bytes`, `_tok_s`, `_usd`);
+warehouse/README.md documents each column.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
+
+from sizing.columns import CONFIGURATION_KEY, FORMAT, MODEL, ROW_KEY, outputs
 
 
 @dataclass(frozen=True)
@@ -59,29 +63,10 @@ VERIFIED_AT = {"verified_at": pl.Date()}
 MODELS = TableContract(
     "models",
     keys=("model_id",),
-    schema={"model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
-            "params_active": pl.Int64(), "params_embedding": pl.Int64(),
-            "n_layers": pl.Int64(), "hidden": pl.Int64(), "n_heads": pl.Int64(),
-            "head_dim": pl.Int64(), "vocab": pl.Int64(), "kv_heads": pl.Int64(),
-            "kv_heads_full": pl.Int64(),
-            "ffn_active_width": pl.Int64(), "max_context": pl.Int64(),
-            "rope_scaled_max_context": pl.Int64(), "rope_scaling_type": pl.String(),
-            "n_full_attention_layers": pl.Int64(), "n_window_layers": pl.Int64(),
-            "attn_head_dim": pl.Float64(), "attn_head_dim_full": pl.Float64(),
-            "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
-            "kv_window_tokens": pl.Int64(), "window_chunked": pl.Boolean(),
-            "state_conv_elems_per_seq": pl.Int64(),
-            "state_ssm_elems_per_seq": pl.Int64(), "n_experts": pl.Int64(),
-            "n_experts_active": pl.Int64(), "is_mla": pl.Boolean(),
-            "vllm_kv_fp8_only": pl.Boolean(), "index_key_elems_per_token": pl.Float64(),
-            "vllm_fp8_entries_per_token": pl.Float64(), "vllm_fp8_entry_extra_bytes": pl.Int64(),
-            "n_sparse_layers": pl.Int64(), "sparse_ratio": pl.Int64(),
-            "sparse_entry_elems": pl.Int64(), "n_indexer_layers": pl.Int64(),
-            "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
-            "n_hca_layers": pl.Int64(),
-            "config_sha256": pl.String(), "config_obtained": pl.String(),
-            "config_hub_check": pl.String(), "license": pl.String(),
-            "license_source": pl.String()} | VERIFIED_AT,
+    # The estimator's model columns (sizing.columns.MODEL), then where the config came from.
+    schema=MODEL | {"config_sha256": pl.String(), "config_obtained": pl.String(),
+                    "config_hub_check": pl.String(), "license": pl.String(),
+                    "license_source": pl.String()} | VERIFIED_AT,
     not_null=("model_id", "params_total", "max_context"),
     rules=(("0 < active <= total parameters",
             (pl.col("params_active") > 0) & (pl.col("params_active") <= pl.col("params_total"))),
@@ -106,10 +91,7 @@ MODEL_QUARANTINE = TableContract(
 WEIGHTS = TableContract(
     "weights",
     keys=("model_id", "weight_format"),
-    schema={"model_id": pl.String(), "weight_format": pl.String(),
-            "weights_bytes": pl.Int64(), "input_embd_bytes": pl.Int64(),
-            "expert_bytes": pl.Int64(), "vllm_copy_bytes": pl.Int64(),
-            "weights_gib": pl.Float64()} | VERIFIED_AT,
+    schema=FORMAT | {"weights_gib": pl.Float64()} | VERIFIED_AT,
     not_null=("model_id", "weight_format", "weights_bytes"),
     rules=(("weights take a positive number of bytes", pl.col("weights_bytes") > 0),),
 )
@@ -136,13 +118,10 @@ GPUS = TableContract(
 # join the two on (model_id, weight_format, engine, gpu_id, n_gpus).
 FIT_CONFIGURATIONS = TableContract(
     "fit_configurations",
-    keys=("model_id", "weight_format", "engine", "gpu_id", "n_gpus"),
-    schema={"model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
-            "gpu_id": pl.String(), "n_gpus": pl.Int8(),
-            "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(),
-            "usable_gib": pl.Float32(), "memory_basis": pl.String(),
-            "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
-            "decode_error_band": pl.Float32()} | VERIFIED_AT,
+    keys=tuple(CONFIGURATION_KEY),
+    schema=CONFIGURATION_KEY | outputs("weights_gpu_gib", "runtime_gib", "usable_gib",
+                                       "memory_basis", "prefill_tok_s", "speed_basis",
+                                       "decode_error_band") | VERIFIED_AT,
     not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis", "speed_basis"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
@@ -155,16 +134,10 @@ FIT_CONFIGURATIONS = TableContract(
 
 FIT_MATRIX = TableContract(
     "fit_matrix",
-    keys=("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
-          "n_gpus"),
-    schema={"model_id": pl.String(), "weight_format": pl.String(),
-            "engine": pl.String(), "context": pl.Int32(), "kv_dtype": pl.String(),
-            "batch": pl.Int16(), "gpu_id": pl.String(), "n_gpus": pl.Int8(),
-            "rope_scaled": pl.Boolean(), "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(),
-            "headroom_gib": pl.Float32(),
-            "verdict": pl.String(), "max_context_tokens": pl.Int32(),
-            "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
-            "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32()} | VERIFIED_AT,
+    keys=tuple(ROW_KEY),
+    schema=ROW_KEY | outputs("rope_scaled", "kv_cache_gib", "total_gib", "headroom_gib",
+                             "verdict", "max_context_tokens", "max_concurrent_sequences",
+                             "decode_tok_s", "decode_aggregate_tok_s", "ttft_ms") | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (

@@ -1,0 +1,107 @@
+"""The estimator's column protocol: the columns each input holds, the columns it publishes,
+and the one order in which the formulas are evaluated.
+
+Every formula in sizing.memory, sizing.speed and sizing.cost is a Polars expression over
+named columns. The four inputs are small tables joined into rows (the matrix joins
+millions, the single estimate builds one):
+
+- MODEL: one row per model (sizing.model_facts.model_row), published as `models`;
+- FORMAT: one row per model and weight format (model_facts.format_row), as `weights`;
+- DEVICE: one row per GPU, count and engine (sizing.grid.gpu_configurations);
+- CONFIGURATION: what a user chooses besides (context, KV type, batch, offload, prompt,
+  RoPE scaling, host bandwidth, vLLM's flags).
+
+sizing.evaluation evaluates them in the order of STAGES. The warehouse's contracts of the
+tables that hold these columns (models, weights, fit_configurations, fit_matrix) are built
+from the schemas here, so a column is named and typed in one place. This module imports
+nothing else of the estimator: the warehouse reads it alone.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+MODEL: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
+    "params_active": pl.Int64(), "params_embedding": pl.Int64(), "n_layers": pl.Int64(),
+    "hidden": pl.Int64(), "n_heads": pl.Int64(), "head_dim": pl.Int64(), "vocab": pl.Int64(),
+    "kv_heads": pl.Int64(), "kv_heads_full": pl.Int64(), "max_context": pl.Int64(),
+    "rope_scaled_max_context": pl.Int64(), "rope_scaling_type": pl.String(),
+    "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
+    "kv_window_tokens": pl.Int64(), "window_chunked": pl.Boolean(),
+    "state_conv_elems_per_seq": pl.Int64(), "state_ssm_elems_per_seq": pl.Int64(),
+    "ffn_active_width": pl.Int64(), "n_full_attention_layers": pl.Int64(),
+    "n_window_layers": pl.Int64(), "attn_head_dim": pl.Float64(),
+    "attn_head_dim_full": pl.Float64(), "n_experts": pl.Int64(), "n_experts_active": pl.Int64(),
+    "is_mla": pl.Boolean(), "vllm_kv_fp8_only": pl.Boolean(),
+    "index_key_elems_per_token": pl.Float64(), "vllm_fp8_entries_per_token": pl.Float64(),
+    "vllm_fp8_entry_extra_bytes": pl.Int64(), "n_sparse_layers": pl.Int64(),
+    "sparse_ratio": pl.Int64(), "sparse_entry_elems": pl.Int64(),
+    "n_indexer_layers": pl.Int64(), "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
+    "n_hca_layers": pl.Int64(),
+}
+
+FORMAT: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "weight_format": pl.String(), "weights_bytes": pl.Int64(),
+    "input_embd_bytes": pl.Int64(), "expert_bytes": pl.Int64(), "vllm_copy_bytes": pl.Int64(),
+}
+
+DEVICE: dict[str, pl.DataType] = {
+    "gpu_id": pl.String(), "n_gpus": pl.Int64(), "engine": pl.String(),
+    "gpu_memory_gib": pl.Float64(), "gpu_memory_cuda_gib": pl.Float64(),
+    "unified_memory": pl.Boolean(), "vendor": pl.String(), "bandwidth_gb_s": pl.Float64(),
+    "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(),
+}
+
+# vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved
+# per row by sizing.vllm_budget.resolved_settings_columns).
+VLLM_SETTINGS: dict[str, pl.DataType] = {
+    "vllm_version": pl.String(), "gpu_memory_utilization": pl.Float64(),
+    "max_num_seqs": pl.Int64(), "max_num_batched_tokens": pl.Int64(),
+    "enforce_eager": pl.Boolean(),
+}
+
+CONFIGURATION: dict[str, pl.DataType] = {
+    "context": pl.Int64(), "kv_dtype": pl.String(), "batch": pl.Int64(),
+    "offload_frac": pl.Float64(), "prompt_tokens": pl.Int64(), "rope_scaling": pl.String(),
+    "host_bandwidth_gb_s": pl.Float64(), **VLLM_SETTINGS,
+}
+
+# The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,
+# fitted constants, cache bytes per cell), then memory, then prefill and the basis of the
+# speeds, then decode speed (which needs the memory's concurrency), then cost.
+STAGES = ("inputs", "memory", "prefill", "speed", "cost")
+
+# The published figures, with the types they are stored as (compact: the fit matrix is
+# about 20 M rows).
+OUTPUTS: dict[str, pl.DataType] = {
+    "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(), "usable_gib": pl.Float32(),
+    "memory_basis": pl.String(), "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
+    "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
+    "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(), "headroom_gib": pl.Float32(),
+    "verdict": pl.String(), "max_context_tokens": pl.Int32(),
+    "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
+    "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32(),
+}
+
+# A configuration (what depends on no context, KV type or batch) and a row of the matrix,
+# by their keys, with the compact types the fit tables store them in.
+CONFIGURATION_KEY: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
+    "gpu_id": pl.String(), "n_gpus": pl.Int8(),
+}
+ROW_KEY: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
+    "context": pl.Int32(), "kv_dtype": pl.String(), "batch": pl.Int16(), "gpu_id": pl.String(),
+    "n_gpus": pl.Int8(),
+}
+
+
+def col(name: str) -> pl.Expr:
+    """A column as Float64, as the formulas compute (counts are Int64 in the inputs)."""
+    return pl.col(name).cast(pl.Float64)
+
+
+def outputs(*names: str) -> dict[str, pl.DataType]:
+    """The published types of some outputs, in the given order."""
+    return {n: OUTPUTS[n] for n in names}

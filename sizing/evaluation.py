@@ -1,0 +1,55 @@
+"""The one evaluation order of the estimator (sizing.columns.STAGES), used by the matrix, the
+single estimate and the recommendations alike.
+
+`derive_inputs` adds what follows from the four inputs alone; `evaluate` then adds each
+stage's columns in order. The matrix evaluates the stages that depend on the
+configuration only (configuration memory, prefill) once per configuration and the rest
+per row (sizing.grid); the order is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import polars as pl
+
+from sizing.columns import STAGES
+from sizing.cost import cost_columns
+from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
+from sizing.rules import effective_max_context
+from sizing.speed import efficiency_columns, prefill_columns, speed_basis_columns, speed_columns
+from sizing.vllm_budget import resolved_settings_columns
+
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+# Each stage's columns, in STAGES order after the derived inputs.
+STAGE_COLUMNS: dict[str, Callable[[], list[pl.Expr]]] = {
+    "memory": memory_columns,
+    "prefill": lambda: [*prefill_columns(), *speed_basis_columns()],
+    "speed": speed_columns,
+    "cost": cost_columns,
+}
+
+
+def configuration_inputs(max_model_len: pl.Expr | None = None) -> list[pl.Expr]:
+    """Derived inputs of a configuration: vLLM's flags resolved to the version's defaults
+    (`max_model_len` sizes V0's profile batch; none for the matrix's V1 defaults) and the
+    speed constants fitted for the engine and vendor."""
+    return [*resolved_settings_columns(max_model_len=max_model_len), *efficiency_columns()]
+
+
+def derive_inputs(frame: Frame, max_model_len: pl.Expr | None = None) -> Frame:
+    """The derived inputs of rows that hold the four inputs (sizing.columns): the context
+    limit the asked RoPE scaling allows, the configuration's derived inputs, the KV
+    element size, then the cache bytes per cell."""
+    return (frame.with_columns(effective_max_context().alias("max_context"))
+            .with_columns(*configuration_inputs(max_model_len), kv_bytes_per_element_column())
+            .with_columns(kv_cell_bytes_columns()))
+
+
+def evaluate(frame: Frame, through: str = STAGES[-1]) -> Frame:
+    """Every stage's columns after the derived inputs, in order, up to `through`."""
+    for stage in STAGES[1:STAGES.index(through) + 1]:
+        frame = frame.with_columns(STAGE_COLUMNS[stage]())
+    return frame
