@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
-from sizing.vllm_budget import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
+from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -122,6 +122,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, find_format, model_config_path
     from sizing.architecture import ConfigError, parse_config
+    from sizing.engines.vllm import VllmSettings
     from sizing.estimate import (
         Configuration,
         Device,
@@ -130,7 +131,6 @@ def _query(args: argparse.Namespace, offers, cache: dict):
         default_kv_dtype,
         validate,
     )
-    from sizing.vllm_budget import VllmSettings
     from sizing.weights import WEIGHT_FORMATS
 
     try:

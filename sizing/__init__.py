@@ -16,6 +16,7 @@ stable interface; the modules behind them may move.
 """
 
 from sizing.architecture import ConfigError, ModelArch, parse_config
+from sizing.engines.vllm import VllmSettings
 from sizing.estimate import (
     Configuration,
     Device,
@@ -24,7 +25,6 @@ from sizing.estimate import (
     estimate,
     estimate_many,
 )
-from sizing.vllm_budget import VllmSettings
 
 __all__ = ["ConfigError", "Configuration", "Device", "InvalidConfiguration", "ModelArch",
            "Usage", "VllmSettings", "estimate", "estimate_many", "parse_config"]

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE, Q8_EMBED_OUTPUT_FTYPES
-from sizing.grid import FORMATS_BY_ENGINE
-from sizing.memory import (
+from sizing.engines import (
+    DEFAULT_FORMAT,
+    FORMATS_BY_ENGINE,
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
-    LLAMA_CPP_FIT_MARGIN_BYTES,
-    UNIFIED_GPU_SHARE,
     VLLM,
+    llama_cpp,
 )
+from sizing.engines.vllm import DEFAULT_UTILIZATION, VLLM_DEFAULT_VERSION
+from sizing.ggml_types import GGML_TYPES
+from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE, Q8_EMBED_OUTPUT_FTYPES
+from sizing.memory import UNIFIED_GPU_SHARE
 from sizing.units import BYTES_PER_MIB
-from sizing.vllm_budget import DEFAULT_UTILIZATION, VLLM_DEFAULT_VERSION
 from sizing.weights import (
     MXFP4_BLOCK_BYTES,
     MXFP4_BLOCK_ELEMS,
@@ -23,7 +24,6 @@ from sizing.weights import (
     NVFP4_BITS_PER_WEIGHT,
 )
 
-DEFAULT_FORMAT = {LLAMA_CPP: "Q4_K_M", VLLM: "BF16"}
 _CHECKPOINT_KINDS = {
     "BF16": ("16-bit checkpoint", 16.0), "F16": ("16-bit checkpoint", 16.0),
     "FP8": ("FP8 with 128x128 block scales", 8 + 32 / (128 * 128)),
@@ -66,7 +66,7 @@ def format_catalog_rows() -> list[dict[str, Any]]:
 def engine_catalog_rows() -> list[dict[str, Any]]:
     return [
         {"engine": LLAMA_CPP, "kv_dtypes": ";".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP]),
-         "usable_memory_rule": f"device memory minus {LLAMA_CPP_FIT_MARGIN_BYTES // BYTES_PER_MIB}"
+         "usable_memory_rule": f"device memory minus {llama_cpp.FIT_MARGIN_BYTES // BYTES_PER_MIB}"
                                f" MiB (--fit margin); unified memory x {UNIFIED_GPU_SHARE} first",
          "launch_flags": "-c -np -ngl -fa on -ctk -ctv -ts (quantized V cache needs -fa on)"},
         {"engine": VLLM, "kv_dtypes": ";".join(KV_DTYPES_BY_ENGINE[VLLM]),

@@ -54,7 +54,7 @@ DEVICE: dict[str, pl.DataType] = {
 }
 
 # vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved
-# per row by sizing.vllm_budget.resolved_settings_columns).
+# per row by sizing.engines.vllm.resolved_settings_columns).
 VLLM_SETTINGS: dict[str, pl.DataType] = {
     "vllm_version": pl.String(), "gpu_memory_utilization": pl.Float64(),
     "max_num_seqs": pl.Int64(), "max_num_batched_tokens": pl.Int64(),

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from sizing import engines
 from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
 from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL
 from sizing.cost import (
@@ -15,13 +16,13 @@ from sizing.cost import (
     DEFAULT_HOST_POWER_W,
     DEFAULT_HOURS_PER_DAY,
 )
+from sizing.engines import ENGINES, LLAMA_CPP, llama_cpp, vllm
+from sizing.engines.vllm import (
+    VllmSettings,
+    settings_row,
+)
 from sizing.evaluation import derive_inputs, evaluate
 from sizing.finetune import finetune_memory
-from sizing.launch import llama_cpp_build, llama_server_command, vllm_serve_command
-from sizing.memory import (
-    ENGINES,
-    LLAMA_CPP,
-)
 from sizing.model_facts import format_row, model_row
 from sizing.rules import refusals
 from sizing.speed import (
@@ -29,10 +30,6 @@ from sizing.speed import (
     DEFAULT_PROMPT_TOKENS,
 )
 from sizing.units import gib
-from sizing.vllm_budget import (
-    VllmSettings,
-    settings_row,
-)
 from sizing.weights import WEIGHT_FORMATS
 
 
@@ -91,9 +88,9 @@ class InvalidConfiguration(ValueError):
 def default_kv_dtype(m: ModelArch, engine: str) -> str:
     """The KV-cache type an engine uses unless told otherwise: llama.cpp's f16, vLLM's
     model dtype, or FP8 where vLLM accepts nothing else (DeepSeek-V4)."""
-    if engine == LLAMA_CPP:
-        return "f16"
-    return "fp8" if m.vllm_fp8_cache_only else "auto"
+    if engine == vllm.NAME and m.vllm_fp8_cache_only:
+        return "fp8"
+    return engines.MODULES[engine].DEFAULT_KV_DTYPE
 
 
 def _rule_row(m: ModelArch, c: Configuration, d: Device | None) -> pl.DataFrame:
@@ -246,7 +243,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
     for key, regime in ft.items():
         out[f"finetune_{key}_gib"] = regime.total_gib
     out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
-    out["launch_llama_cpp"] = (llama_server_command(
+    out["launch_llama_cpp"] = (llama_cpp.server_command(
         repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
     if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
@@ -256,15 +253,13 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out["launch_llama_cpp"] += (f" \\\n  --rope-scaling {r.rope_type} --rope-scale "
                                     f"{r.factor:g} --yarn-orig-ctx "
                                     f"{r.original_max_position_embeddings}")
-    vllm, reason = (vllm_serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
+    command, reason = (vllm.serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
                                        c.kv_dtype, c.n_gpus,
                                        out["weights_bytes"] * c.offload_frac,
                                        out["gpu_memory_utilization"], out["max_num_seqs"],
                                        out["max_num_batched_tokens"], c.vllm.enforce_eager,
                                        repo)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
-    out["launch_vllm"], out["launch_vllm_reason"] = vllm, reason
-    out["launch_build"] = (llama_cpp_build(d.vendor) if c.engine == LLAMA_CPP
-                           else "vLLM's CUDA wheels (pip install vllm)" if d.vendor == "NVIDIA"
-                           else f"vLLM's {d.vendor or 'vendor'} build")
+    out["launch_vllm"], out["launch_vllm_reason"] = command, reason
+    out["launch_build"] = engines.MODULES[c.engine].build(d.vendor)
     return out

@@ -16,10 +16,10 @@ import polars as pl
 
 from sizing.columns import STAGES
 from sizing.cost import cost_columns
+from sizing.engines.vllm import resolved_settings_columns
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
 from sizing.rules import effective_max_context
 from sizing.speed import efficiency_columns, prefill_columns, speed_basis_columns, speed_columns
-from sizing.vllm_budget import resolved_settings_columns
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.engines import FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE, vllm
+from sizing.engines.vllm import settings_literals
 from sizing.evaluation import STAGE_COLUMNS, configuration_inputs
 from sizing.memory import (
-    KV_DTYPES_BY_ENGINE,
-    LLAMA_CPP,
-    VLLM,
     configuration_memory_columns,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
@@ -24,8 +23,6 @@ from sizing.rules import (
     CONFIGURATION_RULES,
     GPU_RULES,
     ROW_RULES,
-    VLLM_ATTENTION_HEADS_SPLIT,
-    VLLM_KV_HEADS_SPLIT,
     allowed,
     effective_max_context,
 )
@@ -33,14 +30,7 @@ from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
     DEFAULT_PROMPT_TOKENS,
 )
-from sizing.vllm_budget import settings_literals
 
-# Formats each engine loads, from the most to the least faithful to the checkpoint.
-FORMATS_BY_ENGINE = {
-    LLAMA_CPP: ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "IQ3_XXS",
-                "Q2_K", "UD-Q2_K_XL", "IQ2_M", "IQ2_XXS", "IQ1_M"),
-    VLLM: ("BF16", "FP8", "NVFP4", "MXFP4", "AWQ", "GPTQ"),
-}
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 4, 16, 64)
 
@@ -92,7 +82,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
 def tensor_parallel_possible() -> pl.Expr:
     """vLLM's tensor parallelism needs the attention heads and the KV heads to divide
     across the GPUs (sizing.rules); llama.cpp splits by layers and runs on any count."""
-    return allowed((VLLM_ATTENTION_HEADS_SPLIT, VLLM_KV_HEADS_SPLIT))
+    return allowed(vllm.TENSOR_PARALLEL_RULES)
 
 
 def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame,

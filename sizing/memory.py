@@ -2,26 +2,21 @@
 
 These expressions are the only implementation of the row-level formulas: the full
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
-the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
-columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
-`gpu_memory_gib`, `gpu_memory_cuda_gib`, `unified_memory`, `kv_bytes_per_element`
-(kv_bytes_per_element_column()) and vLLM's settings (sizing.vllm_budget: version,
-utilization, max_num_seqs, max_num_batched_tokens, enforce_eager; defaults resolved by
-resolved_settings_columns()). Bytes are Float64 bytes; results end in `_gib`.
+the columns sizing.columns names (and the derived inputs of sizing.evaluation); what
+differs between engines is each engine's term (sizing.engines). Bytes are Float64 bytes;
+results end in `_gib`.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from sizing import vllm_budget
+from sizing import engines
 from sizing.columns import col
+from sizing.engines.base import RECURRENT_STATE_BYTES
 from sizing.ggml_types import GGML_TYPES
 from sizing.gguf_quant import APPROXIMATE_FTYPES
-from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
-
-LLAMA_CPP, VLLM = "llama.cpp", "vllm"
-ENGINES = (LLAMA_CPP, VLLM)
+from sizing.units import BYTES_PER_GIB
 
 # KV-cache element sizes: llama.cpp's cache types are ggml types (q8_0 is 34 bytes per 32
 # elements = 1.0625, not 1); vLLM's fp8 is one byte and "auto" the model's BF16.
@@ -30,27 +25,6 @@ KV_BYTES_PER_ELEMENT = {
        for t in ("F16", "BF16", "Q8_0", "Q4_0")},
     "fp8": 1.0, "auto": 2.0,
 }
-KV_DTYPES_BY_ENGINE = {LLAMA_CPP: ("f16", "q8_0", "q4_0"), VLLM: ("auto", "fp8")}
-
-# llama.cpp: n_ubatch default 512 (common/common.h); with flash attention the KV size
-# is padded to 256 cells; the iSWA cache holds pad256(min(n_ctx, n_swa*n_seq + n_ubatch))
-# cells (src/llama-kv-cache-iswa.cpp). Recurrent state is stored in F32.
-LLAMA_CPP_UBATCH = 512
-LLAMA_CPP_BATCH = 2048  # n_batch default (common/common.h): the largest llama_decode call
-LLAMA_CPP_KV_PAD = 256
-LLAMA_CPP_STATE_BYTES = 4
-# llama.cpp `--fit` keeps 1024 MiB free per device (ggml-org/llama.cpp PR #16653).
-LLAMA_CPP_FIT_MARGIN_BYTES = 1024 * BYTES_PER_MIB
-# Memory a CUDA device context and cuBLAS take before any tensor: Ollama's measured
-# per-GPU minimum for the CUDA backend, 457 MiB (ollama llm/memory.go).
-DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
-# llama.cpp computes the logits of one micro-batch in F32 on the device; with flash
-# attention this is the largest compute-buffer tensor (n_vocab x n_ubatch x 4 bytes).
-LOGITS_BYTES_PER_VALUE = 4
-
-# vLLM: block size 16 tokens (CacheConfig.DEFAULT_BLOCK_SIZE); its budget, version by
-# version, is sizing.vllm_budget.
-VLLM_BLOCK_TOKENS = 16
 
 # Unified-memory machines: the GPU may wire about 75 % of RAM by default
 # (macOS iogpu.wired_limit_mb default; Andyyyy64/whichllm#152).
@@ -59,26 +33,8 @@ UNIFIED_GPU_SHARE = 0.75
 # Verdict: `fits` leaves at least 5 % of usable memory free (room for longer prompts,
 # fragmentation and driver differences); `tight` fits with less; `exceeds` does not fit.
 TIGHT_HEADROOM_FRACTION = 0.05
-
-
-# vLLM's own layouts for the sparse-attention caches (DeepSeek-V3.2, GLM-5, DeepSeek-V4):
-# the indexer keys are always FP8 with one F32 scale per 128 (132 bytes per 128-wide key:
-# vllm/model_executor/models/deepseek_v2.py DeepseekV32IndexerCache), whatever the KV
-# type; with an FP8 cache each MLA latent entry takes 656 bytes for 576 values (512 FP8,
-# four F32 scales, 64 BF16 RoPE: FlashMLA's "FP8 with scale" format, flashmla_sparse.py)
-# and each DeepSeek-V4 entry 584 bytes for 512 values (448 FP8, 64 BF16 RoPE, 7 scales and
-# a pad byte: deepseek_v4_attention.py). The model columns `vllm_fp8_entry_extra_bytes`
-# (656 - 576 or 584 - 512) and `index_key_elems_per_token` carry these to the rows.
-VLLM_INDEXER_BYTES_PER_ELEMENT = 132 / 128
-
-
-
-def _is_llama() -> pl.Expr:
-    return pl.col("engine") == LLAMA_CPP
-
-
-def _ceil_to(x: pl.Expr, step: int) -> pl.Expr:
-    return (x / step).ceil() * step
+# The largest context is reported in whole steps of llama.cpp's cache padding.
+CONTEXT_STEP = engines.llama_cpp.KV_PAD
 
 
 def kv_bytes_per_element_column() -> pl.Expr:
@@ -88,51 +44,33 @@ def kv_bytes_per_element_column() -> pl.Expr:
 
 
 def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
-    """Cache cells for full-attention layers: `batch` sequences of `context` tokens each.
-
-    llama.cpp (llama-server's default, one KV stream per slot) pads each stream to 256
-    cells; vLLM allocates 16-token blocks per sequence.
-    """
-    return (pl.when(_is_llama())
-            .then(_ceil_to(context, LLAMA_CPP_KV_PAD) * batch)
-            .otherwise(_ceil_to(context, VLLM_BLOCK_TOKENS) * batch))
+    """Cache cells for full-attention layers: `batch` sequences of `context` tokens each,
+    as the engine allocates them (llama.cpp pads each stream, vLLM allocates blocks)."""
+    return engines.term("kv_cells_full", context, batch)
 
 
 def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
     """Cache cells for sliding-window / chunked layers, per stream as for full layers."""
-    window = col("kv_window_tokens")
-    llama = _ceil_to(pl.min_horizontal(context, window + LLAMA_CPP_UBATCH),
-                     LLAMA_CPP_KV_PAD) * batch
-    vllm = (_ceil_to(pl.min_horizontal(window - 1 + col("max_num_batched_tokens"), context),
-                     VLLM_BLOCK_TOKENS) + VLLM_BLOCK_TOKENS) * batch
-    return pl.when(_is_llama()).then(llama).otherwise(vllm)
+    return engines.term("kv_cells_window", context, batch)
 
 
 def state_bytes_per_sequence() -> pl.Expr:
-    """Recurrent state of hybrid models: F32 in llama.cpp; vLLM keeps conv state in BF16."""
-    conv_bytes = pl.when(_is_llama()).then(LLAMA_CPP_STATE_BYTES).otherwise(2)
-    return (col("state_conv_elems_per_seq") * conv_bytes
-            + col("state_ssm_elems_per_seq") * LLAMA_CPP_STATE_BYTES)
+    """Recurrent state of hybrid models: conv state in the engine's type, the recurrent
+    state in F32."""
+    return (col("state_conv_elems_per_seq") * engines.term("conv_state_bytes")
+            + col("state_ssm_elems_per_seq") * RECURRENT_STATE_BYTES)
 
 
 def kv_split() -> pl.Expr:
-    """How many ways one KV cache is divided across GPUs.
-
-    llama.cpp splits by layers. vLLM's tensor parallelism splits KV heads, replicating
-    them when there are more GPUs than KV heads (vllm/config/model.py get_num_kv_heads);
-    MLA's single latent head is replicated on every rank.
-    """
-    n = col("n_gpus")
-    return pl.when(_is_llama()).then(n).otherwise(pl.min_horizontal(n, col("kv_heads")))
+    """How many ways one KV cache is divided across GPUs (llama.cpp: by layers; vLLM: by
+    KV heads, replicated past their count)."""
+    return engines.term("kv_split")
 
 
 def full_layer_replication() -> pl.Expr:
-    """How many times over a full-attention layer's cache is held, relative to kv_split():
-    vLLM replicates KV heads past their count, and Gemma 4's full layers have fewer KV
-    heads (`kv_heads_full`) than its other layers. 1 for every other model."""
-    n = col("n_gpus")
-    return pl.when(_is_llama()).then(1.0) \
-        .otherwise(kv_split() / pl.min_horizontal(n, col("kv_heads_full")))
+    """How many times over a full-attention layer's cache is held, relative to kv_split()
+    (1 but for vLLM's replicated heads)."""
+    return engines.term("full_layer_replication")
 
 
 def kv_cache_bytes_held(context: pl.Expr | None = None,
@@ -154,11 +92,6 @@ def kv_cache_bytes(context: pl.Expr | None = None, batch: pl.Expr | None = None)
             + state_bytes_per_sequence() * batch)
 
 
-def vllm_fp8_layout() -> pl.Expr:
-    """Rows whose cache vLLM stores in its FP8 layouts (VLLM_INDEXER_BYTES_PER_ELEMENT)."""
-    return (pl.col("engine") != LLAMA_CPP) & (pl.col("kv_dtype") == "fp8")
-
-
 def kv_cell_bytes_columns() -> list[pl.Expr]:
     """The input columns `kv_full_bytes_per_cell` and `kv_window_bytes_per_cell`, which
     depend on the model, engine and KV type only: evaluated once on that small table
@@ -169,64 +102,39 @@ def kv_cell_bytes_columns() -> list[pl.Expr]:
 
 def _bytes_per_full_cell() -> pl.Expr:
     """Bytes one token adds to the growing caches (full-attention layers, pooled entries,
-    indexer keys): elements x bytes per element, with vLLM's sparse-attention layouts
-    (VLLM_INDEXER_BYTES_PER_ELEMENT): the FP8 entries' extra bytes and the indexer keys at
-    132 per 128 whatever the KV type."""
-    bpe = col("kv_bytes_per_element")
-    layout = pl.when(vllm_fp8_layout()) \
-        .then(col("vllm_fp8_entry_extra_bytes") * col("vllm_fp8_entries_per_token")).otherwise(0.0)
-    indexer = pl.when(_is_llama()).then(0.0).otherwise(
-        col("index_key_elems_per_token") * (VLLM_INDEXER_BYTES_PER_ELEMENT - bpe))
-    return col("kv_full_elems_per_token") * bpe + layout + indexer
+    indexer keys): elements x bytes per element, plus what the engine's layout adds."""
+    return col("kv_full_elems_per_token") * col("kv_bytes_per_element") \
+        + engines.term("full_cell_extra_bytes")
 
 
 def _bytes_per_window_cell() -> pl.Expr:
-    """Bytes one cached token takes in the window caches (sliding or chunked layers; one
-    DeepSeek-V4 entry per layer, with vLLM's FP8 layout extra)."""
-    layout = pl.when(vllm_fp8_layout()) \
-        .then(col("vllm_fp8_entry_extra_bytes") * col("n_window_layers")).otherwise(0.0)
-    return col("kv_window_elems_per_token") * col("kv_bytes_per_element") + layout
+    """Bytes one cached token takes in the window caches (sliding or chunked layers)."""
+    return col("kv_window_elems_per_token") * col("kv_bytes_per_element") \
+        + engines.term("window_cell_extra_bytes")
 
 
 def runtime_bytes_per_gpu() -> pl.Expr:
-    """Non-weight, non-KV memory on each GPU.
-
-    llama.cpp: device context plus the compute buffer, whose largest tensor with flash
-    attention is the F32 logits of one micro-batch. vLLM: what its start-up profile
-    subtracts besides the weights (sizing.vllm_budget: activation peak, non-torch memory,
-    CUDA graphs where the version counts them), checked against published start-up logs
-    in tests/test_vllm_budget.py.
-    """
-    llama = DEVICE_CONTEXT_BYTES + col("vocab") * LLAMA_CPP_UBATCH * LOGITS_BYTES_PER_VALUE
-    return pl.when(_is_llama()).then(llama).otherwise(vllm_budget.runtime_bytes())
+    """Non-weight, non-KV memory on each GPU (llama.cpp: device context and compute buffer;
+    vLLM: what its start-up profile subtracts besides the weights, checked against
+    published start-up logs in tests/test_vllm_budget.py)."""
+    return engines.term("runtime_bytes")
 
 
 def engine_weights_bytes() -> pl.Expr:
-    """The weights an engine holds: the file's, plus the copies vLLM makes at load
-    (`vllm_copy_bytes`: Gemma 4's k_proj again as v_proj)."""
-    return pl.when(_is_llama()).then(col("weights_bytes")) \
-        .otherwise(col("weights_bytes") + col("vllm_copy_bytes"))
+    """The weights an engine holds (vLLM: with the copies it makes at load)."""
+    return engines.term("weights_held_bytes")
 
 
 def weights_on_gpus_bytes() -> pl.Expr:
-    """Weights held in GPU memory (all GPUs together).
-
-    llama.cpp keeps an input-only token embedding in host memory (its input layer always
-    runs on the CPU; a tied one is duplicated onto the GPU as the output head); the
-    offloaded share of the rest stays in system RAM.
-    """
-    device = pl.when(_is_llama()).then(col("weights_bytes") - col("input_embd_bytes")) \
-        .otherwise(engine_weights_bytes())
-    return device * (1 - col("offload_frac"))
+    """Weights held in GPU memory (all GPUs together): what the engine keeps on the
+    device, less the offloaded share, which stays in system RAM."""
+    return engines.term("weights_on_device_bytes") * (1 - col("offload_frac"))
 
 
 def usable_bytes_per_gpu() -> pl.Expr:
-    """llama.cpp: the device less its --fit margin; vLLM: its requested memory
-    (sizing.vllm_budget.requested_bytes). Unified memory: the GPU's share of RAM first."""
+    """What the engine lets itself use of each GPU (of the GPU's share of unified memory)."""
     share = pl.when(pl.col("unified_memory")).then(UNIFIED_GPU_SHARE).otherwise(1.0)
-    capacity = col("gpu_memory_gib") * BYTES_PER_GIB * share
-    return (pl.when(_is_llama()).then(capacity - LLAMA_CPP_FIT_MARGIN_BYTES)
-            .otherwise(vllm_budget.requested_bytes() * share))
+    return engines.term("usable_bytes", share)
 
 
 # How sure each memory figure is: `exact` an engine's rule reproduced against its logs or
@@ -244,11 +152,8 @@ def memory_basis_columns() -> list[pl.Expr]:
     parts = {
         "weights_basis": pl.when(approximate).then(pl.lit("estimated")).otherwise(pl.lit("exact")),
         "kv_cache_basis": pl.lit("exact"),
-        "runtime_basis": pl.when(_is_llama()).then(pl.lit("estimated"))
-        .when(pl.col("vendor") == "NVIDIA").then(pl.lit("fitted"))
-        .otherwise(pl.lit("estimated")),
-        "usable_basis": pl.when(_is_llama() | pl.col("gpu_memory_cuda_gib").is_not_null())
-        .then(pl.lit("exact")).otherwise(pl.lit("estimated")),
+        "runtime_basis": engines.term("runtime_basis"),
+        "usable_basis": engines.term("usable_basis"),
     }
     rank = {b: i for i, b in enumerate(MEMORY_BASES)}
     worst = pl.max_horizontal(e.replace_strict(rank, return_dtype=pl.Int8) for e in parts.values())
@@ -292,7 +197,7 @@ def memory_columns() -> list[pl.Expr]:
     # its "GPU KV cache size"; llama.cpp: cells), before any sequence is placed in it.
     pool = usable - weights_gpu - runtime
     per_token = col("kv_full_bytes_per_cell") * full_layer_replication() / kv_split()
-    block = pl.when(_is_llama()).then(1).otherwise(VLLM_BLOCK_TOKENS)
+    block = engines.term("cache_allocation_tokens")
     capacity = pl.when(per_token > 0).then(
         (pl.max_horizontal(pool, 0) / per_token / block).floor() * block)
     per_seq = kv_cache_bytes_held(batch=pl.lit(1.0))
@@ -309,7 +214,7 @@ def memory_columns() -> list[pl.Expr]:
         pl.when(headroom >= usable * TIGHT_HEADROOM_FRACTION).then(pl.lit("fits"))
         .when(headroom >= 0).then(pl.lit("tight"))
         .otherwise(pl.lit("exceeds")).alias("verdict"),
-        ((ctx_fit / LLAMA_CPP_KV_PAD).floor() * LLAMA_CPP_KV_PAD).cast(pl.Int64)
+        ((ctx_fit / CONTEXT_STEP).floor() * CONTEXT_STEP).cast(pl.Int64)
         .alias("max_context_tokens"),
         concurrent.floor().cast(pl.Int64).alias("max_concurrent_sequences"),
         (pool / BYTES_PER_GIB).alias("kv_pool_gib"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
+from sizing.engines import vllm
 from sizing.tensors import count_params, enumerate_tensors
 from sizing.weights import weight_bytes
 
@@ -53,19 +54,13 @@ def _indexer_key_elems_per_token(m: ModelArch) -> float:
     return 0
 
 
-# vLLM's FP8 layouts per cache entry (sizing.memory VLLM_INDEXER_BYTES_PER_ELEMENT):
-# bytes beyond one per value, for an MLA latent (656 for 576) and a DeepSeek-V4 entry
-# (584 for 512).
-_VLLM_FP8_EXTRA_MLA, _VLLM_FP8_EXTRA_V4 = 656 - 576, 584 - 512
-
-
 def _vllm_fp8_entries(m: ModelArch) -> tuple[float, int]:
     """(Entries one token adds in vLLM's sparse FP8 layouts, extra bytes per entry)."""
     if m.compressed is not None:
         rs = m.compressed.ratios
-        return sum(1 / r for r in rs if r), _VLLM_FP8_EXTRA_V4
+        return sum(1 / r for r in rs if r), vllm.FP8_EXTRA_BYTES_V4
     if m.sparse_indexer is not None:
-        return sum(k is LayerKind.FULL for k in m.layer_kinds), _VLLM_FP8_EXTRA_MLA
+        return sum(k is LayerKind.FULL for k in m.layer_kinds), vllm.FP8_EXTRA_BYTES_MLA
     return 0.0, 0
 
 

@@ -9,13 +9,11 @@ import polars as pl
 
 from sizing.architecture import ModelArch
 from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
+from sizing.engines.vllm import settings_literals
 from sizing.evaluation import derive_inputs, evaluate
-from sizing.grid import FORMATS_BY_ENGINE, gpu_configurations, tensor_parallel_possible
-from sizing.memory import (
-    LLAMA_CPP,
-)
+from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.model_facts import format_row, model_row
-from sizing.vllm_budget import settings_literals
 
 
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,

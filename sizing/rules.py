@@ -1,7 +1,8 @@
 """Which configurations can exist at all: one set of rules for the matrix and the estimate.
 
 Each rule is a Polars expression true where the configuration can run, with the reason
-it cannot where it is false. The grid (sizing.grid) filters its rows with them, stage by
+it cannot where it is false; an engine's own rules are in its module (sizing.engines). The
+grid (sizing.grid) filters its rows with them, stage by
 stage as its frame gains the columns; the single estimate (sizing.estimate.validate)
 evaluates every rule on its one-row frame and refuses with the reasons of those that fail.
 A configuration is refused by the estimate exactly when the matrix has no row for it.
@@ -15,21 +16,13 @@ catalog's `;`-lists; null where the device is not from the catalog: not checked)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
+from sizing.engines import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, vllm
+from sizing.engines.base import Rule
 from sizing.gguf_quant import GGUF_FTYPES
-from sizing.memory import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM
 
 _SIXTEEN_BIT = ("BF16", "F16")  # loaded by both engines (a 16-bit GGUF or checkpoint)
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    holds: pl.Expr  # true on every row that can exist
-    reason: pl.Expr  # why not, on the rows where `holds` is false
 
 
 def _str(name: str) -> pl.Expr:
@@ -66,38 +59,6 @@ ENGINE_LOADS_FORMAT = Rule(
     pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")))
 
 
-def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
-    """vLLM's QKVParallelLinear (vllm/model_executor/layers/linear.py) divides the KV heads
-    among the tensor-parallel ranks, `divide(total_num_kv_heads, tp_size)`, or, with more
-    ranks than KV heads, gives each rank one and replicates each head
-    `divide(tp_size, total_num_kv_heads)` times (get_num_kv_heads in vllm/config/model.py:
-    "We will replicate the KV heads in the case where the number of KV heads is smaller
-    than the tensor parallel size"); `divide` asserts that the division is exact. MLA
-    caches one latent per token, which every rank holds (kv_heads is 1)."""
-    n = pl.col("n_gpus")
-    return pl.when(n >= kv).then(n % kv == 0).otherwise(kv % n == 0)
-
-
-VLLM_ATTENTION_HEADS_SPLIT = Rule(
-    "vLLM tensor parallelism divides the attention heads",
-    # vllm/config/model.py ModelConfig.verify_with_parallel_config: "Total number of
-    # attention heads ({n}) must be divisible by tensor parallel size ({tp})". llama.cpp
-    # splits a model by layers (--split-mode layer) and runs on any count.
-    (pl.col("engine") != VLLM) | (pl.col("n_heads") % pl.col("n_gpus") == 0),
-    pl.format("vllm cannot run {}'s {} attention heads on {} GPUs: tensor parallelism needs "
-              "the GPU count to divide them (vllm/config/model.py "
-              "verify_with_parallel_config)", pl.col("model_id"), pl.col("n_heads"),
-              pl.col("n_gpus")))
-VLLM_KV_HEADS_SPLIT = Rule(
-    "vLLM tensor parallelism divides or evenly replicates the KV heads",
-    (pl.col("engine") != VLLM) | (_kv_heads_split(pl.col("kv_heads"))
-                              & _kv_heads_split(pl.col("kv_heads_full"))),
-    pl.format("vllm cannot run {}'s {} KV heads on {} GPUs: tensor parallelism divides them "
-              "among the GPUs or replicates each over a whole number of GPUs "
-              "(QKVParallelLinear in vllm/model_executor/layers/linear.py)", pl.col("model_id"),
-              pl.when(_kv_heads_split(pl.col("kv_heads"))).then(pl.col("kv_heads_full"))
-              .otherwise(pl.col("kv_heads")), pl.col("n_gpus")))
-
 # --- context, KV-cache type and RoPE scaling ------------------------------------------
 
 _KV_LIST = pl.when(pl.col("engine") == LLAMA_CPP) \
@@ -109,11 +70,6 @@ KV_DTYPE_OFFERED = Rule(
     .then(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))
     .otherwise(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[VLLM])),
     pl.format("{} KV cache types are {}, not '{}'", pl.col("engine"), _KV_LIST, pl.col("kv_dtype")))
-VLLM_FP8_ONLY = Rule(
-    "vLLM runs the model with an FP8 cache only (DeepSeek-V4)",
-    ~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == VLLM) & (pl.col("kv_dtype") != "fp8")),
-    pl.format("vllm runs {} with an fp8 KV cache only", pl.col("model_id")))
-
 _ROPE_ASKED = pl.col("rope_scaling").is_not_null()
 ROPE_SCALING_DOCUMENTED = Rule(
     "RoPE scaling is asked for only as the model card documents it",
@@ -153,8 +109,8 @@ CONTEXT_WITHIN_MAXIMUM = Rule(
 
 # Rules by the stage of the grid whose frame has their columns.
 GPU_RULES = (GPU_RUNS_ENGINE, GPU_COUNT_LISTED)
-CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, VLLM_ATTENTION_HEADS_SPLIT, VLLM_KV_HEADS_SPLIT)
-ROW_RULES = (KV_DTYPE_OFFERED, VLLM_FP8_ONLY, ROPE_SCALING_DOCUMENTED, CONTEXT_POSITIVE,
+CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, *vllm.TENSOR_PARALLEL_RULES)
+ROW_RULES = (KV_DTYPE_OFFERED, vllm.FP8_CACHE_ONLY, ROPE_SCALING_DOCUMENTED, CONTEXT_POSITIVE,
              CONTEXT_WITHIN_MAXIMUM)
 ALL_RULES = GPU_RULES + CONFIGURATION_RULES + ROW_RULES
 

@@ -9,64 +9,34 @@ plus attention, which grows with the square of the prompt.
 
 Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
 per-layer decode overhead are fitted per engine and vendor on
-data/catalogs/speed_measurements.csv by sizing.calibration; the constants below are that
-fit's output, and tests/test_speed_calibration.py refits them and checks they agree.
-Columns read: those of sizing.memory plus `bandwidth_gb_s`, `fp16_dense_tflops`,
-`expert_bytes`, `input_embd_bytes`, `params_active`, `params_embedding`, `n_layers`,
-`n_heads`, `attn_head_dim`, `attn_head_dim_full`, `n_full_attention_layers`,
-`n_window_layers`, the sparse-attention columns of sizing.model_facts (`n_sparse_layers`,
-`sparse_ratio`, `sparse_entry_elems`, `n_indexer_layers`, `index_topk`,
-`index_flops_per_key`, `n_hca_layers`), `prompt_tokens`, `host_bandwidth_gb_s` and the
-fitted constants of efficiency_columns().
+data/catalogs/speed_measurements.csv by sizing.calibration; each engine's module
+(sizing.engines) holds that fit's output, and tests/test_speed_calibration.py refits them
+and checks they agree. The columns read are those sizing.columns names.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from sizing import engines
 from sizing.architecture import HCA_RATIO
 from sizing.columns import col
 from sizing.memory import (
-    LLAMA_CPP,
-    LLAMA_CPP_BATCH,
-    LLAMA_CPP_UBATCH,
     engine_weights_bytes,
     kv_cache_bytes,
     kv_cells_full,
-    vllm_fp8_layout,
 )
 
 # Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
-# single-request time to first token from `vllm bench serve` runs),
-# keyed "engine|vendor" where a vendor has sizing.calibration.MIN_ROWS of them, or
-# "engine" for the engine's pooled fit. Apple's Metal builds pay 2.5x NVIDIA's per-layer
-# overhead, AMD's ROCm and Vulkan builds (W7900, 7900 XTX, Strix Halo) 2.3x. vLLM reads
-# weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
-# half its per-layer overhead. Prefill has its own fit for NVIDIA only (vLLM reaches half
-# the dense FP16 peak, llama.cpp a third; vLLM's FP8 runs are timed at the FP16 peak: on
-# the H100 they prefill 1.2x faster than BF16, not the FP8 peak's 2x): AMD's 3 rows (one
-# MI300X build, 1.3 % of the dense FP16 peak) are too few, and Apple publishes no dense
-# FP16 figure, so no prefill there. The pooled prefill fits are reported, not used for
-# prediction (efficiency_columns).
-DECODE_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
-              "llama.cpp|Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
-              "llama.cpp|AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
-              "llama.cpp": {"efficiency": 0.824, "layer_seconds": 89.0e-6},
-              "vllm|NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
-              "vllm": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
-# llama.cpp's prefill is fitted with a power cap per kind of weights (sizing.calibration)
-# on 316 prefill measurements, 249 of them llama-bench runs of 512 to 8,192-token prompts
-# on 1 to 8 GPUs (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 %
-# of the dense FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26
-# (quantized) TFLOPS per watt of its TDP.
-PREFILL_FIT = {"llama.cpp|NVIDIA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
-                                    "tflops_per_watt": 0.39,
-                                    "tflops_per_watt_quantized": 0.26},
-               "llama.cpp": {"efficiency": 0.35, "efficiency_quantized": 0.26,
-                             "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28},
-               "vllm|NVIDIA": {"efficiency": 0.496},
-               "vllm": {"efficiency": 0.496}}
+# single-request time to first token from `vllm bench serve` runs), each engine's in its
+# module (sizing.engines), keyed here "engine|vendor" where a vendor has
+# sizing.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit. Prefill
+# has its own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16
+# peak) are too few, and Apple publishes no dense FP16 figure, so no prefill there. The
+# pooled prefill fits are reported, not used for prediction (efficiency_columns).
+DECODE_FIT = engines.fits("DECODE_FIT")
+PREFILL_FIT = engines.fits("PREFILL_FIT")
 # Formats whose weights prefill multiplies as they are stored (the others are dequantized
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
@@ -75,23 +45,16 @@ UNQUANTIZED = ("BF16", "F16", "F32")
 # The median decode error of each fit on devices left out of it (recomputed by
 # tests/test_speed_calibration.py): the band a figure from that fit carries. A vendor with
 # no fit of its own is "transferred" the engine's pooled fit and carries its error.
-DECODE_HELD_OUT_ERROR = {"llama.cpp|NVIDIA": 0.090, "llama.cpp|AMD": 0.131,
-                         "llama.cpp|Apple": 0.150, "vllm|NVIDIA": 0.299,
-                         "llama.cpp": 0.106, "vllm": 0.299}
+DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
 # How a speed figure was obtained: `calibrated` on the engine's measurements on the
 # vendor's GPUs, `transferred` from the engine's fit pooled over other vendors, `none`
 # where the catalog has no bandwidth for the GPU (no figure).
 SPEED_BASES = ("calibrated", "transferred", "none")
-FALLBACK_ENGINE = "llama.cpp"
+FALLBACK_ENGINE = engines.LLAMA_CPP
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
 # weights offloaded to system RAM unless the caller gives its own.
 DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
-# Tensor-parallel all-reduce: two per layer per decode step (after attention and after
-# the MLP, Megatron-LM's layout). The per-call latency is a labelled estimate of NCCL's
-# small-message latency on one node.
-ALLREDUCES_PER_LAYER = 2
-ALLREDUCE_LATENCY_S = 10e-6
 DEFAULT_PROMPT_TOKENS = 4096
 
 _GB, _TFLOPS = 1e9, 1e12
@@ -132,7 +95,7 @@ def sparse_kernels() -> pl.Expr:
     pick: vLLM (FlashMLA's sparse kernels) and llama.cpp's CUDA flash-attention kernel
     (llama.cpp PR #21149: "sparse top_k indices in CUDA flash attention MMA kernel"); other
     llama.cpp backends are not known to, so they are counted as attending to all entries."""
-    return (pl.col("engine") != LLAMA_CPP) | (pl.col("vendor") == "NVIDIA")
+    return engines.term("sparse_kernels")
 
 
 def kv_bytes_read_per_step() -> pl.Expr:
@@ -144,7 +107,7 @@ def kv_bytes_read_per_step() -> pl.Expr:
     unread = pl.when(sparse_kernels()).then(
         (pooled - col("index_topk") * col("batch")).clip(lower_bound=0)).otherwise(0.0)
     entry_bytes = col("sparse_entry_elems") * col("kv_bytes_per_element") \
-        + pl.when(vllm_fp8_layout()).then(col("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
+        + engines.term("sparse_entry_extra_bytes")
     return kv_cache_bytes() - col("n_sparse_layers") * unread * entry_bytes
 
 
@@ -197,7 +160,6 @@ def speed_basis_columns() -> list[pl.Expr]:
 
 def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
-    n = col("n_gpus")
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_bytes_read_per_step()
     device_bytes = (weights + kv) * (1 - col("offload_frac"))
@@ -205,13 +167,13 @@ def decode_step_seconds() -> pl.Expr:
     eff = col("decode_efficiency")
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * eff
-    # llama.cpp splits layers across GPUs and runs them one after another: no speed-up.
-    parallel = pl.when(pl.col("engine") == LLAMA_CPP).then(1.0).otherwise(n)
+    # llama.cpp runs its layer split one GPU after another; vLLM's tensor parallelism
+    # reads every layer on every GPU at once.
+    parallel = engines.term("decode_parallelism")
     t_mem = device_bytes / (bw * parallel) + host_bytes / (col("host_bandwidth_gb_s") * _GB)
     flops = 2 * col("params_active") * col("batch")
     t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel * prefill_share())
-    t_comm = pl.when((pl.col("engine") != LLAMA_CPP) & (n > 1)) \
-        .then(ALLREDUCES_PER_LAYER * col("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
+    t_comm = engines.term("decode_comm_seconds")
     # No published bandwidth for the device: no decode figure either.
     return pl.when(t_mem.is_null()).then(None) \
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
@@ -249,35 +211,21 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     return per_pair * (full + window + sparse) + indexer
 
 
-def pipeline_speedup(p: pl.Expr) -> pl.Expr:
-    """llama.cpp's prompt processing over GPUs that each hold a share of the layers:
-    the micro-batches of one batch run through the GPUs as a pipeline (ggml-org/llama.cpp
-    PR #6017, pipeline parallelism), so n GPUs work on m = ceil(min(p, n_batch) /
-    n_ubatch) micro-batches at once, with the pipeline's fill and drain: n m / (m + n - 1)
-    (one GPU: 1; a 512-token prompt: 1)."""
-    n = col("n_gpus")
-    m = (pl.min_horizontal(p, LLAMA_CPP_BATCH) / LLAMA_CPP_UBATCH).ceil()
-    return n * m / (m + n - 1)
-
-
 def prefill_seconds() -> pl.Expr:
     """Seconds to process a prompt of `prompt_tokens` (one sequence).
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
-    split by its pipeline's speed-up (pipeline_speedup). Context, KV-cache type and
+    split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
+    llama.cpp re-reads the weights once per micro-batch. Context, KV-cache type and
     decode batch do not enter: the matrix evaluates this once per model, format and GPU
     configuration."""
     p = col("prompt_tokens")
-    llama_gpus = pipeline_speedup(p)
-    n = pl.when(pl.col("engine") == LLAMA_CPP).then(llama_gpus).otherwise(col("n_gpus"))
+    n = engines.term("prefill_parallelism", p)
     linear = 2 * (col("params_active") - col("params_embedding")) * p
     peak = col("fp16_dense_tflops") * _TFLOPS * n * prefill_share()
     t_compute = (linear + attention_flops(p)) / peak
-    # llama.cpp re-reads the weights once per micro-batch of 512 tokens; vLLM reads them
-    # once for the whole prompt.
-    llama = pl.col("engine") == LLAMA_CPP
-    reads = pl.when(llama).then((p / LLAMA_CPP_UBATCH).ceil()).otherwise(1.0)
-    step_tokens = pl.when(llama).then(pl.min_horizontal(p, LLAMA_CPP_UBATCH)).otherwise(p)
+    reads = engines.term("prefill_weight_reads", p)
+    step_tokens = engines.term("prefill_step_tokens", p)
     t_weights = reads * weight_bytes_read_per_step(step_tokens) \
         / (col("bandwidth_gb_s") * _GB * n)
     # No published dense tensor throughput for the device: no prefill figure either.

@@ -108,3 +108,26 @@ def test_public_api_example_runs():
     failures, tried = doctest.testmod(sizing, report=True)
     assert tried >= 5 and failures == 0
     assert "Q4_K_M" in WEIGHT_FORMATS
+
+
+def test_each_engine_module_defines_every_term():
+    """One room per engine: each module names the same terms (sizing.engines.base)."""
+    from sizing import engines
+    from sizing.engines import base
+
+    constants = ("NAME", "KV_DTYPES", "DEFAULT_KV_DTYPE", "FORMATS", "DEFAULT_FORMAT",
+                 "DECODE_FIT", "PREFILL_FIT", "DECODE_HELD_OUT_ERROR")
+    for module in engines.MODULES.values():
+        missing = [t for t in (*constants, *base.TERMS) if not hasattr(module, t)]
+        assert not missing, (module.NAME, missing)
+        assert module.DEFAULT_FORMAT in module.FORMATS
+        assert module.DEFAULT_KV_DTYPE in module.KV_DTYPES
+
+
+def test_the_formulas_do_not_branch_on_the_engine_themselves():
+    """memory, speed and cost reach an engine's rule only through sizing.engines.term."""
+    from pathlib import Path
+
+    for name in ("memory.py", "speed.py", "cost.py", "evaluation.py"):
+        text = (Path(sizing.__file__).parent / name).read_text()
+        assert 'pl.col("engine") ==' not in text and 'pl.col("engine") !=' not in text, name

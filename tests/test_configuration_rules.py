@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from assets.catalogs.readers import load_gpus
 from pipeline.cli import main
 from sizing import grid, rules
+from sizing.engines import ENGINES, KV_DTYPES_BY_ENGINE
 from sizing.estimate import Configuration, Device, InvalidConfiguration, validate
 from sizing.gguf_quant import GGUF_FTYPES
-from sizing.memory import ENGINES, KV_DTYPES_BY_ENGINE
 from sizing.model_facts import format_row, model_row
 from tests.conftest import load_arch
 

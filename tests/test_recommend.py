@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.grid import FORMATS_BY_ENGINE
+from sizing.engines import FORMATS_BY_ENGINE
 from sizing.recommend import best_format_for_gpu, fit_over_gpus, recommend
 from tests.conftest import load_arch
 

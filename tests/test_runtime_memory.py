@@ -8,8 +8,8 @@ the device logits of one micro-batch are 512 such rows.
 
 import pytest
 
+from sizing.engines.llama_cpp import UBATCH as LLAMA_CPP_UBATCH
 from sizing.estimate import Configuration, Device, estimate
-from sizing.memory import LLAMA_CPP_UBATCH
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import load_arch

@@ -4,7 +4,7 @@ data/catalogs/engine_startup_logs.csv holds every public vLLM start-up log found
 its source and quote (62 runs of vLLM 0.19.0 on H100 from llm-d-incubation/llm-d-planner
 at commit d3121e05, the rest from vLLM issues and pull requests). The runs of models
 whose config the snapshot holds, on a catalog GPU, with the flags stated, are sized by
-the estimate with the same flags; the fitted constants of sizing.vllm_budget are refitted
+the estimate with the same flags; the fitted constants of sizing.engines.vllm are refitted
 without each model in turn, and that model's runs are predicted with the others' fit:
 the error printed is the error on logs left out of the fit.
 """
@@ -14,11 +14,11 @@ import contextlib
 import polars as pl
 import pytest
 
-import sizing.vllm_budget as budget
+import sizing.engines.vllm as budget
 from assets.catalogs.readers import load_gpus
 from assets.quality.startup_logs import startup_log_frame
+from sizing.engines.vllm import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
 from sizing.estimate import Configuration, Device
-from sizing.vllm_budget import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
 from tests.conftest import SNAPSHOT, load_arch
 
 LOGS = pl.read_csv(SNAPSHOT.parents[0] / "catalogs" / "engine_startup_logs.csv",

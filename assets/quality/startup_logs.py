@@ -15,9 +15,9 @@ from assets.resources import (
     table_asset,
 )
 from sizing.architecture import parse_config
+from sizing.engines.vllm import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
 from sizing.estimate import Configuration, Device, Usage, estimate_many
 from sizing.units import BYTES_PER_GIB
-from sizing.vllm_budget import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
 
 # Log GPU names -> catalog ids ("NVIDIA H100 80GB HBM3" is the SXM part, the only H100
 # with HBM3 at 80 GB).
@@ -27,7 +27,7 @@ GPU_IDS = {"NVIDIA H100 80GB HBM3": "h100_sxm5_80gb", "NVIDIA GeForce RTX 3090":
 FORMATS = {"bfloat16": "BF16", "bf16": "BF16", "bf16 (default dtype)": "BF16",
            "float16": "BF16", "bfloat16 / quantization=fp8": "FP8",
            "bfloat16 / quantization=mxfp4": "MXFP4"}
-# Logged versions -> the budget family they follow (sizing.vllm_budget.VLLM_VERSIONS).
+# Logged versions -> the budget family they follow (sizing.engines.vllm.VLLM_VERSIONS).
 VERSIONS = {"v0.19.0": VLLM_V1_019, "V0 (~0.6.4)": VLLM_V0,
             "V0 (~0.6.4, 'Memory profiling results' format)": VLLM_V0}
 # A run whose KV pool is off by more than this warns (the 90th-percentile bound).

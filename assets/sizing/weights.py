@@ -7,8 +7,7 @@ from assets.ingest.models import sized_configs
 from assets.resources import SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
 from sizing.architecture import parse_config
-from sizing.grid import FORMATS_BY_ENGINE
-from sizing.memory import LLAMA_CPP
+from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse import store

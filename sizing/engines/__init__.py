@@ -1,0 +1,30 @@
+"""The inference engines, one module each (llama_cpp, vllm; base: what each defines), and
+the one place where a formula picks the row's engine's term."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import polars as pl
+
+from sizing.engines import llama_cpp, vllm
+
+LLAMA_CPP, VLLM = llama_cpp.NAME, vllm.NAME
+ENGINES = (LLAMA_CPP, VLLM)
+MODULES: dict[str, ModuleType] = {LLAMA_CPP: llama_cpp, VLLM: vllm}
+KV_DTYPES_BY_ENGINE = {e: m.KV_DTYPES for e, m in MODULES.items()}
+FORMATS_BY_ENGINE = {e: m.FORMATS for e, m in MODULES.items()}
+DEFAULT_FORMAT = {e: m.DEFAULT_FORMAT for e, m in MODULES.items()}
+
+
+def term(name: str, *args: pl.Expr) -> pl.Expr:
+    """The row's engine's expression for a term of sizing.engines.base.TERMS."""
+    return pl.when(pl.col("engine") == LLAMA_CPP).then(getattr(llama_cpp, name)(*args)) \
+        .otherwise(getattr(vllm, name)(*args))
+
+
+def fits(table: str) -> dict[str, dict]:
+    """A speed-fit table of every engine, keyed "engine|vendor" (an engine's own fit for
+    that vendor's GPUs) or "engine" (pooled over vendors)."""
+    return {f"{e}|{v}" if v else e: fit for e, m in MODULES.items()
+            for v, fit in getattr(m, table).items()}

@@ -1,0 +1,43 @@
+"""What every engine module defines, and the helpers they share.
+
+Each engine module (sizing.engines.llama_cpp, sizing.engines.vllm) names the same terms:
+NAME, KV_DTYPES, DEFAULT_KV_DTYPE, FORMATS, DEFAULT_FORMAT, DECODE_FIT, PREFILL_FIT and
+DECODE_HELD_OUT_ERROR (per vendor, "" pooled), and the expressions in TERMS. The formulas
+in sizing.memory and sizing.speed read a term through sizing.engines.term, which picks the
+row's engine's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+# The per-row expressions each engine module defines.
+TERMS = (
+    "kv_cells_full", "kv_cells_window", "full_cell_extra_bytes", "window_cell_extra_bytes",
+    "sparse_entry_extra_bytes", "conv_state_bytes", "kv_split",
+    "full_layer_replication", "runtime_bytes", "weights_held_bytes",
+    "weights_on_device_bytes", "usable_bytes", "cache_allocation_tokens", "runtime_basis",
+    "usable_basis",
+    "decode_parallelism", "decode_comm_seconds", "sparse_kernels", "prefill_parallelism",
+    "prefill_weight_reads", "prefill_step_tokens",
+)
+
+# Both engines keep the recurrent state of hybrid models (Mamba, Gated DeltaNet) in F32.
+RECURRENT_STATE_BYTES = 4
+
+
+def ceil_to(x: pl.Expr, step: int) -> pl.Expr:
+    """`x` rounded up to a whole number of `step`s (cache pads, blocks)."""
+    return (x / step).ceil() * step
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An existence rule (sizing.rules): an expression true on every row that can exist,
+    and the reason where it is false."""
+
+    name: str
+    holds: pl.Expr
+    reason: pl.Expr

@@ -1,0 +1,207 @@
+"""llama.cpp (llama-server): what it loads, how it lays out memory, how fast it runs and how
+to launch it. Every term here has a namesake in sizing.engines.vllm; the formulas pick the
+row's engine's term through sizing.engines.
+
+Sources: common/common.h (batch defaults), src/llama-kv-cache*.cpp (cache cells), the
+tools/server README (flags), docs/docker.md (images); fits in sizing.calibration.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import polars as pl
+
+from sizing.columns import col
+from sizing.engines.base import ceil_to
+from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
+
+NAME = "llama.cpp"
+KV_DTYPES = ("f16", "q8_0", "q4_0")
+DEFAULT_KV_DTYPE = "f16"
+# The GGUF types the matrix sizes, from the most to the least faithful to the checkpoint.
+FORMATS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "IQ3_XXS",
+           "Q2_K", "UD-Q2_K_XL", "IQ2_M", "IQ2_XXS", "IQ1_M")
+DEFAULT_FORMAT = "Q4_K_M"
+
+# n_ubatch default 512 (common/common.h); with flash attention the KV size is padded to
+# 256 cells; the iSWA cache holds pad256(min(n_ctx, n_swa*n_seq + n_ubatch)) cells
+# (src/llama-kv-cache-iswa.cpp). Recurrent state is stored in F32.
+UBATCH = 512
+BATCH = 2048  # n_batch default (common/common.h): the largest llama_decode call
+KV_PAD = 256
+STATE_BYTES = 4
+# `--fit` keeps 1024 MiB free per device (ggml-org/llama.cpp PR #16653).
+FIT_MARGIN_BYTES = 1024 * BYTES_PER_MIB
+# Memory a CUDA device context and cuBLAS take before any tensor: Ollama's measured
+# per-GPU minimum for the CUDA backend, 457 MiB (ollama llm/memory.go).
+DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
+# The logits of one micro-batch are computed in F32 on the device; with flash attention
+# this is the largest compute-buffer tensor (n_vocab x n_ubatch x 4 bytes).
+LOGITS_BYTES_PER_VALUE = 4
+
+# Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per vendor; ""
+# is the engine's fit pooled over vendors. Apple's Metal builds pay 2.5x NVIDIA's per-layer
+# overhead, AMD's ROCm and Vulkan builds 2.3x.
+DECODE_FIT = {"NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
+              "Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
+              "AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
+              "": {"efficiency": 0.824, "layer_seconds": 89.0e-6}}
+# Prefill is fitted with a power cap per kind of weights on 316 measurements, 249 of them
+# llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
+# (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
+# FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
+# TFLOPS per watt of its TDP.
+PREFILL_FIT = {"NVIDIA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
+                          "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
+               "": {"efficiency": 0.35, "efficiency_quantized": 0.26,
+                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
+# The median decode error of each fit on devices left out of it
+# (tests/test_speed_calibration.py recomputes them).
+DECODE_HELD_OUT_ERROR = {"NVIDIA": 0.090, "AMD": 0.131, "Apple": 0.150, "": 0.106}
+
+# The build a vendor's GPUs need, as the published server images (docs/docker.md:
+# server-cuda, server-rocm, server-musa for Moore Threads, server-intel for SYCL;
+# server-vulkan for any other GPU). Apple's Metal build is the default on macOS.
+BUILDS = {
+    "NVIDIA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
+    "AMD": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",
+    "Moore Threads": "MUSA build (ghcr.io/ggml-org/llama.cpp:server-musa)",
+    "Intel": "SYCL build (ghcr.io/ggml-org/llama.cpp:server-intel)",
+    "Apple": "Metal build (the default on macOS)",
+}
+OTHER_BUILD = "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)"
+
+
+# Memory -----------------------------------------------------------------------------
+
+def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
+    """llama-server's default, one KV stream per slot, each padded to KV_PAD cells."""
+    return ceil_to(context, KV_PAD) * batch
+
+
+def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
+    """The iSWA cache: the window plus one micro-batch per stream, padded."""
+    return ceil_to(pl.min_horizontal(context, col("kv_window_tokens") + UBATCH), KV_PAD) * batch
+
+
+def full_cell_extra_bytes() -> pl.Expr:
+    """Cache entries take their elements' bytes, no more (indexer keys in the cache type)."""
+    return pl.lit(0.0)
+
+
+def window_cell_extra_bytes() -> pl.Expr:
+    return pl.lit(0.0)
+
+
+def sparse_entry_extra_bytes() -> pl.Expr:
+    return pl.lit(0.0)
+
+
+def conv_state_bytes() -> pl.Expr:
+    return pl.lit(STATE_BYTES)
+
+
+def kv_split() -> pl.Expr:
+    """Layers are split across GPUs: each holds its layers' share of the cache."""
+    return col("n_gpus")
+
+
+def full_layer_replication() -> pl.Expr:
+    return pl.lit(1.0)
+
+
+def runtime_bytes() -> pl.Expr:
+    """The device context plus the compute buffer, whose largest tensor with flash
+    attention is the F32 logits of one micro-batch."""
+    return DEVICE_CONTEXT_BYTES + col("vocab") * UBATCH * LOGITS_BYTES_PER_VALUE
+
+
+def weights_held_bytes() -> pl.Expr:
+    """The GGUF file's tensors, as stored."""
+    return col("weights_bytes")
+
+
+def weights_on_device_bytes() -> pl.Expr:
+    """An input-only token embedding stays in host memory (the input layer runs on the
+    CPU); a tied one is duplicated onto the GPU as the output head."""
+    return col("weights_bytes") - col("input_embd_bytes")
+
+
+def usable_bytes(share: pl.Expr) -> pl.Expr:
+    """The device (the GPU's `share` of unified memory) less `--fit`'s margin."""
+    return col("gpu_memory_gib") * BYTES_PER_GIB * share - FIT_MARGIN_BYTES
+
+
+def cache_allocation_tokens() -> int:
+    """Cells are allocated one token at a time."""
+    return 1
+
+
+def runtime_basis() -> pl.Expr:
+    """The compute buffer is an estimate (logs too heterogeneous to fit it)."""
+    return pl.lit("estimated")
+
+
+def usable_basis() -> pl.Expr:
+    """The device total and the fit margin are both exact."""
+    return pl.lit("exact")
+
+
+# Speed ------------------------------------------------------------------------------
+
+def decode_parallelism() -> pl.Expr:
+    """Layers run one GPU after another: several GPUs decode no faster than one."""
+    return pl.lit(1.0)
+
+
+def decode_comm_seconds() -> pl.Expr:
+    return pl.lit(0.0)
+
+
+def sparse_kernels() -> pl.Expr:
+    """Sparse attention skips the unpicked entries only in the CUDA build."""
+    return pl.col("vendor") == "NVIDIA"
+
+
+def prefill_parallelism(p: pl.Expr) -> pl.Expr:
+    """The micro-batches of one batch run through the GPUs as a pipeline
+    (ggml-org/llama.cpp PR #6017): n GPUs work on m = ceil(min(p, n_batch) / n_ubatch)
+    micro-batches at once, with the pipeline's fill and drain, n m / (m + n - 1) (one GPU:
+    1; a 512-token prompt: 1)."""
+    n = col("n_gpus")
+    m = (pl.min_horizontal(p, BATCH) / UBATCH).ceil()
+    return n * m / (m + n - 1)
+
+
+def prefill_weight_reads(p: pl.Expr) -> pl.Expr:
+    """The weights are read once per micro-batch of UBATCH tokens."""
+    return (p / UBATCH).ceil()
+
+
+def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
+    return pl.min_horizontal(p, UBATCH)
+
+
+# Launch -----------------------------------------------------------------------------
+
+def build(vendor: str) -> str:
+    return BUILDS.get(vendor, OTHER_BUILD)
+
+
+def server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
+                   batch: int, n_gpus: int, n_layers: int, offload_frac: float) -> str:
+    """llama-server with only flags it accepts for this configuration: `-hf REPO:QUANT`
+    pulls a GGUF of that type, `-c` is the total context of all slots, `-np` the slots,
+    `-ngl` the layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a
+    quantized V cache needs flash attention), `-ts` the split. Names are shell-quoted."""
+    source = f"-hf {shlex.quote(f'{gguf_repo}:{quant}')}" if gguf_repo \
+        else f"-m model-{quant}.gguf"
+    gpu_layers = 999 if offload_frac == 0 else round(n_layers * (1 - offload_frac))
+    parts = [f"llama-server {source}", f"-c {context * batch}", f"-np {batch}",
+             f"-ngl {gpu_layers}", "-fa on"]
+    if kv_dtype != DEFAULT_KV_DTYPE:
+        parts.append(f"-ctk {kv_dtype} -ctv {kv_dtype}")
+    if n_gpus > 1:
+        parts.append("-ts " + ",".join(["1"] * n_gpus))
+    return " \\\n  ".join(parts)
