@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.vllm_budget import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 
 STATE_DIR = ROOT / ".dagster_home"
@@ -190,7 +191,11 @@ def estimate_command(args: argparse.Namespace) -> int:
     (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     out = {k: r.get(k) for k in ESTIMATE_KEYS}
-    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
+    if args.objective == "fastest_under_budget" and args.budget_usd is None:
+        raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
+    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
+                                              args.min_decode_tok_s, args.budget_usd,
+                                              args.objective)
     r["recommendations"] = out["recommendations"]
     if args.json:
         print(json.dumps(_finite(out), indent=2))
@@ -261,6 +266,22 @@ def estimate_command(args: argparse.Namespace) -> int:
                      f"(verified {c['verified_at']})")
         print(f"  {label:17} {text}")
     print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
+    crit = rec["criteria"]
+    print(f"  criteria          fits, vLLM/llama.cpp kernels for {quant} on the GPU, decode "
+          f">= {crit['min_decode_tok_s']:g} tok/s"
+          + (f", hardware <= {crit['budget_usd']:,.0f} USD" if crit["budget_usd"] else ""))
+    for p in rec["passed_over"]:
+        print(f"  passed over       {p['n_gpus']}x {p['name']} ({p['outlay_usd']:,.0f} USD): "
+              f"{p['why_not']}")
+    if rec.get("ranked") is not None:
+        print(f"  ranked by {rec['objective']}:")
+        for row in rec["ranked"]:
+            print(f"    {row['rank']}. {row['n_gpus']}x {row['name']}: "
+                  f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD, rent "
+                  f"{_fmt(row['rent_usd_per_hour'], '.2f')} USD/h, "
+                  f"{_fmt(row['cost_per_mtok_usd'], '.2f')} USD/Mtok, "
+                  f"{_fmt(row['decode_j_per_token'], '.1f')} J/token")
     return 0
 
 
@@ -359,13 +380,21 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
                                             f"verified {best['verified_at']}")
 
 
-def _recommendations(m, conf, gpu_id: str, offers) -> dict:
+def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
+                     budget_usd: float | None, objective: str | None) -> dict:
     from assets.catalogs.readers import load_gpus
     from sizing.recommend import best_format_for_gpu, recommend
 
     gpus = load_gpus()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
-                    offers)
+                    offers, min_decode_tok_s, budget_usd)
+    if objective is not None:
+        from sizing.objectives import ranked
+
+        rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
+                               gpus, objective, offers, min_decode_tok_s, budget_usd,
+                               batch=conf.batch).to_dicts()
+        rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
         m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
     return rec
@@ -411,6 +440,12 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
     e.add_argument("--electricity", type=_amount, default=0.15, help="USD per kWh")
+    e.add_argument("--min-decode-tok-s", type=_amount, default=DEFAULT_MIN_DECODE_TOK_S,
+                   help="recommendations decode one sequence at least this fast (default 10: "
+                        "twice a reading speed; sizing.recommend)")
+    e.add_argument("--budget-usd", type=_amount, help="most to spend on the hardware")
+    e.add_argument("--objective", choices=OBJECTIVES,
+                   help="also rank hardware by this objective")
     e.add_argument("--json", action="store_true")
     return e
 
