@@ -285,6 +285,79 @@ def estimate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_command(args: argparse.Namespace) -> int:
+    """Configurations that serve the traffic at the targets, cheapest to rent first."""
+    _use_project_instance()
+    import polars as pl
+
+    from assets.catalogs.readers import load_gpus
+    from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
+    from sizing.grid import FORMATS_BY_ENGINE
+    from sizing.model_facts import format_row, model_row
+
+    m = _plan_model(args)
+    engines = [args.engine] if args.engine else list(FORMATS_BY_ENGINE)
+    pairs = [(e, f) for e in engines for f in FORMATS_BY_ENGINE[e]
+             if args.quant is None or f.lower() in {q.lower() for q in args.quant}]
+    if not pairs:
+        raise SystemExit(f"error: no format among {', '.join(args.quant)} for {', '.join(engines)}")
+    formats = pl.DataFrame(pairs, schema=["engine", "weight_format"], orient="row")
+    weights = pl.DataFrame([format_row(m, f, gguf=e == "llama.cpp") for e, f in pairs]) \
+        .unique("weight_format")
+    profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
+                             args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
+    table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
+                 _published_offers(), formats, args.budget_usd)
+    if args.json:
+        print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
+        return 0 if table.height else 1
+    targets = ", ".join(t for t in (
+        args.ttft_p95_ms and f"p95 time to first token <= {args.ttft_p95_ms:g} ms",
+        args.tpot_ms and f"<= {args.tpot_ms:g} ms per output token") if t) or "no latency target"
+    print(f"{m.name}: {args.requests_per_s:g} requests/s of {args.prompt_tokens:,} prompt + "
+          f"{args.output_tokens:,} output tokens; {targets}"
+          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else ""))
+    if table.is_empty():
+        print("no configuration meets these targets")
+        return 1
+    print(f"{'format':10} {'engine':9} {'GPU':24} {'n':>2} {'KV':4} {'repl':>4} {'batch':>5} "
+          f"{'cap r/s':>7} {'TPOT ms':>7} {'TTFT95':>7} {'rent USD/mo':>11} {'buy USD':>9} "
+          f"{'J/tok':>6}")
+    for r in table.head(args.top).iter_rows(named=True):
+        print(f"{r['weight_format']:10} {r['engine']:9} {r['gpu_id'][:24]:24} {r['n_gpus']:>2} "
+              f"{r['kv_dtype']:4} {r['replicas']:>4} {r['batch']:>5} "
+              f"{r['replica_capacity_req_s']:>7.2f} {r['tpot_ms']:>7.1f} {r['ttft_p95_ms']:>7.0f} "
+              f"{_fmt(r['rent_usd_per_month'], ',.0f'):>11} "
+              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6}")
+    print(f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
+          "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
+          "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
+          "(sizing/capacity.py); J/tok at each GPU's board power limit.")
+    return 0
+
+
+def _buy(r: dict) -> str:
+    new, used = r["purchase_new_usd"], r["purchase_used_usd"]
+    if used is not None and (new is None or used < new):
+        return f"{used:,.0f}u"
+    return _fmt(new, ",.0f")
+
+
+def _plan_model(args: argparse.Namespace):
+    from assets.catalogs.readers import load_rope_recipes
+    from pipeline.names import UnknownName, model_config_path
+    from sizing.architecture import ConfigError, parse_config
+
+    try:
+        name, path = (str(args.config), Path(args.config)) if args.config is not None \
+            else model_config_path(args.model)
+        return parse_config(path.read_bytes(), name, load_rope_recipes().get(name))
+    except (UnknownName, ConfigError) as e:
+        raise SystemExit(f"error: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"error: cannot read {args.config}: {e.strerror or e}") from None
+
+
 def _bulk(source: str, offers) -> int:
     """--queries: one JSON object of estimate options per line in, one JSON result (or
     {"error": ...}) per line out, in order; evaluated together in one pass."""
@@ -470,6 +543,10 @@ def _percent(text: str) -> float:
     return _number(text, 0, 99, "a percentage")
 
 
+def _positive(text: str) -> float:
+    return _number(text, 1e-6, 1e7, "a positive number")
+
+
 def _fraction(text: str) -> float:
     return _number(text, 0.01, 1, "a fraction")
 
@@ -496,6 +573,21 @@ def main(argv: list[str] | None = None) -> int:
     e = _estimate_parser(sub.add_parser("estimate", help="size one model on one GPU "
                                                      "configuration"), bulk=True)
     e.set_defaults(func=estimate_command)
+    pl_ = sub.add_parser("plan", help="GPUs and monthly cost to serve a traffic at targets")
+    src = pl_.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="repository id")
+    src.add_argument("--config", help="path to any config.json")
+    pl_.add_argument("--requests-per-s", type=_positive, required=True)
+    pl_.add_argument("--prompt-tokens", type=_count, required=True)
+    pl_.add_argument("--output-tokens", type=_count, required=True)
+    pl_.add_argument("--ttft-p95-ms", type=_positive, help="95th percentile time to first token")
+    pl_.add_argument("--tpot-ms", type=_positive, help="time per output token")
+    pl_.add_argument("--budget-usd", type=_amount, help="most to spend buying the hardware")
+    pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
+    pl_.add_argument("--quant", nargs="+", help="only these weight formats")
+    pl_.add_argument("--top", type=_count, default=15, help="rows to print")
+    pl_.add_argument("--json", action="store_true")
+    pl_.set_defaults(func=plan_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     rec = snap_sub.add_parser("record", help="fetch the Hub and the price providers now")

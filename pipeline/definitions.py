@@ -27,6 +27,7 @@ from assets.sizing.assets import (
     weights,
     weights_match_published_gguf,
 )
+from assets.sizing.capacity_plans import capacity_plans
 from assets.sizing.published_sizes import gguf_published_sizes
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from assets.sizing.speed_checks import speed_checks
@@ -36,12 +37,13 @@ from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
               fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
-              vllm_startup_checks, speed_checks, accuracy,
+              vllm_startup_checks, speed_checks, accuracy, capacity_plans,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
     "refresh_prices",
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
+                                       capacity_plans))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

@@ -21,9 +21,12 @@ def gpu_power_w() -> pl.Expr:
     return pl.col("tdp_w").cast(pl.Float64) * pl.col("n_gpus").cast(pl.Float64)
 
 
-def joules_per_token() -> pl.Expr:
-    """Joules the GPUs draw per generated token: power over aggregate decode speed."""
-    return gpu_power_w() / pl.col("decode_aggregate_tok_s").cast(pl.Float64)
+def joules_per_token(tokens_per_s: pl.Expr | None = None) -> pl.Expr:
+    """Joules the GPUs draw per generated token: power over the tokens generated per
+    second (the batch's aggregate decode speed unless another rate is given, such as a
+    serving replica's, whose time also goes to prefills: sizing.capacity)."""
+    rate = pl.col("decode_aggregate_tok_s") if tokens_per_s is None else tokens_per_s
+    return gpu_power_w() / rate.cast(pl.Float64)
 
 
 def energy_columns() -> list[pl.Expr]:

@@ -26,7 +26,7 @@ def test_definitions_load():
     assert keys == {"gpus", "weight_formats", "engines", "hub_models", "models", "weights",
                     "fit_matrix_shards", "fit_matrix_table", "cost_matrix", "coverage",
                     "param_checks", "gguf_published_sizes", "vllm_startup_checks",
-                    "speed_checks", "accuracy",
+                    "speed_checks", "accuracy", "capacity_plans",
                     "prices_runpod", "prices_vastai", "prices_vultr", "prices_digitalocean",
                     "gpu_prices"}
     assert defs.get_schedule_def("weekly_model_refresh")

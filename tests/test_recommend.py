@@ -5,8 +5,8 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.grid import FORMATS_BY_ENGINE
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
+from sizing.grid import FORMATS_BY_ENGINE
 from sizing.recommend import (
     best_format_for_gpu,
     fit_over_gpus,

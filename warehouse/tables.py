@@ -335,6 +335,30 @@ COST_MATRIX = TableContract(
             pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
 )
 
+# Capacity plans (sizing.capacity): per standard traffic profile and model, the cheapest
+# configurations that serve it at its latency targets.
+CAPACITY_PLANS = TableContract(
+    "capacity_plans",
+    keys=("profile", "model_id", "weight_format", "engine", "gpu_id", "n_gpus", "kv_dtype"),
+    schema={"profile": pl.String(), "model_id": pl.String(), "weight_format": pl.String(),
+            "engine": pl.String(), "gpu_id": pl.String(), "n_gpus": pl.Int64(),
+            "kv_dtype": pl.String(), "replicas": pl.Int64(), "gpus_total": pl.Int64(),
+            "batch": pl.Int64(), "requests_per_s": pl.Float64(),
+            "replica_capacity_req_s": pl.Float64(), "prompt_tokens": pl.Int32(),
+            "output_tokens": pl.Int32(), "tpot_ms": pl.Float64(), "ttft_mean_ms": pl.Float64(),
+            "ttft_p95_ms": pl.Float64(), "rent_usd_per_hour": pl.Float64(),
+            "rent_offer": pl.String(), "rent_usd_per_month": pl.Float64(),
+            "purchase_new_usd": pl.Float64(), "purchase_used_usd": pl.Float64(),
+            "j_per_output_token": pl.Float64(), "speed_basis": pl.String(),
+            "rank": pl.UInt32()} | VERIFIED_AT,
+    not_null=("profile", "model_id", "gpu_id", "replicas", "replica_capacity_req_s", "rank"),
+    rules=(("at least one replica, each carrying a positive rate",
+            (pl.col("replicas") >= 1) & (pl.col("replica_capacity_req_s") > 0)),
+           ("replicas carry the profile's rate",
+            pl.col("replicas") * pl.col("replica_capacity_req_s")
+            >= pl.col("requests_per_s") * (1 - 1e-9))),
+)
+
 VLLM_STARTUP_CHECKS = TableContract(
     "vllm_startup_checks",
     keys=("log_id",),
@@ -388,7 +412,8 @@ ACCURACY = TableContract(
 
 
 CONTRACTS = {c.name: c for c in (
-    COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
+    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE,
+    WEIGHTS, GPUS,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
