@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
-from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.vllm_budget import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 
 STATE_DIR = ROOT / ".dagster_home"
@@ -111,7 +111,8 @@ ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_to
                   "speed_basis", "decode_error_band", "memory_basis",
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
-                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                  "decode_j_per_token", "decode_tokens_per_kwh")
 
 
 class QueryError(ValueError):
@@ -165,6 +166,8 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                         args.max_num_batched_tokens, args.enforce_eager)
     conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens,
+                         n_cpu_moe=args.n_cpu_moe or 0,
+                         host_bandwidth_gb_s=args.host_bandwidth_gb_s,
                          rope_scaling=args.rope_scaling, vllm=vllm)
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
@@ -229,11 +232,20 @@ def estimate_command(args: argparse.Namespace) -> int:
     else:
         print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
               f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
+    if conf.n_cpu_moe:
+        print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
+              f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
+              "figure was 77 % too fast on the one public measurement compared: README)")
     if r["prefill_tok_s"] is None:
         print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
     else:
         print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first "
               f"token {_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    if r.get("decode_j_per_token") is not None:
+        print(f"  energy            {r['decode_j_per_token']:.2f} J per generated token, "
+              f"{r['decode_tokens_per_kwh']:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
+              f"power x {conf.n_gpus} GPUs, drawn in full while decoding: an upper bound; "
+              "host not counted)")
     b = r["cost_basis"]
     if r["cost_per_mtok_usd"] is None:
         print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")
@@ -509,6 +521,12 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
                    help="vLLM without CUDA graphs (their pool is then not reserved)")
     e.add_argument("--offload", type=_percent, default=0.0,
                    help="percent (0-99) of the layers kept in system RAM")
+    e.add_argument("--n-cpu-moe", type=_count,
+                   help="llama.cpp: keep the routed experts of the first N layers in host "
+                        "memory (--cpu-moe: a number >= the layers)")
+    e.add_argument("--host-bandwidth-gb-s", type=_positive, default=DEFAULT_HOST_BANDWIDTH_GB_S,
+                   help="host memory bandwidth for offloaded weights and experts (default "
+                        "89.6: dual-channel DDR5-5600)")
     e.add_argument("--prompt-tokens", type=_count, default=4096)
     e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")

@@ -15,6 +15,7 @@ from sizing.cost import (
     DEFAULT_HOURS_PER_DAY,
     cost_columns,
 )
+from sizing.energy import energy_columns
 from sizing.finetune import finetune_memory
 from sizing.launch import llama_cpp_build, llama_server_command, vllm_serve_command
 from sizing.memory import (
@@ -25,6 +26,7 @@ from sizing.memory import (
     memory_columns,
 )
 from sizing.model_facts import format_row, model_row
+from sizing.offload import cpu_moe_expert_share
 from sizing.rules import effective_max_context, refusals
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
@@ -79,6 +81,8 @@ class Configuration:
     # RoPE scaling asked for ("yarn", ...; None: the native maximum context). Allowed only
     # as the model card documents it (sizing.architecture.RopeRecipe).
     rope_scaling: str | None = None
+    # llama.cpp's --n-cpu-moe: the routed experts of the first N layers in host memory.
+    n_cpu_moe: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,11 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
         raise InvalidConfiguration("batch and GPU count must be positive")
     if not 0 <= c.offload_frac < 1:
         raise InvalidConfiguration(f"offload share must be in [0, 1), got {c.offload_frac}")
+    if c.n_cpu_moe < 0:
+        raise InvalidConfiguration(f"--n-cpu-moe must not be negative, got {c.n_cpu_moe}")
+    if c.n_cpu_moe and c.engine != LLAMA_CPP:
+        raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
+                                   "expert on the GPUs")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))
@@ -168,6 +177,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
     return facts[key] | {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
+        "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
         "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
@@ -215,7 +225,7 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
     frame = configuration_frame(queries).with_columns(memory_columns())
     frame = frame.with_columns(*prefill_columns(), *speed_basis_columns()) \
         .with_columns(speed_columns()) \
-        .with_columns(cost_columns())
+        .with_columns(*cost_columns(), *energy_columns())
     finetune: dict[int, dict] = {}
     return [_finish(out, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
             for out, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
@@ -243,6 +253,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         reason = (f"does not fit: {out['total_gib']:.1f} GiB needed per GPU, "
                   f"{out['usable_gib']:.1f} GiB usable")
         for key in ("prefill_tok_s", "ttft_ms", "cost_per_mtok_usd", "cloud_monthly_usd",
+                    "decode_j_per_token", "decode_tokens_per_kwh",
                     "power_monthly_usd", "break_even_months", "break_even_months_used"):
             out[key] = None
         out["decode_tok_s_reason"] = out["prefill_tok_s_reason"] = reason
@@ -263,6 +274,8 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
     out["launch_llama_cpp"] = (llama_server_command(
         repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
+    if out["launch_llama_cpp"] and c.n_cpu_moe:
+        out["launch_llama_cpp"] += f" \\\n  --n-cpu-moe {c.n_cpu_moe}"
     if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
         # llama-server's YaRN flags, as the Qwen3 cards give them ("llama-server ...
         # --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768").

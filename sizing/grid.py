@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.energy import energy_columns
 from sizing.memory import (
     KV_DTYPES_BY_ENGINE,
     LLAMA_CPP,
@@ -110,7 +111,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .join(gpu_configurations(gpus), on="engine")
             .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
-                          pl.lit(0.0).alias("offload_frac"), *settings_literals())
+                          pl.lit(0.0).alias("offload_frac"),
+                          pl.lit(0.0).alias("cpu_moe_expert_share"), *settings_literals())
             .with_columns(resolved_settings_columns())
             .with_columns(*configuration_memory_columns(), *prefill_columns(),
                           *speed_basis_columns()))
@@ -128,7 +130,8 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
-    return rows.with_columns(memory_columns()).with_columns(speed_columns())
+    return rows.with_columns(memory_columns()).with_columns(speed_columns()) \
+        .with_columns(energy_columns())
 
 
 def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,

@@ -4,6 +4,7 @@ These expressions are the only implementation of the row-level formulas: the ful
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
 the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
 columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
+`cpu_moe_expert_share` (sizing.offload),
 `gpu_memory_gib`, `gpu_memory_cuda_gib`, `unified_memory`, `kv_bytes_per_element`
 (kv_bytes_per_element_column()) and vLLM's settings (sizing.vllm_budget: version,
 utilization, max_num_seqs, max_num_batched_tokens, enforce_eager; defaults resolved by
@@ -17,6 +18,7 @@ import polars as pl
 from sizing import vllm_budget
 from sizing.ggml_types import GGML_TYPES
 from sizing.gguf_quant import APPROXIMATE_FTYPES
+from sizing.offload import host_expert_bytes
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 
 LLAMA_CPP, VLLM = "llama.cpp", "vllm"
@@ -235,7 +237,7 @@ def weights_on_gpus_bytes() -> pl.Expr:
     """
     device = pl.when(_is_llama()).then(_c("weights_bytes") - _c("input_embd_bytes")) \
         .otherwise(engine_weights_bytes())
-    return device * (1 - _c("offload_frac"))
+    return (device - host_expert_bytes()) * (1 - _c("offload_frac"))
 
 
 def usable_bytes_per_gpu() -> pl.Expr:
@@ -294,8 +296,8 @@ def memory_columns() -> list[pl.Expr]:
     required = weights_gpu + kv_gpu + runtime
     usable = usable_bytes_per_gpu()
     headroom = usable - required
-    offload = (engine_weights_bytes() * _c("offload_frac")
-               + kv_cache_bytes() * _c("offload_frac"))
+    offload = ((engine_weights_bytes() - host_expert_bytes()) * _c("offload_frac")
+               + host_expert_bytes() + kv_cache_bytes() * _c("offload_frac"))
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
     free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - _c("offload_frac")) \

@@ -25,6 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing.architecture import HCA_RATIO
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S as DEFAULT_HOST_BANDWIDTH_GB_S
 from sizing.memory import (
     LLAMA_CPP,
     LLAMA_CPP_BATCH,
@@ -35,6 +36,7 @@ from sizing.memory import (
     kv_cells_full,
     vllm_fp8_layout,
 )
+from sizing.offload import host_expert_bytes
 
 # Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
@@ -84,9 +86,6 @@ DECODE_HELD_OUT_ERROR = {"llama.cpp|NVIDIA": 0.090, "llama.cpp|AMD": 0.131,
 SPEED_BASES = ("calibrated", "transferred", "none")
 FALLBACK_ENGINE = "llama.cpp"
 
-# Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
-# weights offloaded to system RAM unless the caller gives its own.
-DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
 # Tensor-parallel all-reduce: two per layer per decode step (after attention and after
 # the MLP, Megatron-LM's layout). The per-call latency is a labelled estimate of NCCL's
 # small-message latency on one node.
@@ -203,8 +202,10 @@ def decode_step_seconds() -> pl.Expr:
     n = _c("n_gpus")
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_bytes_read_per_step()
-    device_bytes = (weights + kv) * (1 - _c("offload_frac"))
-    host_bytes = (weights + kv) * _c("offload_frac")
+    # Experts kept in host memory (sizing.offload) are read there, by the CPU.
+    host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
+    device_bytes = (weights - host_experts + kv) * (1 - _c("offload_frac"))
+    host_bytes = (weights - host_experts + kv) * _c("offload_frac") + host_experts
     eff = _c("decode_efficiency")
     overhead = _c("n_layers") * _c("decode_layer_seconds")
     bw = _c("bandwidth_gb_s") * _GB * eff

@@ -165,7 +165,8 @@ FIT_MATRIX = TableContract(
             "headroom_gib": pl.Float32(),
             "verdict": pl.String(), "max_context_tokens": pl.Int32(),
             "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
-            "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32()} | VERIFIED_AT,
+            "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32(),
+            "decode_j_per_token": pl.Float32()} | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
@@ -350,7 +351,7 @@ CAPACITY_PLANS = TableContract(
             "rent_offer": pl.String(), "rent_usd_per_month": pl.Float64(),
             "purchase_new_usd": pl.Float64(), "purchase_used_usd": pl.Float64(),
             "j_per_output_token": pl.Float64(), "speed_basis": pl.String(),
-            "rank": pl.UInt32()} | VERIFIED_AT,
+            "rank": pl.Int32()} | VERIFIED_AT,
     not_null=("profile", "model_id", "gpu_id", "replicas", "replica_capacity_req_s", "rank"),
     rules=(("at least one replica, each carrying a positive rate",
             (pl.col("replicas") >= 1) & (pl.col("replica_capacity_req_s") > 0)),

@@ -61,7 +61,7 @@ def capacity_plans(context: dg.AssetExecutionContext,
         for profile in STANDARD_PROFILES:
             frames.append(plan(m, w, priced, profile, offers, TABLE_FORMATS,
                                batches=TABLE_BATCHES)
-                          .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.UInt32)
+                          .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32)
                                         .over("model_id").alias("rank"))
                           .filter(pl.col("rank") <= PLANS_PER_MODEL))
     df = pl.concat(frames).drop("name").with_columns(
