@@ -112,7 +112,8 @@ ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_to
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
                   "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                  "decode_j_per_token", "decode_tokens_per_kwh")
+                  "decode_j_per_token", "decode_tokens_per_kwh", "draft_gib", "draft_model",
+                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis")
 
 
 class QueryError(ValueError):
@@ -155,6 +156,19 @@ def _query(args: argparse.Namespace, offers, cache: dict):
         except OSError as e:
             raise QueryError(f"cannot read {path}: {e.strerror or e}") from None
     m = cache[name, path]
+    draft = None
+    if getattr(args, "draft_model", None):
+        try:
+            dname, dpath = model_config_path(args.draft_model)
+            draft = parse_config(dpath.read_bytes(), dname)
+        except (UnknownName, ConfigError) as e:
+            raise QueryError(f"draft model: {e}") from None
+    draft_quant = None
+    if getattr(args, "draft_quant", None):
+        try:
+            draft_quant = find_format(args.draft_quant, WEIGHT_FORMATS)
+        except UnknownName as e:
+            raise QueryError(str(e)) from None
     device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
                     gpu["price_new_usd"], gpu["price_used_usd"],
@@ -166,7 +180,8 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                         args.max_num_batched_tokens, args.enforce_eager)
     conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens,
-                         n_cpu_moe=args.n_cpu_moe or 0,
+                         n_cpu_moe=args.n_cpu_moe or 0, draft_model=draft,
+                         draft_format=draft_quant,
                          host_bandwidth_gb_s=args.host_bandwidth_gb_s,
                          rope_scaling=args.rope_scaling, vllm=vllm)
     price, source = _price_for(args, gpu["gpu_id"], offers)
@@ -232,6 +247,12 @@ def estimate_command(args: argparse.Namespace) -> int:
     else:
         print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
               f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
+    if r.get("draft_model"):
+        print(f"  draft model       {r['draft_model']} {r['draft_format']}: "
+              f"{r['draft_gib']:.2f} GiB per GPU ({r['draft_weights_gib']:.2f} weights, "
+              f"{r['draft_kv_cache_gib']:.2f} KV cache), in the total above; decode "
+              f"{_fmt(r['decode_tok_s_with_draft'], '.1f')} tok/s with it, "
+              f"{r['draft_speedup_basis']}")
     if conf.n_cpu_moe:
         print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
               f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
@@ -294,6 +315,14 @@ def estimate_command(args: argparse.Namespace) -> int:
                   f"{_fmt(row['rent_usd_per_hour'], '.2f')} USD/h, "
                   f"{_fmt(row['cost_per_mtok_usd'], '.2f')} USD/Mtok, "
                   f"{_fmt(row['decode_j_per_token'], '.1f')} J/token")
+        for row in rec["per_format"]:
+            print(f"  per format        {row['weight_format']:10} {row['n_gpus']}x {row['name']}: "
+                  f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD")
+        for key, row in rec["per_finetune_regime"].items():
+            print(f"  fine-tune on      {key:14} " + ("no single priced GPU holds it" if row
+                  is None else f"{row['name']} ({row['needs_gib']:.1f} GiB needed, "
+                  f"{row['outlay_usd']:,.0f} USD)"))
     return 0
 
 
@@ -474,8 +503,14 @@ def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
                     offers, min_decode_tok_s, budget_usd)
     if objective is not None:
-        from sizing.objectives import ranked
+        from sizing.objectives import per_finetune_regime, per_format, ranked
 
+        by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
+                               offers, min_decode_tok_s, budget_usd)
+        rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
+                                             "decode_tok_s", "outlay_usd",
+                                             "rent_usd_per_hour").to_dicts()
+        rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
                                batch=conf.batch).to_dicts()
@@ -527,6 +562,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--host-bandwidth-gb-s", type=_positive, default=DEFAULT_HOST_BANDWIDTH_GB_S,
                    help="host memory bandwidth for offloaded weights and experts (default "
                         "89.6: dual-channel DDR5-5600)")
+    e.add_argument("--draft-model", help="llama.cpp --model-draft: a small model of the same "
+                                         "vocabulary for speculative decoding (repository id)")
+    e.add_argument("--draft-quant", help="the draft's weight format (default: --quant)")
     e.add_argument("--prompt-tokens", type=_count, default=4096)
     e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")

@@ -112,7 +112,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(0.0).alias("offload_frac"),
-                          pl.lit(0.0).alias("cpu_moe_expert_share"), *settings_literals())
+                          pl.lit(0.0).alias("cpu_moe_expert_share"),
+                          pl.lit(0.0).alias("draft_gpu_bytes"), *settings_literals())
             .with_columns(resolved_settings_columns())
             .with_columns(*configuration_memory_columns(), *prefill_columns(),
                           *speed_basis_columns()))

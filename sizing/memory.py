@@ -4,7 +4,7 @@ These expressions are the only implementation of the row-level formulas: the ful
 matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
 the columns of `sizing.model_facts.model_row` and `format_row` plus the configuration
 columns `engine`, `context`, `kv_dtype`, `batch`, `n_gpus`, `offload_frac`,
-`cpu_moe_expert_share` (sizing.offload),
+`cpu_moe_expert_share` (sizing.offload), `draft_gpu_bytes` (sizing.draft),
 `gpu_memory_gib`, `gpu_memory_cuda_gib`, `unified_memory`, `kv_bytes_per_element`
 (kv_bytes_per_element_column()) and vLLM's settings (sizing.vllm_budget: version,
 utilization, max_num_seqs, max_num_batched_tokens, enforce_eager; defaults resolved by
@@ -293,14 +293,15 @@ def memory_columns() -> list[pl.Expr]:
     kv_gpu = kv_cache_bytes_held() * (1 - _c("offload_frac")) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
-    required = weights_gpu + kv_gpu + runtime
+    draft = _c("draft_gpu_bytes")  # a speculative-decoding draft model (sizing.draft)
+    required = weights_gpu + kv_gpu + runtime + draft
     usable = usable_bytes_per_gpu()
     headroom = usable - required
     offload = ((engine_weights_bytes() - host_expert_bytes()) * _c("offload_frac")
                + host_expert_bytes() + kv_cache_bytes() * _c("offload_frac"))
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
-    free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - _c("offload_frac")) \
+    free_for_kv = (usable - weights_gpu - runtime - draft) * kv_split() / (1 - _c("offload_frac")) \
         - state_bytes_per_sequence() * _c("batch")
     max_ctx = _c("max_context")
     window_at_max = window_bytes_per_cell() * kv_cells_window(max_ctx, _c("batch"))
@@ -310,7 +311,7 @@ def memory_columns() -> list[pl.Expr]:
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
     # The cache pool and the tokens of full-attention cache it holds (vLLM: whole blocks,
     # its "GPU KV cache size"; llama.cpp: cells), before any sequence is placed in it.
-    pool = usable - weights_gpu - runtime
+    pool = usable - weights_gpu - runtime - draft
     per_token = full_bytes_per_cell() * full_layer_replication() / kv_split()
     block = pl.when(_is_llama()).then(1).otherwise(VLLM_BLOCK_TOKENS)
     capacity = pl.when(per_token > 0).then(
@@ -322,6 +323,7 @@ def memory_columns() -> list[pl.Expr]:
         (weights_gpu / BYTES_PER_GIB).alias("weights_gpu_gib"),
         (kv_gpu / BYTES_PER_GIB).alias("kv_cache_gib"),
         (runtime / BYTES_PER_GIB).alias("runtime_gib"),
+        (draft / BYTES_PER_GIB).alias("draft_gib"),
         (offload / BYTES_PER_GIB).alias("offload_gib"),
         (required / BYTES_PER_GIB).alias("total_gib"),
         (usable / BYTES_PER_GIB).alias("usable_gib"),

@@ -61,6 +61,7 @@ def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: s
             .with_columns(pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
                           pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
                           pl.lit(0.0).alias("cpu_moe_expert_share"),
+                          pl.lit(0.0).alias("draft_gpu_bytes"),
                           *settings_literals())
             .with_columns(kv_bytes_per_element_column(), *resolved_settings_columns())
             .with_columns(kv_cell_bytes_columns())
