@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from sizing.cost import DAYS_PER_MONTH
+from sizing.cost import DAYS_PER_MONTH, INTERRUPTIBLE_TIERS
 from sizing.energy import joules_per_token
 from sizing.grid import FORMATS_BY_ENGINE, configurations, engine_kv_dtypes
 from sizing.kernels import kernels_run
@@ -178,8 +178,6 @@ def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | No
 
 def _rent(rows: pl.LazyFrame, offers: pl.DataFrame | None) -> pl.LazyFrame:
     """The cheapest on-demand instance for each GPU and count (null: no offer)."""
-    from sizing.cost import INTERRUPTIBLE_TIERS
-
     if offers is None or offers.is_empty():
         return rows.with_columns(pl.lit(None, pl.Float64).alias("rent_usd_per_hour"),
                                  pl.lit(None, pl.String).alias("rent_offer"))

@@ -18,8 +18,7 @@ about 11 alone ("accept = 34.320%", PR #10455, 2024-11-26): 0.98x.
 
 from __future__ import annotations
 
-import polars as pl
-
+from sizing.memory import DEVICE_CONTEXT_BYTES
 from sizing.units import BYTES_PER_GIB
 
 DEFAULT_DRAFT_SPEEDUP = 1.71
@@ -28,16 +27,11 @@ DRAFT_SPEEDUP_SOURCE = (
     "3.2 1B Q8_0 draft on an RTX 3060, 32.49 -> 55.47 tok/s at 72 % acceptance on one "
     "prompt; the same project also shows 0.98x (34 % acceptance, PR #10455): it depends "
     "on the text")
-DEVICE_CONTEXT_GIB_SHARED = 457 / 1024  # sizing.memory.DEVICE_CONTEXT_BYTES, not repeated
 
 
 def draft_gpu_bytes(draft: dict) -> float:
     """Bytes per GPU a draft adds, from the draft's own estimate row: its weights and KV
     cache per GPU and its runtime buffers less the device context the GPU already has."""
     gib = draft["weights_gpu_gib"] + draft["kv_cache_gib"] \
-        + max(draft["runtime_gib"] - DEVICE_CONTEXT_GIB_SHARED, 0.0)
+        + max(draft["runtime_gib"] - DEVICE_CONTEXT_BYTES / BYTES_PER_GIB, 0.0)
     return gib * BYTES_PER_GIB
-
-
-def draft_bytes() -> pl.Expr:
-    return pl.col("draft_gpu_bytes").cast(pl.Float64)
