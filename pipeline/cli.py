@@ -290,6 +290,8 @@ def estimate_command(args: argparse.Namespace) -> int:
                        ("cheapest_cloud", "cloud")):
         c = rec[key]
         text = "none fits" if c is None else f"{c['n_gpus']}x {c['name']}"
+        if c and c.get("decode_tok_s") is not None:
+            text += f" ({c['decode_tok_s']:.1f} tok/s)"
         if c and c.get("hardware_usd"):
             text += f", {c['hardware_usd']:,.0f} USD ({c['price_basis']})"
         elif c and c.get("price_new_usd"):
