@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 
 STATE_DIR = ROOT / ".dagster_home"
@@ -108,7 +109,9 @@ ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_to
                   "speed_basis", "decode_error_band", "memory_basis",
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
-                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                  "decode_j_per_token", "decode_tokens_per_kwh", "draft_gib", "draft_model",
+                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis")
 
 
 class QueryError(ValueError):
@@ -151,6 +154,19 @@ def _query(args: argparse.Namespace, offers, cache: dict):
         except OSError as e:
             raise QueryError(f"cannot read {path}: {e.strerror or e}") from None
     m = cache[name, path]
+    draft = None
+    if getattr(args, "draft_model", None):
+        try:
+            dname, dpath = model_config_path(args.draft_model)
+            draft = parse_config(dpath.read_bytes(), dname)
+        except (UnknownName, ConfigError) as e:
+            raise QueryError(f"draft model: {e}") from None
+    draft_quant = None
+    if getattr(args, "draft_quant", None):
+        try:
+            draft_quant = find_format(args.draft_quant, WEIGHT_FORMATS)
+        except UnknownName as e:
+            raise QueryError(str(e)) from None
     device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
                     gpu["price_new_usd"], gpu["price_used_usd"],
@@ -162,6 +178,9 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                         args.max_num_batched_tokens, args.enforce_eager)
     conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
                          args.offload / 100, args.prompt_tokens,
+                         n_cpu_moe=args.n_cpu_moe or 0, draft_model=draft,
+                         draft_format=draft_quant,
+                         host_bandwidth_gb_s=args.host_bandwidth_gb_s,
                          rope_scaling=args.rope_scaling, vllm=vllm)
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
@@ -188,7 +207,11 @@ def estimate_command(args: argparse.Namespace) -> int:
     (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     out = {k: r.get(k) for k in ESTIMATE_KEYS}
-    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers)
+    if args.objective == "fastest_under_budget" and args.budget_usd is None:
+        raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
+    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
+                                              args.min_decode_tok_s, args.budget_usd,
+                                              args.objective)
     r["recommendations"] = out["recommendations"]
     if args.json:
         print(json.dumps(_finite(out), indent=2))
@@ -222,11 +245,26 @@ def estimate_command(args: argparse.Namespace) -> int:
     else:
         print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
               f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
+    if r.get("draft_model"):
+        print(f"  draft model       {r['draft_model']} {r['draft_format']}: "
+              f"{r['draft_gib']:.2f} GiB per GPU ({r['draft_weights_gib']:.2f} weights, "
+              f"{r['draft_kv_cache_gib']:.2f} KV cache), in the total above; decode "
+              f"{_fmt(r['decode_tok_s_with_draft'], '.1f')} tok/s with it, "
+              f"{r['draft_speedup_basis']}")
+    if conf.n_cpu_moe:
+        print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
+              f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
+              "figure was 77 % too fast on the one public measurement compared: README)")
     if r["prefill_tok_s"] is None:
         print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
     else:
         print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first "
               f"token {_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    if r.get("decode_j_per_token") is not None:
+        print(f"  energy            {r['decode_j_per_token']:.2f} J per generated token, "
+              f"{r['decode_tokens_per_kwh']:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
+              f"power x {conf.n_gpus} GPUs, drawn in full while decoding: an upper bound; "
+              "host not counted)")
     b = r["cost_basis"]
     if r["cost_per_mtok_usd"] is None:
         print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")
@@ -250,6 +288,8 @@ def estimate_command(args: argparse.Namespace) -> int:
                        ("cheapest_cloud", "cloud")):
         c = rec[key]
         text = "none fits" if c is None else f"{c['n_gpus']}x {c['name']}"
+        if c and c.get("decode_tok_s") is not None:
+            text += f" ({c['decode_tok_s']:.1f} tok/s)"
         if c and c.get("hardware_usd"):
             text += f", {c['hardware_usd']:,.0f} USD ({c['price_basis']})"
         elif c and c.get("price_new_usd"):
@@ -259,7 +299,104 @@ def estimate_command(args: argparse.Namespace) -> int:
                      f"(verified {c['verified_at']})")
         print(f"  {label:17} {text}")
     print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
+    crit = rec["criteria"]
+    print(f"  criteria          fits, vLLM/llama.cpp kernels for {quant} on the GPU, decode "
+          f">= {crit['min_decode_tok_s']:g} tok/s"
+          + (f", hardware <= {crit['budget_usd']:,.0f} USD" if crit["budget_usd"] else ""))
+    for p in rec["passed_over"]:
+        print(f"  passed over       {p['n_gpus']}x {p['name']} ({p['outlay_usd']:,.0f} USD): "
+              f"{p['why_not']}")
+    if rec.get("ranked") is not None:
+        print(f"  ranked by {rec['objective']}:")
+        for row in rec["ranked"]:
+            print(f"    {row['rank']}. {row['n_gpus']}x {row['name']}: "
+                  f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD, rent "
+                  f"{_fmt(row['rent_usd_per_hour'], '.2f')} USD/h, "
+                  f"{_fmt(row['cost_per_mtok_usd'], '.2f')} USD/Mtok, "
+                  f"{_fmt(row['decode_j_per_token'], '.1f')} J/token")
+        for row in rec["per_format"]:
+            print(f"  per format        {row['weight_format']:10} {row['n_gpus']}x {row['name']}: "
+                  f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD")
+        for key, row in rec["per_finetune_regime"].items():
+            print(f"  fine-tune on      {key:14} " + ("no single priced GPU holds it" if row
+                  is None else f"{row['name']} ({row['needs_gib']:.1f} GiB needed, "
+                  f"{row['outlay_usd']:,.0f} USD)"))
     return 0
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    """Configurations that serve the traffic at the targets, cheapest to rent first."""
+    _use_project_instance()
+    import polars as pl
+
+    from assets.catalogs.readers import load_gpus
+    from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
+    from sizing.engines import FORMATS_BY_ENGINE
+    from sizing.model_facts import format_row, model_row
+
+    m = _plan_model(args)
+    engines = [args.engine] if args.engine else list(FORMATS_BY_ENGINE)
+    pairs = [(e, f) for e in engines for f in FORMATS_BY_ENGINE[e]
+             if args.quant is None or f.lower() in {q.lower() for q in args.quant}]
+    if not pairs:
+        raise SystemExit(f"error: no format among {', '.join(args.quant)} for {', '.join(engines)}")
+    formats = pl.DataFrame(pairs, schema=["engine", "weight_format"], orient="row")
+    weights = pl.DataFrame([format_row(m, f, gguf=e == "llama.cpp") for e, f in pairs]) \
+        .unique("weight_format")
+    profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
+                             args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
+    table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
+                 _published_offers(), formats, args.budget_usd)
+    if args.json:
+        print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
+        return 0 if table.height else 1
+    targets = ", ".join(t for t in (
+        args.ttft_p95_ms and f"p95 time to first token <= {args.ttft_p95_ms:g} ms",
+        args.tpot_ms and f"<= {args.tpot_ms:g} ms per output token") if t) or "no latency target"
+    print(f"{m.name}: {args.requests_per_s:g} requests/s of {args.prompt_tokens:,} prompt + "
+          f"{args.output_tokens:,} output tokens; {targets}"
+          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else ""))
+    if table.is_empty():
+        print("no configuration meets these targets")
+        return 1
+    print(f"{'format':10} {'engine':9} {'GPU':24} {'n':>2} {'KV':4} {'repl':>4} {'batch':>5} "
+          f"{'cap r/s':>7} {'TPOT ms':>7} {'TTFT95':>7} {'rent USD/mo':>11} {'buy USD':>9} "
+          f"{'J/tok':>6}")
+    for r in table.head(args.top).iter_rows(named=True):
+        print(f"{r['weight_format']:10} {r['engine']:9} {r['gpu_id'][:24]:24} {r['n_gpus']:>2} "
+              f"{r['kv_dtype']:4} {r['replicas']:>4} {r['batch']:>5} "
+              f"{r['replica_capacity_req_s']:>7.2f} {r['tpot_ms']:>7.1f} {r['ttft_p95_ms']:>7.0f} "
+              f"{_fmt(r['rent_usd_per_month'], ',.0f'):>11} "
+              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6}")
+    print(f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
+          "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
+          "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
+          "(sizing/capacity.py); J/tok at each GPU's board power limit.")
+    return 0
+
+
+def _buy(r: dict) -> str:
+    new, used = r["purchase_new_usd"], r["purchase_used_usd"]
+    if used is not None and (new is None or used < new):
+        return f"{used:,.0f}u"
+    return _fmt(new, ",.0f")
+
+
+def _plan_model(args: argparse.Namespace):
+    from assets.catalogs.readers import load_rope_recipes
+    from pipeline.names import UnknownName, model_config_path
+    from sizing.architecture import ConfigError, parse_config
+
+    try:
+        name, path = (str(args.config), Path(args.config)) if args.config is not None \
+            else model_config_path(args.model)
+        return parse_config(path.read_bytes(), name, load_rope_recipes().get(name))
+    except (UnknownName, ConfigError) as e:
+        raise SystemExit(f"error: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"error: cannot read {args.config}: {e.strerror or e}") from None
 
 
 def _bulk(source: str, offers) -> int:
@@ -357,13 +494,27 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
                                             f"verified {best['verified_at']}")
 
 
-def _recommendations(m, conf, gpu_id: str, offers) -> dict:
+def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
+                     budget_usd: float | None, objective: str | None) -> dict:
     from assets.catalogs.readers import load_gpus
     from sizing.recommend import best_format_for_gpu, recommend
 
     gpus = load_gpus()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
-                    offers)
+                    offers, min_decode_tok_s, budget_usd)
+    if objective is not None:
+        from sizing.objectives import per_finetune_regime, per_format, ranked
+
+        by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
+                               offers, min_decode_tok_s, budget_usd)
+        rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
+                                             "decode_tok_s", "outlay_usd",
+                                             "rent_usd_per_hour").to_dicts()
+        rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
+        rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
+                               gpus, objective, offers, min_decode_tok_s, budget_usd,
+                               batch=conf.batch).to_dicts()
+        rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
         m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
     return rec
@@ -405,10 +556,25 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
                    help="vLLM without CUDA graphs (their pool is then not reserved)")
     e.add_argument("--offload", type=_percent, default=0.0,
                    help="percent (0-99) of the layers kept in system RAM")
+    e.add_argument("--n-cpu-moe", type=_count,
+                   help="llama.cpp: keep the routed experts of the first N layers in host "
+                        "memory (--cpu-moe: a number >= the layers)")
+    e.add_argument("--host-bandwidth-gb-s", type=_positive, default=DEFAULT_HOST_BANDWIDTH_GB_S,
+                   help="host memory bandwidth for offloaded weights and experts (default "
+                        "89.6: dual-channel DDR5-5600)")
+    e.add_argument("--draft-model", help="llama.cpp --model-draft: a small model of the same "
+                                         "vocabulary for speculative decoding (repository id)")
+    e.add_argument("--draft-quant", help="the draft's weight format (default: --quant)")
     e.add_argument("--prompt-tokens", type=_count, default=4096)
     e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
     e.add_argument("--electricity", type=_amount, default=0.15, help="USD per kWh")
+    e.add_argument("--min-decode-tok-s", type=_amount, default=DEFAULT_MIN_DECODE_TOK_S,
+                   help="recommendations decode one sequence at least this fast (default 10: "
+                        "twice a reading speed; sizing.recommend)")
+    e.add_argument("--budget-usd", type=_amount, help="most to spend on the hardware")
+    e.add_argument("--objective", choices=OBJECTIVES,
+                   help="also rank hardware by this objective")
     e.add_argument("--json", action="store_true")
     return e
 
@@ -431,6 +597,10 @@ def _count(text: str) -> int:
 
 def _percent(text: str) -> float:
     return _number(text, 0, 99, "a percentage")
+
+
+def _positive(text: str) -> float:
+    return _number(text, 1e-6, 1e7, "a positive number")
 
 
 def _fraction(text: str) -> float:
@@ -459,6 +629,21 @@ def main(argv: list[str] | None = None) -> int:
     e = _estimate_parser(sub.add_parser("estimate", help="size one model on one GPU "
                                                      "configuration"), bulk=True)
     e.set_defaults(func=estimate_command)
+    pl_ = sub.add_parser("plan", help="GPUs and monthly cost to serve a traffic at targets")
+    src = pl_.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="repository id")
+    src.add_argument("--config", help="path to any config.json")
+    pl_.add_argument("--requests-per-s", type=_positive, required=True)
+    pl_.add_argument("--prompt-tokens", type=_count, required=True)
+    pl_.add_argument("--output-tokens", type=_count, required=True)
+    pl_.add_argument("--ttft-p95-ms", type=_positive, help="95th percentile time to first token")
+    pl_.add_argument("--tpot-ms", type=_positive, help="time per output token")
+    pl_.add_argument("--budget-usd", type=_amount, help="most to spend buying the hardware")
+    pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
+    pl_.add_argument("--quant", nargs="+", help="only these weight formats")
+    pl_.add_argument("--top", type=_count, default=15, help="rows to print")
+    pl_.add_argument("--json", action="store_true")
+    pl_.set_defaults(func=plan_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     rec = snap_sub.add_parser("record", help="fetch the Hub and the price providers now")

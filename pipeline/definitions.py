@@ -29,6 +29,7 @@ from assets.resources import (
     SnapshotResource,
     WarehouseResource,
 )
+from assets.sizing.capacity_plans import capacity_plans
 from assets.sizing.cost_matrix import cost_matrix
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
 from assets.sizing.shards import ALL_SHARDS_TAGS
@@ -38,7 +39,7 @@ from warehouse import store
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
               fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
-              vllm_startup_checks, speed_checks, accuracy,
+              vllm_startup_checks, speed_checks, accuracy, capacity_plans,
               *PROVIDER_ASSETS, gpu_prices]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
@@ -46,7 +47,8 @@ record_job = dg.define_asset_job(
     "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS))
 prices_job = dg.define_asset_job(
     "refresh_prices",
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
+                                       capacity_plans))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

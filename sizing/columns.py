@@ -64,13 +64,17 @@ VLLM_SETTINGS: dict[str, pl.DataType] = {
 CONFIGURATION: dict[str, pl.DataType] = {
     "context": pl.Int64(), "kv_dtype": pl.String(), "batch": pl.Int64(),
     "offload_frac": pl.Float64(), "prompt_tokens": pl.Int64(), "rope_scaling": pl.String(),
-    "host_bandwidth_gb_s": pl.Float64(), **VLLM_SETTINGS,
+    "host_bandwidth_gb_s": pl.Float64(),
+    # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
+    # (sizing.offload), and a draft model's bytes per GPU (sizing.draft); 0 in the matrix.
+    "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,
 # fitted constants, cache bytes per cell), then memory, then prefill and the basis of the
-# speeds, then decode speed (which needs the memory's concurrency), then cost.
-STAGES = ("inputs", "memory", "prefill", "speed", "cost")
+# speeds, then decode speed (which needs the memory's concurrency), then energy per token
+# (which needs the speed), then cost.
+STAGES = ("inputs", "memory", "prefill", "speed", "energy", "cost")
 
 # The published figures, with the types they are stored as (compact: the fit matrix is
 # about 20 M rows).
@@ -82,6 +86,7 @@ OUTPUTS: dict[str, pl.DataType] = {
     "verdict": pl.String(), "max_context_tokens": pl.Int32(),
     "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
     "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32(),
+    "decode_j_per_token": pl.Float32(),
 }
 
 # A configuration (what depends on no context, KV type or batch) and a row of the matrix,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -16,6 +16,7 @@ from sizing.cost import (
     DEFAULT_HOST_POWER_W,
     DEFAULT_HOURS_PER_DAY,
 )
+from sizing.draft import DEFAULT_DRAFT_SPEEDUP, DRAFT_SPEEDUP_SOURCE, draft_gpu_bytes
 from sizing.engines import ENGINES, LLAMA_CPP, llama_cpp, vllm
 from sizing.engines.vllm import (
     VllmSettings,
@@ -24,6 +25,7 @@ from sizing.engines.vllm import (
 from sizing.evaluation import derive_inputs, evaluate
 from sizing.finetune import finetune_memory
 from sizing.model_facts import format_row, model_row
+from sizing.offload import cpu_moe_expert_share
 from sizing.rules import refusals
 from sizing.speed import (
     DEFAULT_HOST_BANDWIDTH_GB_S,
@@ -68,6 +70,12 @@ class Configuration:
     # RoPE scaling asked for ("yarn", ...; None: the native maximum context). Allowed only
     # as the model card documents it (sizing.architecture.RopeRecipe).
     rope_scaling: str | None = None
+    # llama.cpp's --n-cpu-moe: the routed experts of the first N layers in host memory.
+    n_cpu_moe: int = 0
+    # A draft model for speculative decoding (llama.cpp --model-draft) and its format
+    # (the main model's unless given): sizing.draft.
+    draft_model: ModelArch | None = None
+    draft_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,20 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
         raise InvalidConfiguration("batch and GPU count must be positive")
     if not 0 <= c.offload_frac < 1:
         raise InvalidConfiguration(f"offload share must be in [0, 1), got {c.offload_frac}")
+    if c.n_cpu_moe < 0:
+        raise InvalidConfiguration(f"--n-cpu-moe must not be negative, got {c.n_cpu_moe}")
+    if c.draft_model is not None and c.engine != LLAMA_CPP:
+        raise InvalidConfiguration("a draft model is sized for llama.cpp (--model-draft); "
+                                   "vLLM's speculative decoding budget is not modelled")
+    if c.draft_model is not None and c.draft_model.vocab != m.vocab:
+        raise InvalidConfiguration(
+            f"the draft's vocabulary ({c.draft_model.vocab:,}) differs from the model's "
+            f"({m.vocab:,}); llama.cpp needs compatible vocabularies")
+    if c.draft_format is not None and c.draft_format not in WEIGHT_FORMATS:
+        raise InvalidConfiguration(f"unknown draft weight format {c.draft_format!r}")
+    if c.n_cpu_moe and c.engine != LLAMA_CPP:
+        raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
+                                   "expert on the GPUs")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))
@@ -148,7 +170,7 @@ Query = tuple[ModelArch, Configuration, Device, Usage]
 
 
 def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
-                       facts: dict) -> dict[str, Any]:
+                       facts: dict, draft_gpu: float = 0.0) -> dict[str, Any]:
     """One configuration's input columns; `facts` caches each model's and format's
     columns across the rows of one evaluation (tensor sums are the costly part)."""
     key = (id(m), c.weight_format, c.engine == LLAMA_CPP)
@@ -157,6 +179,8 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
     return facts[key] | {
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
+        "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
+        "draft_gpu_bytes": draft_gpu,
         "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
@@ -176,10 +200,14 @@ _USAGE_SCHEMA = {k: pl.Float64 for k in ("purchase_usd", "purchase_used_usd",
                                          "electricity_usd_per_kwh", "host_power_w")}
 
 
-def configuration_frame(queries: list[Query]) -> pl.DataFrame:
-    """The input columns of every query, one row each, as the matrix's rows carry them."""
+def configuration_frame(queries: list[Query], draft_gpu: list[float] | None = None
+                        ) -> pl.DataFrame:
+    """The input columns of every query, one row each, as the matrix's rows carry them;
+    `draft_gpu`: bytes per GPU of each query's draft model (sizing.draft), 0 without."""
     facts: dict = {}
-    rows = [_configuration_row(m, c, d, u, facts) for m, c, d, u in queries]
+    rows = [_configuration_row(m, c, d, u, facts, extra)
+            for (m, c, d, u), extra in zip(queries, draft_gpu or [0.0] * len(queries),
+                                           strict=True)]
     schema = MODEL | FORMAT | DEVICE | CONFIGURATION | _USAGE_SCHEMA
     frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
     # V0's profile batch follows the context asked for (the matrix serves V1's defaults).
@@ -198,10 +226,37 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
                   ) -> list[dict[str, Any]]:
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
-    frame = evaluate(configuration_frame(queries))
+    drafts = _draft_rows(queries)
+    frame = evaluate(configuration_frame(
+        queries, [draft_gpu_bytes(r) if r else 0.0 for r in drafts]))
     finetune: dict[int, dict] = {}
-    return [_finish(out, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
-            for out, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
+    out = [_finish(row, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
+           for row, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
+    for row, draft, (_, c, _, _) in zip(out, drafts, queries, strict=True):
+        if draft is not None:
+            speed = row["decode_tok_s"]
+            row |= {"draft_model": c.draft_model.name,
+                    "draft_format": c.draft_format or c.weight_format,
+                    "draft_weights_gib": draft["weights_gpu_gib"],
+                    "draft_kv_cache_gib": draft["kv_cache_gib"],
+                    "decode_tok_s_with_draft": speed * DEFAULT_DRAFT_SPEEDUP if speed else None,
+                    "draft_speedup_basis": DRAFT_SPEEDUP_SOURCE}
+    return out
+
+
+def _draft_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
+    """Each query's draft model sized as its own configuration on the same GPUs (same
+    context, batch, KV type and engine), by the same expressions; None without a draft."""
+    asked = [(i, (c.draft_model, replace(c, weight_format=c.draft_format or c.weight_format,
+                                         draft_model=None, draft_format=None,
+                                         n_cpu_moe=0), d, u))
+             for i, (_, c, d, u) in enumerate(queries) if c.draft_model is not None]
+    rows: list[dict[str, Any] | None] = [None] * len(queries)
+    if asked:
+        frame = evaluate(configuration_frame([q for _, q in asked]), through="memory")
+        for (i, _), row in zip(asked, frame.iter_rows(named=True), strict=True):
+            rows[i] = row
+    return rows
 
 
 def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: Usage,
@@ -226,6 +281,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         reason = (f"does not fit: {out['total_gib']:.1f} GiB needed per GPU, "
                   f"{out['usable_gib']:.1f} GiB usable")
         for key in ("prefill_tok_s", "ttft_ms", "cost_per_mtok_usd", "cloud_monthly_usd",
+                    "decode_j_per_token", "decode_tokens_per_kwh",
                     "power_monthly_usd", "break_even_months", "break_even_months_used"):
             out[key] = None
         out["decode_tok_s_reason"] = out["prefill_tok_s_reason"] = reason
@@ -246,6 +302,10 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
     out["launch_llama_cpp"] = (llama_cpp.server_command(
         repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
         c.offload_frac) if c.engine == LLAMA_CPP else None)
+    if out["launch_llama_cpp"] and c.draft_model is not None:
+        out["launch_llama_cpp"] += f" \\\n  --model-draft <{c.draft_model.name} GGUF> -ngld 999"
+    if out["launch_llama_cpp"] and c.n_cpu_moe:
+        out["launch_llama_cpp"] += f" \\\n  --n-cpu-moe {c.n_cpu_moe}"
     if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
         # llama-server's YaRN flags, as the Qwen3 cards give them ("llama-server ...
         # --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768").

@@ -16,6 +16,7 @@ import polars as pl
 
 from sizing.columns import STAGES
 from sizing.cost import cost_columns
+from sizing.energy import energy_columns
 from sizing.engines.vllm import resolved_settings_columns
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
 from sizing.rules import effective_max_context
@@ -28,6 +29,7 @@ STAGE_COLUMNS: dict[str, Callable[[], list[pl.Expr]]] = {
     "memory": memory_columns,
     "prefill": lambda: [*prefill_columns(), *speed_basis_columns()],
     "speed": speed_columns,
+    "energy": energy_columns,
     "cost": cost_columns,
 }
 

@@ -99,7 +99,9 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .join(gpu_configurations(gpus), on="engine")
             .filter(allowed(CONFIGURATION_RULES))
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
-                          pl.lit(0.0).alias("offload_frac"), *settings_literals())
+                          pl.lit(0.0).alias("offload_frac"),
+                          pl.lit(0.0).alias("cpu_moe_expert_share"),
+                          pl.lit(0.0).alias("draft_gpu_bytes"), *settings_literals())
             .with_columns(configuration_inputs())
             .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 
@@ -116,7 +118,8 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
             .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
-    return rows.with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
+    return (rows.with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
+            .with_columns(STAGE_COLUMNS["energy"]()))
 
 
 def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,

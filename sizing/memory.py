@@ -16,6 +16,7 @@ from sizing.columns import col
 from sizing.engines.base import RECURRENT_STATE_BYTES
 from sizing.ggml_types import GGML_TYPES
 from sizing.gguf_quant import APPROXIMATE_FTYPES
+from sizing.offload import host_expert_bytes
 from sizing.units import BYTES_PER_GIB
 
 # KV-cache element sizes: llama.cpp's cache types are ggml types (q8_0 is 34 bytes per 32
@@ -127,8 +128,10 @@ def engine_weights_bytes() -> pl.Expr:
 
 def weights_on_gpus_bytes() -> pl.Expr:
     """Weights held in GPU memory (all GPUs together): what the engine keeps on the
-    device, less the offloaded share, which stays in system RAM."""
-    return engines.term("weights_on_device_bytes") * (1 - col("offload_frac"))
+    device, less the routed experts kept in host memory (sizing.offload) and the
+    offloaded share, which stay in system RAM."""
+    return (engines.term("weights_on_device_bytes") - host_expert_bytes()) \
+        * (1 - col("offload_frac"))
 
 
 def usable_bytes_per_gpu() -> pl.Expr:
@@ -178,15 +181,16 @@ def memory_columns() -> list[pl.Expr]:
     kv_gpu = kv_cache_bytes_held() * (1 - col("offload_frac")) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
-    required = weights_gpu + kv_gpu + runtime
+    draft = col("draft_gpu_bytes")  # a speculative-decoding draft model (sizing.draft)
+    required = weights_gpu + kv_gpu + runtime + draft
     usable = usable_bytes_per_gpu()
     headroom = usable - required
-    offload = (engine_weights_bytes() * col("offload_frac")
-               + kv_cache_bytes() * col("offload_frac"))
+    offload = ((engine_weights_bytes() - host_expert_bytes()) * col("offload_frac")
+               + host_expert_bytes() + kv_cache_bytes() * col("offload_frac"))
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
-    free_for_kv = (usable - weights_gpu - runtime) * kv_split() / (1 - col("offload_frac")) \
-        - state_bytes_per_sequence() * col("batch")
+    free_for_kv = (usable - weights_gpu - runtime - draft) * kv_split() \
+        / (1 - col("offload_frac")) - state_bytes_per_sequence() * col("batch")
     max_ctx = col("max_context")
     window_at_max = col("kv_window_bytes_per_cell") * kv_cells_window(max_ctx, col("batch"))
     full_rate = col("kv_full_bytes_per_cell") * col("batch") * full_layer_replication()
@@ -195,7 +199,7 @@ def memory_columns() -> list[pl.Expr]:
     ctx_fit = pl.min_horizontal(pl.max_horizontal(ctx_fit, 0), max_ctx)
     # The cache pool and the tokens of full-attention cache it holds (vLLM: whole blocks,
     # its "GPU KV cache size"; llama.cpp: cells), before any sequence is placed in it.
-    pool = usable - weights_gpu - runtime
+    pool = usable - weights_gpu - runtime - draft
     per_token = col("kv_full_bytes_per_cell") * full_layer_replication() / kv_split()
     block = engines.term("cache_allocation_tokens")
     capacity = pl.when(per_token > 0).then(
@@ -207,6 +211,7 @@ def memory_columns() -> list[pl.Expr]:
         (weights_gpu / BYTES_PER_GIB).alias("weights_gpu_gib"),
         (kv_gpu / BYTES_PER_GIB).alias("kv_cache_gib"),
         (runtime / BYTES_PER_GIB).alias("runtime_gib"),
+        (draft / BYTES_PER_GIB).alias("draft_gib"),
         (offload / BYTES_PER_GIB).alias("offload_gib"),
         (required / BYTES_PER_GIB).alias("total_gib"),
         (usable / BYTES_PER_GIB).alias("usable_gib"),

@@ -8,27 +8,91 @@ from typing import Any
 import polars as pl
 
 from sizing.architecture import ModelArch
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.cost import INTERRUPTIBLE_TIERS
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.engines.vllm import settings_literals
 from sizing.evaluation import derive_inputs, evaluate
 from sizing.grid import gpu_configurations, tensor_parallel_possible
+from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
+from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
+
+
+def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
+                n: int = 5) -> list[dict[str, Any]]:
+    """Configurations that hold the model for less outlay (the lower of the new and the
+    dated used price, times the count) than `limit_usd` but were not recommended, the
+    cheapest first, each with the reason: no kernels for the format, or too slow."""
+    outlay = pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus")
+    cheaper = (sized.with_columns(outlay.alias("outlay_usd"))
+               .filter((pl.col("verdict") == "fits") & pl.col("outlay_usd").is_not_null()
+                       & (pl.col("outlay_usd") < (limit_usd or float("inf")))
+                       & ~runs_at(min_decode_tok_s).fill_null(False))
+               .sort("outlay_usd", "n_gpus"))
+    out = []
+    for r in cheaper.head(n).iter_rows(named=True):
+        why = r["kernel_refusal"] or (
+            f"decodes {r['decode_tok_s']:.1f} tok/s, under the {min_decode_tok_s:g} tok/s asked"
+            if r["decode_tok_s"] is not None else "no decode speed known (no bandwidth)")
+        out.append({"gpu_id": r["gpu_id"], "name": r["name"], "n_gpus": r["n_gpus"],
+                    "outlay_usd": r["outlay_usd"], "decode_tok_s": r["decode_tok_s"],
+                    "why_not": why})
+    return out
 
 
 def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                   gpus: pl.DataFrame) -> pl.DataFrame:
-    """The configuration sized on every catalog GPU and count the engine runs on."""
+    """The configuration's memory on every catalog GPU and count the engine runs on."""
+    return evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus), through="memory") \
+        .join(_gpu_facts(gpus), on="gpu_id")
+
+
+def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
+            gpus: pl.DataFrame, batch: int = 1,
+            prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> pl.DataFrame:
+    """The configuration's input rows on every catalog GPU and count the engine runs on
+    (the grid's defaults for what the question does not set)."""
     dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
-    rows = derive_inputs(configs.join(dims, how="cross").with_columns(
+    return derive_inputs(configs.join(dims, how="cross").with_columns(
         pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
-        pl.lit(1).alias("batch"), pl.lit(0.0).alias("offload_frac"),
-        pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals()))
-    extra = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
-                        "memory_gib")
-    return evaluate(rows.filter(tensor_parallel_possible()), through="memory") \
-        .join(extra, on="gpu_id")
+        pl.lit(batch).alias("batch"), pl.lit(0.0).alias("offload_frac"),
+        pl.lit(0.0).alias("cpu_moe_expert_share"), pl.lit(0.0).alias("draft_gpu_bytes"),
+        pl.lit(prompt_tokens).alias("prompt_tokens"),
+        pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
+        pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals())
+    ).filter(tensor_parallel_possible())
+
+
+def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
+    """What a recommendation shows of a GPU besides its sizing: name, prices, compute
+    capability (null where the catalog has none)."""
+    facts = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
+                        "memory_gib", *(["compute_capability"] if "compute_capability"
+                                        in gpus.columns else []))
+    if "compute_capability" not in facts.columns:
+        facts = facts.with_columns(pl.lit(None, pl.Float64).alias("compute_capability"))
+    return facts
+
+
+def sized_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
+                    gpus: pl.DataFrame, batch: int = 1,
+                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> pl.DataFrame:
+    """fit_over_gpus with decode and prefill speed and energy per token (the stages of
+    sizing.evaluation through energy) and whether the engine has kernels for the format
+    there (sizing.kernels)."""
+    rows = evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens),
+                    through="energy").join(_gpu_facts(gpus), on="gpu_id")
+    return rows.with_columns(kernel_refusal().alias("kernel_refusal"),
+                             kernel_basis().alias("kernel_basis"))
+
+
+def runs_at(min_decode_tok_s: float) -> pl.Expr:
+    """Fits with headroom, the engine has kernels for the format, and decodes one sequence
+    at least `min_decode_tok_s`."""
+    return ((pl.col("verdict") == "fits") & pl.col("kernel_refusal").is_null()
+            & (pl.col("decode_tok_s") >= min_decode_tok_s))
 
 
 def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
@@ -37,17 +101,25 @@ def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
 
 
 def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-              gpus: pl.DataFrame, offers: pl.DataFrame | None = None) -> dict[str, Any]:
-    fits = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus) \
-        .filter(pl.col("verdict") == "fits")
+              gpus: pl.DataFrame, offers: pl.DataFrame | None = None,
+              min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+              budget_usd: float | None = None) -> dict[str, Any]:
+    """Hardware that fits, has the engine's kernels for the format and decodes at least
+    `min_decode_tok_s` (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within
+    `budget_usd` of hardware where given."""
+    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus)
+    fits = sized.filter(runs_at(min_decode_tok_s))
     priced = fits.filter(pl.col("price_new_usd").is_not_null()) \
         .with_columns((pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd"))
+    if budget_usd is not None:
+        priced = priced.filter(pl.col("hardware_usd") <= budget_usd)
 
     def card(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
         if row is None:
             return None
         return {"gpu_id": row["gpu_id"], "name": row["name"], "n_gpus": row["n_gpus"],
-                "total_gib": row["total_gib"], "usable_gib": row["usable_gib"], **extra}
+                "total_gib": row["total_gib"], "usable_gib": row["usable_gib"],
+                "decode_tok_s": row["decode_tok_s"], **extra}
 
     single = _first(priced.filter(pl.col("n_gpus") == 1), "hardware_usd")
     # Best value: the lowest outlay, buying used where the catalog has a dated used price.
@@ -60,7 +132,9 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                                      pl.col("price_used_usd").round().cast(pl.Int64),
                                      pl.col("price_used_date")))
         .otherwise(pl.lit("new (launch price)")).alias("price_basis"))
-        .drop_nulls("outlay_usd"), ["outlay_usd", "n_gpus"])
+        .drop_nulls("outlay_usd")
+        .filter(pl.lit(budget_usd is None) | (pl.col("outlay_usd") <= (budget_usd or 0))),
+        ["outlay_usd", "n_gpus"])
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
@@ -71,6 +145,10 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                      price_per_hour_usd=row["price_per_instance_hour_usd"],
                      verified_at=str(row["verified_at"])) if row else None
     return {
+        "criteria": {"min_decode_tok_s": min_decode_tok_s, "budget_usd": budget_usd},
+        "passed_over": passed_over(
+            sized, max([single["hardware_usd"] if single else 0.0,
+                        value["outlay_usd"] if value else 0.0]) or None, min_decode_tok_s),
         "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"]),
         "best_value": card(value, hardware_usd=value and value["outlay_usd"],
                            price_basis=value and value["price_basis"]),

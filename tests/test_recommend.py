@@ -5,8 +5,15 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import FORMATS_BY_ENGINE
-from sizing.recommend import best_format_for_gpu, fit_over_gpus, recommend
+from sizing.recommend import (
+    best_format_for_gpu,
+    fit_over_gpus,
+    recommend,
+    runs_at,
+    sized_over_gpus,
+)
 from tests.conftest import load_arch
 
 GPUS = load_gpus()
@@ -14,9 +21,10 @@ QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
 
 
 def test_cheapest_single_gpu_is_the_cheapest_that_fits():
+    """... among those that also decode at the default minimum speed (sizing.choices)."""
     rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
-    rows = fit_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
-    fitting = rows.filter((pl.col("verdict") == "fits") & (pl.col("n_gpus") == 1)
+    rows = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    fitting = rows.filter(runs_at(DEFAULT_MIN_DECODE_TOK_S) & (pl.col("n_gpus") == 1)
                           & pl.col("price_new_usd").is_not_null())
     assert rec["cheapest_single_gpu"]["price_new_usd"] == fitting["price_new_usd"].min()
     unified = rec["smallest_unified_memory"]

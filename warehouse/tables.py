@@ -107,7 +107,8 @@ GPUS = TableContract(
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
-            "engines": pl.String(), "gpu_count_options": pl.String()} | VERIFIED_AT,
+            "engines": pl.String(), "gpu_count_options": pl.String(),
+            "compute_capability": pl.Float64()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
     rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
            ("bandwidth between 50 and 20000 GB/s",
@@ -137,7 +138,8 @@ FIT_MATRIX = TableContract(
     keys=tuple(ROW_KEY),
     schema=ROW_KEY | outputs("rope_scaled", "kv_cache_gib", "total_gib", "headroom_gib",
                              "verdict", "max_context_tokens", "max_concurrent_sequences",
-                             "decode_tok_s", "decode_aggregate_tok_s", "ttft_ms") | VERIFIED_AT,
+                             "decode_tok_s", "decode_aggregate_tok_s", "ttft_ms",
+                             "decode_j_per_token") | VERIFIED_AT,
     not_null=("model_id", "verdict", "total_gib"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (
@@ -307,6 +309,30 @@ COST_MATRIX = TableContract(
             pl.col("cost_per_mtok_usd").is_finite() & (pl.col("cost_per_mtok_usd") > 0)),),
 )
 
+# Capacity plans (sizing.capacity): per standard traffic profile and model, the cheapest
+# configurations that serve it at its latency targets.
+CAPACITY_PLANS = TableContract(
+    "capacity_plans",
+    keys=("profile", "model_id", "weight_format", "engine", "gpu_id", "n_gpus", "kv_dtype"),
+    schema={"profile": pl.String(), "model_id": pl.String(), "weight_format": pl.String(),
+            "engine": pl.String(), "gpu_id": pl.String(), "n_gpus": pl.Int64(),
+            "kv_dtype": pl.String(), "replicas": pl.Int64(), "gpus_total": pl.Int64(),
+            "batch": pl.Int64(), "requests_per_s": pl.Float64(),
+            "replica_capacity_req_s": pl.Float64(), "prompt_tokens": pl.Int32(),
+            "output_tokens": pl.Int32(), "tpot_ms": pl.Float64(), "ttft_mean_ms": pl.Float64(),
+            "ttft_p95_ms": pl.Float64(), "rent_usd_per_hour": pl.Float64(),
+            "rent_offer": pl.String(), "rent_usd_per_month": pl.Float64(),
+            "purchase_new_usd": pl.Float64(), "purchase_used_usd": pl.Float64(),
+            "j_per_output_token": pl.Float64(), "speed_basis": pl.String(),
+            "rank": pl.Int32()} | VERIFIED_AT,
+    not_null=("profile", "model_id", "gpu_id", "replicas", "replica_capacity_req_s", "rank"),
+    rules=(("at least one replica, each carrying a positive rate",
+            (pl.col("replicas") >= 1) & (pl.col("replica_capacity_req_s") > 0)),
+           ("replicas carry the profile's rate",
+            pl.col("replicas") * pl.col("replica_capacity_req_s")
+            >= pl.col("requests_per_s") * (1 - 1e-9))),
+)
+
 VLLM_STARTUP_CHECKS = TableContract(
     "vllm_startup_checks",
     keys=("log_id",),
@@ -360,7 +386,8 @@ ACCURACY = TableContract(
 
 
 CONTRACTS = {c.name: c for c in (
-    COST_BASIS, COST_MATRIX, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE, WEIGHTS, GPUS,
+    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE,
+    WEIGHTS, GPUS,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

@@ -28,6 +28,7 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
         pl.col("gpu_count_options").fill_null("1"),
+        pl.col("compute_capability").cast(pl.Float64),  # NVIDIA CUDA compute capability
     )
 
 

@@ -98,6 +98,12 @@ def sparse_entry_extra_bytes() -> pl.Expr:
     return pl.lit(0.0)
 
 
+def host_expert_bytes() -> pl.Expr:
+    """`--n-cpu-moe`: the routed experts of the first layers stay in host memory
+    (sizing.offload gives their share of the expert bytes)."""
+    return col("expert_bytes") * col("cpu_moe_expert_share")
+
+
 def conv_state_bytes() -> pl.Expr:
     return pl.lit(STATE_BYTES)
 

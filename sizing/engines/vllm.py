@@ -265,6 +265,11 @@ def sparse_entry_extra_bytes() -> pl.Expr:
     return pl.when(fp8_layout()).then(col("vllm_fp8_entry_extra_bytes")).otherwise(0.0)
 
 
+def host_expert_bytes() -> pl.Expr:
+    """Every expert stays on the GPUs."""
+    return pl.lit(0.0)
+
+
 def conv_state_bytes() -> pl.Expr:
     return pl.lit(CONV_STATE_BYTES)
 

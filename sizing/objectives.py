@@ -1,0 +1,114 @@
+"""Hardware ranked by a stated objective, among configurations that fit, have the engine's
+kernels for the format (sizing.kernels) and decode at least a minimum speed.
+
+Objectives:
+- `cheapest_to_buy`: the lowest purchase outlay (new launch price, or the catalog's dated
+  used price where lower) x GPU count, within `budget_usd` if given.
+- `fastest_under_budget`: the highest decode speed of one sequence whose outlay is within
+  `budget_usd` (required).
+- `cheapest_per_mtok`: the lowest USD per million generated tokens on an on-demand cloud
+  offer (the offer's hourly price over the batch's aggregate decode speed).
+- `cheapest_to_rent`: the lowest hourly price of an on-demand offer.
+Every row carries its decode speed, energy per token and purchase and rental prices, so a
+person sees what the ranking traded off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from sizing.architecture import ModelArch
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
+from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.engines import FORMATS_BY_ENGINE
+from sizing.finetune import finetune_memory
+from sizing.recommend import runs_at, sized_over_gpus
+
+_RENTAL = ("cheapest_per_mtok", "cheapest_to_rent")
+
+
+def _outlay() -> pl.Expr:
+    return (pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus"))
+
+
+def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFrame:
+    """Each configuration's cheapest on-demand offer for that GPU and count (null: none)."""
+    if offers is None or offers.is_empty():
+        return rows.with_columns(pl.lit(None, pl.Float64).alias("rent_usd_per_hour"),
+                                 pl.lit(None, pl.String).alias("rent_offer"))
+    on_demand = (offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
+                 .sort("price_per_instance_hour_usd")
+                 .group_by("gpu_id", "gpu_count", maintain_order=True).first()
+                 .select("gpu_id", pl.col("gpu_count").cast(pl.Int64).alias("n_gpus"),
+                         pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
+                         pl.format("{} {} (verified {})", "provider", "tier",
+                                   pl.col("verified_at").cast(pl.String)).alias("rent_offer")))
+    return rows.join(on_demand, on=["gpu_id", "n_gpus"], how="left")
+
+
+def ranked(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
+           gpus: pl.DataFrame, objective: str, offers: pl.DataFrame | None = None,
+           min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+           budget_usd: float | None = None, batch: int = 1, top: int = 5) -> pl.DataFrame:
+    """The best `top` configurations for the objective, best first."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
+    if objective == "fastest_under_budget" and budget_usd is None:
+        raise ValueError("fastest_under_budget needs a budget (budget_usd)")
+    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch)
+    rows = _with_rental(rows.filter(runs_at(min_decode_tok_s)), offers).with_columns(
+        _outlay().alias("outlay_usd"),
+        (pl.col("rent_usd_per_hour") / (pl.col("decode_aggregate_tok_s") * 3600) * 1e6)
+        .alias("cost_per_mtok_usd"))
+    if budget_usd is not None and objective not in _RENTAL:
+        rows = rows.filter(pl.col("outlay_usd") <= budget_usd)
+    key, descending = {"cheapest_to_buy": ("outlay_usd", False),
+                       "fastest_under_budget": ("decode_tok_s", True),
+                       "cheapest_per_mtok": ("cost_per_mtok_usd", False),
+                       "cheapest_to_rent": ("rent_usd_per_hour", False)}[objective]
+    rows = rows.drop_nulls(key).sort([key, "n_gpus"], descending=[descending, False])
+    return rows.head(top).select(
+        pl.int_range(1, pl.len() + 1).alias("rank"), "gpu_id", "name", "n_gpus",
+        pl.lit(fmt).alias("weight_format"), pl.lit(engine).alias("engine"), "batch",
+        "total_gib", "usable_gib", "decode_tok_s", "decode_aggregate_tok_s", "speed_basis",
+        "outlay_usd", "price_new_usd", "price_used_usd", "rent_usd_per_hour", "rent_offer",
+        "cost_per_mtok_usd", "decode_j_per_token", "decode_tokens_per_kwh", "kernel_basis")
+
+
+def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.DataFrame,
+               objective: str = "cheapest_to_buy", offers: pl.DataFrame | None = None,
+               min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+               budget_usd: float | None = None) -> pl.DataFrame:
+    """The first-ranked configuration for each weight format the engine loads (the
+    reference page's "recommended GPU per format"); formats with none are left out."""
+    frames = [ranked(m, fmt, context, kv_dtype, engine, gpus, objective, offers,
+                     min_decode_tok_s, budget_usd, top=1)
+              for fmt in FORMATS_BY_ENGINE[engine]]
+    return pl.concat([f for f in frames if f.height], how="vertical_relaxed") \
+        if any(f.height for f in frames) else frames[0]
+
+
+# Fine-tuning runs on PyTorch's CUDA or ROCm builds (bitsandbytes for QLoRA): the vendors
+# whose GPUs a recommendation may name for it.
+FINETUNE_VENDORS = ("NVIDIA", "AMD")
+
+
+def per_finetune_regime(m: ModelArch, gpus: pl.DataFrame,
+                        budget_usd: float | None = None) -> dict[str, dict[str, Any] | None]:
+    """The cheapest single GPU (outlay as above) whose memory holds each fine-tuning regime
+    of sizing.finetune (one GPU: sharding over several is not modelled)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    cards = (gpus.filter(pl.col("vendor").is_in(FINETUNE_VENDORS))
+             .with_columns(pl.lit(1).alias("n_gpus")).with_columns(_outlay().alias("outlay_usd"))
+             .drop_nulls("outlay_usd"))
+    if budget_usd is not None:
+        cards = cards.filter(pl.col("outlay_usd") <= budget_usd)
+    for key, regime in finetune_memory(m).items():
+        memory = pl.coalesce("memory_gib_cuda", "memory_gib")
+        fit = cards.filter(memory >= regime.total_gib).sort("outlay_usd")
+        out[key] = None if fit.is_empty() else {
+            "regime": regime.regime, "needs_gib": regime.total_gib,
+            **fit.select("gpu_id", "name", "memory_gib", "outlay_usd").row(0, named=True)}
+    return out
