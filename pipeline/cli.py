@@ -482,11 +482,10 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
         return None, "no published prices (run llm-sizing refresh)"
     import polars as pl
 
-    from sizing.cost import INTERRUPTIBLE_TIERS
+    from sizing.cost import cheapest_on_demand
 
-    match = offers.filter((pl.col("gpu_id") == gpu_id) & (pl.col("gpu_count") == args.gpus)
-                          & ~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS)) \
-        .sort("price_per_gpu_hour_usd")
+    match = cheapest_on_demand(offers.filter((pl.col("gpu_id") == gpu_id)
+                                             & (pl.col("gpu_count") == args.gpus)), ["gpu_id"])
     if match.is_empty():
         return None, f"no on-demand cloud offer for {args.gpus}x {gpu_id}"
     best = match.row(0, named=True)

@@ -15,7 +15,6 @@ from assets.catalogs.tables import engines, gpus, weight_formats
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
-from assets.prices.sources import PROVIDERS
 from assets.quality.accuracy import accuracy
 from assets.quality.coverage import coverage
 from assets.quality.param_checks import param_checks
@@ -36,6 +35,7 @@ from assets.sizing.shards import ALL_SHARDS_TAGS
 from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
 from warehouse import store
+from warehouse.tables import PRICE_PROVIDERS
 
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
               fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
@@ -85,7 +85,7 @@ def _executor(name: str) -> dg.ExecutorDefinition:
 def _resources(environ: Mapping[str, str]) -> dict:
     snapshot = environ.get("LLM_SIZING_SNAPSHOT")
     offline = environ.get("LLM_SIZING_OFFLINE", environ.get("HF_HUB_OFFLINE", "1")) != "0"
-    base_urls = {p: environ[f"LLM_SIZING_{p.upper()}_URL"] for p in PROVIDERS
+    base_urls = {p: environ[f"LLM_SIZING_{p.upper()}_URL"] for p in PRICE_PROVIDERS
                  if f"LLM_SIZING_{p.upper()}_URL" in environ}
     return {
         "hub": HubResource(offline=offline, **({"endpoint": environ["HF_ENDPOINT"]}

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from sizing.columns import col
-from sizing.cost import DAYS_PER_MONTH, INTERRUPTIBLE_TIERS
+from sizing.cost import DAYS_PER_MONTH, rental
 from sizing.energy import joules_per_token
 from sizing.engines import FORMATS_BY_ENGINE, VLLM
 from sizing.evaluation import STAGE_COLUMNS
@@ -152,7 +152,8 @@ def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | No
                .alias("purchase_used_usd"),
                joules_per_token(col("replica_req_s") * col("output_tokens"))
                .alias("j_per_output_token")))
-    out = _rent(out, offers).with_columns(
+    out = out.with_columns(pl.col("n_gpus").cast(pl.Int64)) \
+        .join(rental(offers), on=["gpu_id", "n_gpus"], how="left").with_columns(
         (pl.col("rent_usd_per_hour") * pl.col("replicas") * HOURS_PER_MONTH)
         .alias("rent_usd_per_month"))
     if budget_usd is not None:
@@ -164,31 +165,16 @@ def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | No
         {f: i for fs in FORMATS_BY_ENGINE.values() for i, f in enumerate(fs)}, default=99)
     kv = pl.col("kv_dtype").replace_strict({"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1},
                                             default=2)
+    # The configuration's key last, so that equal plans rank the same in every run.
     return out.sort([pl.col("rent_usd_per_month"),
                      pl.min_horizontal("purchase_new_usd", "purchase_used_usd"),
-                     pl.col("gpus_total"), fidelity, kv], nulls_last=True).select(
+                     pl.col("gpus_total"), fidelity, kv, *_CONFIG], nulls_last=True).select(
         "profile", "model_id", "weight_format", "engine", "gpu_id", "name", "n_gpus",
         "kv_dtype", "replicas", "gpus_total", "batch", "requests_per_s",
         "replica_capacity_req_s", "prompt_tokens", "output_tokens", "tpot_ms",
         "ttft_mean_ms", "ttft_p95_ms", "rent_usd_per_hour", "rent_offer",
         "rent_usd_per_month", "purchase_new_usd", "purchase_used_usd",
         "j_per_output_token", "speed_basis")
-
-
-def _rent(rows: pl.LazyFrame, offers: pl.DataFrame | None) -> pl.LazyFrame:
-    """The cheapest on-demand instance for each GPU and count (null: no offer)."""
-    if offers is None or offers.is_empty():
-        return rows.with_columns(pl.lit(None, pl.Float64).alias("rent_usd_per_hour"),
-                                 pl.lit(None, pl.String).alias("rent_offer"))
-    best = (offers.lazy().filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
-            .sort("price_per_instance_hour_usd")
-            .group_by("gpu_id", "gpu_count", maintain_order=True).first()
-            .select("gpu_id", pl.col("gpu_count").cast(pl.Int64).alias("n_gpus"),
-                    pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
-                    pl.format("{} {} (verified {})", "provider", "tier",
-                              pl.col("verified_at").cast(pl.String)).alias("rent_offer")))
-    return rows.with_columns(pl.col("n_gpus").cast(pl.Int64)).join(
-        best, on=["gpu_id", "n_gpus"], how="left")
 
 
 def plan(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,

@@ -20,6 +20,31 @@ DAYS_PER_MONTH = 365.25 / 12
 INTERRUPTIBLE_TIERS = "spot|interruptible|preemptible"
 
 
+def on_demand() -> pl.Expr:
+    """Offers a deployment can keep: whole GPUs (not a fractional slice) in a tier that
+    cannot be taken away mid-run."""
+    return ~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS) & ~pl.col("fractional")
+
+
+def cheapest_on_demand(offers: pl.DataFrame | pl.LazyFrame, by: list[str]):
+    """The one rule for "the cheapest on-demand offer": per group `by`, the on_demand()
+    offer with the lowest price per instance-hour (ties: the first listed)."""
+    return (offers.filter(on_demand()).sort("price_per_instance_hour_usd", maintain_order=True)
+            .group_by(by, maintain_order=True).first())
+
+
+def rental(offers: pl.DataFrame | None) -> pl.LazyFrame:
+    """Per GPU and count, the cheapest on-demand offer as `rent_usd_per_hour` and
+    `rent_offer` (provider, tier and verification date), to join on (gpu_id, n_gpus)."""
+    if offers is None or offers.is_empty():
+        return pl.LazyFrame(schema={"gpu_id": pl.String, "n_gpus": pl.Int64,
+                                    "rent_usd_per_hour": pl.Float64, "rent_offer": pl.String})
+    return cheapest_on_demand(offers.lazy(), ["gpu_id", "gpu_count"]).select(
+        "gpu_id", pl.col("gpu_count").cast(pl.Int64).alias("n_gpus"),
+        pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
+        pl.format("{} {} (verified {})", "provider", "tier",
+                  pl.col("verified_at").cast(pl.String)).alias("rent_offer"))
+
 
 def cost_per_mtok() -> pl.Expr:
     """USD per million generated tokens: the hourly price of all the GPUs over the tokens

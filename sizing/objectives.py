@@ -21,7 +21,7 @@ import polars as pl
 
 from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
-from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.cost import rental
 from sizing.engines import FORMATS_BY_ENGINE
 from sizing.finetune import finetune_memory
 from sizing.recommend import runs_at, sized_over_gpus
@@ -35,17 +35,7 @@ def _outlay() -> pl.Expr:
 
 def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFrame:
     """Each configuration's cheapest on-demand offer for that GPU and count (null: none)."""
-    if offers is None or offers.is_empty():
-        return rows.with_columns(pl.lit(None, pl.Float64).alias("rent_usd_per_hour"),
-                                 pl.lit(None, pl.String).alias("rent_offer"))
-    on_demand = (offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
-                 .sort("price_per_instance_hour_usd")
-                 .group_by("gpu_id", "gpu_count", maintain_order=True).first()
-                 .select("gpu_id", pl.col("gpu_count").cast(pl.Int64).alias("n_gpus"),
-                         pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
-                         pl.format("{} {} (verified {})", "provider", "tier",
-                                   pl.col("verified_at").cast(pl.String)).alias("rent_offer")))
-    return rows.join(on_demand, on=["gpu_id", "n_gpus"], how="left")
+    return rows.join(rental(offers).collect(), on=["gpu_id", "n_gpus"], how="left")
 
 
 def ranked(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,

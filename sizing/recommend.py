@@ -9,7 +9,7 @@ import polars as pl
 
 from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
-from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.cost import cheapest_on_demand
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.engines.vllm import settings_literals
 from sizing.evaluation import derive_inputs, evaluate
@@ -138,8 +138,8 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
-        on_demand = offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
-        rentable = fits.join(on_demand.rename({"gpu_count": "n_gpus"}), on=["gpu_id", "n_gpus"])
+        cheapest = cheapest_on_demand(offers, ["gpu_id", "gpu_count"])
+        rentable = fits.join(cheapest.rename({"gpu_count": "n_gpus"}), on=["gpu_id", "n_gpus"])
         row = _first(rentable, "price_per_instance_hour_usd")
         cloud = card(row, provider=row["provider"], tier=row["tier"],
                      price_per_hour_usd=row["price_per_instance_hour_usd"],

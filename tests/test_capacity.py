@@ -110,7 +110,8 @@ README_PROFILE = TrafficProfile("readme example", 2.0, 4096, 4096, ttft_p95_ms=3
 OFFERS = pl.DataFrame({  # one on-demand offer per GPU, as gpu_prices carries them
     "gpu_id": ["h100_sxm5_80gb", "l40s_48gb", "rtx_4090", "a100_sxm4_80gb"],
     "gpu_count": [1, 1, 1, 1], "tier": ["on-demand"] * 4, "provider": ["p"] * 4,
-    "price_per_instance_hour_usd": [2.69, 0.86, 0.34, 1.64], "verified_at": ["2025-06-21"] * 4})
+    "price_per_instance_hour_usd": [2.69, 0.86, 0.34, 1.64], "fractional": [False] * 4,
+    "verified_at": ["2025-06-21"] * 4})
 
 
 def test_readme_plan_matches_a_hand_calculation_from_the_fit_tables():

@@ -262,3 +262,11 @@ def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
                                    base_urls={"runpod": url}).collect("runpod")
     assert {o["source"] for o in got.offers} == {"api"}
     assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")
+
+
+def test_one_list_of_price_providers():
+    """The providers the warehouse has tables for are the ones requests are defined for."""
+    from assets.prices.sources import REQUESTS
+    from warehouse.tables import PRICE_PROVIDERS
+
+    assert tuple(REQUESTS) == PRICE_PROVIDERS

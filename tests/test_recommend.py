@@ -32,13 +32,17 @@ def test_cheapest_single_gpu_is_the_cheapest_that_fits():
 
 
 def test_cheapest_cloud_offer_fits_and_is_on_demand():
+    # gpu_prices rows (its documented columns); the fourth a fractional slice of an H100.
     offers = pl.DataFrame({
-        "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090"],
-        "gpu_count": [1, 1, 1], "tier": ["secure on-demand", "secure spot", "on-demand"],
-        "provider": ["p1", "p2", "p3"], "price_per_instance_hour_usd": [2.99, 0.9, 0.3],
-        "verified_at": ["2025-06-21"] * 3})
+        "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090", "h100_sxm5_80gb"],
+        "gpu_count": [1, 1, 1, 1],
+        "tier": ["secure on-demand", "secure spot", "on-demand", "on-demand"],
+        "provider": ["p1", "p2", "p3", "p4"],
+        "price_per_instance_hour_usd": [2.99, 0.9, 0.3, 0.5],
+        "fractional": [False, False, False, True], "verified_at": ["2025-06-21"] * 4})
     cloud = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, offers)["cheapest_cloud"]
-    assert cloud["gpu_id"] == "h100_sxm5_80gb"  # the A100 is spot, the 4090 does not fit
+    # The A100 is spot, the 4090 does not fit, the cheaper H100 offer is a slice of one.
+    assert cloud["gpu_id"] == "h100_sxm5_80gb" and cloud["provider"] == "p1"
 
 
 def test_best_format_is_the_most_faithful_that_fits():

@@ -25,7 +25,7 @@ from assets.resources import (
     table_asset,
     table_spec,
 )
-from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.cost import cheapest_on_demand
 from warehouse import store
 from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
 
@@ -119,14 +119,11 @@ def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
 
 
 def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
-    """Per provider and instance memory size, the cheapest whole-GPU on-demand instance
-    (spot, interruptible and preemptible offers can be taken away and are left out)."""
-    return (prices.filter(~pl.col("fractional") & pl.col("vram_per_gpu_gb").is_not_null()
-                          & ~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))
-            .with_columns((pl.col("vram_per_gpu_gb") * pl.col("gpu_count"))
-                          .alias("total_vram_gb"))
-            .sort("price_per_instance_hour_usd")
-            .group_by("provider", "total_vram_gb", maintain_order=True).first()
+    """Per provider and instance memory size, the cheapest on-demand instance
+    (sizing.cost.cheapest_on_demand)."""
+    sized = prices.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
+        (pl.col("vram_per_gpu_gb") * pl.col("gpu_count")).alias("total_vram_gb"))
+    return (cheapest_on_demand(sized, ["provider", "total_vram_gb"])
             .select("provider", "total_vram_gb", "gpu_id", "gpu_count", "tier", "offer_id",
                     "price_per_instance_hour_usd", "billing_mode", "verified_at"))
 

@@ -41,7 +41,7 @@ def _ignoring_date(parse: Callable[[bytes], list[dict[str, Any]]]):
     return lambda body, on: parse(body)
 
 
-PROVIDERS: dict[str, tuple[Request, ...]] = {
+REQUESTS: dict[str, tuple[Request, ...]] = {
     "runpod": (
         Request("graphql-gpuTypes", "POST", "https://api.runpod.io/graphql",
                 _ignoring_date(parsers.parse_runpod_graphql), {"query": RUNPOD_QUERY}),

@@ -14,6 +14,7 @@ from assets.resources import (
     table_asset,
 )
 from sizing.architecture import parse_config
+from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
 from sizing.weights import WEIGHT_FORMATS, weight_bytes
 
@@ -23,7 +24,6 @@ _UNIT_BYTES = {"B": 1.0, "GB": 1e9, "GiB": float(2**30), "MiB": float(2**20)}
 _QUANT_NAMES = {"FP16": "F16", "MXFP4": "MXFP4_MOE"}
 # Within this share a computed size reproduces a llama.cpp-recipe file (the target the
 # published-size tests hold, plus the looser one for Unsloth's UD mixes).
-TOLERANCE, UD_TOLERANCE = 0.02, 0.06
 _MATCH_CHECK = "published_sizes_reproduced"
 
 
@@ -84,8 +84,7 @@ def gguf_published_sizes(context: dg.AssetExecutionContext, catalog: CatalogReso
                    * pl.col("published_unit").replace_strict(_UNIT_BYTES,
                                                              return_dtype=pl.Float64)
                    / pl.col("published_bytes"))
-    bound = pl.when(pl.col("quant").str.starts_with("UD-")).then(UD_TOLERANCE) \
-        .otherwise(TOLERANCE) + rounding
+    bound = published_size_tolerance(pl.col("quant")) + rounding
     compared = df.filter(pl.col("computed_bytes").is_not_null() & pl.col("deviation").is_null())
     off = compared.filter(pl.col("relative_diff").abs() > bound)
     match = dg.AssetCheckResult(

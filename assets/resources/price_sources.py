@@ -15,7 +15,7 @@ from assets.paths import SNAPSHOT_DIR
 from assets.prices import parsers
 from assets.prices.http import FetchError, client, fetch
 from assets.prices.sources import (
-    PROVIDERS,
+    REQUESTS,
     Collected,
     Request,
     newest_recordings,
@@ -33,7 +33,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
     read_timeout_s: float = 20.0
 
     def collect(self, provider: str) -> Collected:
-        requests = PROVIDERS[provider]
+        requests = REQUESTS[provider]
         return self._replay(provider, requests) if self.offline \
             else self._fetch_and_record(provider, requests)
 

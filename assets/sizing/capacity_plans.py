@@ -7,7 +7,7 @@ import polars as pl
 from assets.resources import WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
 from sizing.capacity import STANDARD_PROFILES, plan
-from sizing.cost import INTERRUPTIBLE_TIERS
+from sizing.cost import on_demand
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP, VLLM
 from warehouse import store
 
@@ -25,7 +25,7 @@ TABLE_FORMATS = pl.DataFrame(
 
 def plannable_gpus(gpus: pl.DataFrame, offers: pl.DataFrame) -> pl.DataFrame:
     """GPUs a plan can price: rented on demand by some provider, or with a purchase price."""
-    rented = offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS))["gpu_id"]
+    rented = offers.filter(on_demand())["gpu_id"]
     return gpus.filter(pl.col("gpu_id").is_in(rented.implode())
                        | pl.col("price_new_usd").is_not_null()
                        | pl.col("price_used_usd").is_not_null())

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import WarehouseResource, contract_checks, table_spec
-from sizing.cost import INTERRUPTIBLE_TIERS, cost_per_mtok
+from sizing.cost import cheapest_on_demand, cost_per_mtok
 from warehouse import store
 from warehouse.tables import COST_MATRIX
 
@@ -22,7 +22,7 @@ from warehouse.tables import COST_MATRIX
                                   "change recomputes these tables only.")],
     check_specs=contract_checks("cost_basis", "cost_matrix"))
 def cost_matrix(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-    prices = cheapest_on_demand(warehouse.read("gpu_prices"))
+    prices = cost_offers(warehouse.read("gpu_prices"))
     fit = pl.scan_delta(store.table_uri("fit_matrix", warehouse.root),
                         storage_options=warehouse.storage_options() or None)
     # The fit matrix holds the models of `models` (a small table: no scan of the matrix).
@@ -54,12 +54,9 @@ def cost_matrix(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
 COST_MODELS_PER_BATCH = 64
 
 
-def cheapest_on_demand(offers: pl.DataFrame) -> pl.DataFrame:
+def cost_offers(offers: pl.DataFrame) -> pl.DataFrame:
     """Per GPU and count, the cheapest on-demand offer's per-GPU price and provenance."""
-    return (offers.filter(~pl.col("tier").str.contains(INTERRUPTIBLE_TIERS)
-                          & ~pl.col("fractional"))
-            .sort("price_per_gpu_hour_usd")
-            .group_by("gpu_id", "gpu_count", maintain_order=True).first()
+    return (cheapest_on_demand(offers, ["gpu_id", "gpu_count"])
             .select("gpu_id", pl.col("gpu_count").cast(pl.Int8).alias("n_gpus"), "provider",
                     "tier", "price_per_gpu_hour_usd",
                     pl.col("verified_at").alias("price_verified_at")))

@@ -8,6 +8,7 @@ from assets.resources import SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
 from sizing.architecture import parse_config
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
+from sizing.gguf_quant import published_size_tolerance
 from sizing.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse import store
@@ -53,14 +54,11 @@ def weights_match_published_gguf(warehouse: WarehouseResource) -> dg.AssetCheckR
                         right_on=["model_id", "weight_format"])
             .with_columns(((pl.col("weights_bytes") - pl.col("file_bytes"))
                            / pl.col("file_bytes")).alias("relative_difference")))
-    off = diff.filter(pl.col("relative_difference").abs() > GGUF_SIZE_TOLERANCE)
+    bound = published_size_tolerance(pl.col("quant"))
+    off = diff.filter(pl.col("relative_difference").abs() > bound)
     return dg.AssetCheckResult(
         passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
         metadata={"compared": diff.height,
                   "median_abs_difference": float(diff["relative_difference"].abs().median()
                                                  or 0.0),
                   "over_tolerance": dg.MetadataValue.md(f"```\n{off}\n```")})
-
-
-# The bound the published-size tests hold the GGUF estimates to (tests/test_published_gguf_sizes).
-GGUF_SIZE_TOLERANCE = 0.02
