@@ -18,6 +18,7 @@ from assets.models.assets import models
 from assets.models.param_checks import param_checks
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
+from assets.publish.release import build_release
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.accuracy import accuracy
 from assets.sizing.assets import (
@@ -34,14 +35,21 @@ from assets.sizing.startup_logs import vllm_startup_checks
 from pipeline.progress import progress_logger
 from warehouse import store
 
-ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-              fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
-              vllm_startup_checks, speed_checks, accuracy,
-              *PROVIDER_ASSETS, gpu_prices]
-refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
+TABLE_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
+                fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
+                vllm_startup_checks, speed_checks, accuracy,
+                *PROVIDER_ASSETS, gpu_prices]
+# The release runs last in every job that writes tables (it depends on all of them).
+release = build_release(TABLE_ASSETS)
+ALL_ASSETS = [*TABLE_ASSETS, release]
+# Jobs that write the warehouse carry this tag; dagster.yaml lets one such run at a time
+# out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
+WRITES_TAG = {"llm-sizing/writes": "warehouse"}
+refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
+                                  tags=WRITES_TAG)
 prices_job = dg.define_asset_job(
-    "refresh_prices",
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
+    "refresh_prices", tags=WRITES_TAG,
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix, release))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

@@ -391,3 +391,18 @@ CONTRACTS = {c.name: c for c in (
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+
+
+# The release log (not a published table: the record of which versions are published).
+# One row per table per release; readers follow the newest `complete` release.
+RELEASES = TableContract(
+    "releases",
+    keys=("release_id", "table"),
+    schema={"release_id": pl.Int64(), "status": pl.String(), "run_id": pl.String(),
+            "created_at": pl.Datetime("us", "UTC"), "table": pl.String(),
+            "version": pl.Int64(), "verified_at": pl.Date(), "rows": pl.Int64()},
+    not_null=("release_id", "status", "run_id", "created_at", "table", "version"),
+    rules=(("status is complete, incomplete or expired",
+            pl.col("status").is_in(["complete", "incomplete", "expired"])),),
+)
+
