@@ -145,7 +145,8 @@ def _summary(before: store.Release | None, after: store.Release | None) -> None:
         print("no release is current: no table is published to readers yet")
         return
     if before is not None and after.release_id == before.release_id:
-        print(f"release {after.release_id} unchanged (run {after.run_id})")
+        print(f"release {after.release_id} stays current (run {after.run_id}): every table "
+              "as released")
     else:
         print(f"release {after.release_id} published (run {after.run_id})")
     width = max(map(len, TABLES))

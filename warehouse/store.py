@@ -332,9 +332,16 @@ def _write_export(uri: str, export: str, version: int, verified_at: dt.date,
     target = f"{export}.tmp" if local else export
     if local:
         Path(export).parent.mkdir(parents=True, exist_ok=True)
-    pl.scan_delta(uri, version=version, storage_options=storage_options or None).sink_parquet(
-        target, storage_options=storage_options or None, compression_level=_ZSTD_LEVEL,
-        metadata={"delta_version": str(version), "verified_at": verified_at.isoformat()})
+    try:
+        pl.scan_delta(uri, version=version, storage_options=storage_options or None) \
+            .sink_parquet(target, storage_options=storage_options or None,
+                          compression_level=_ZSTD_LEVEL,
+                          metadata={"delta_version": str(version),
+                                    "verified_at": verified_at.isoformat()})
+    except BaseException:  # a full disk: no partial file stays behind
+        if local:
+            Path(target).unlink(missing_ok=True)
+        raise
     if local:
         os.replace(target, export)
     return pl.scan_parquet(export, storage_options=storage_options or None) \
@@ -351,7 +358,8 @@ def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = 
     table's newest version; once a release exists, a table it does not name raises
     NotReleased."""
     if sum(x is not None for x in (version, as_of, release)) > 1:
-        raise ValueError("give a version, a date or a release, not two")
+        raise ValueError("version, as_of and release each choose the version: give one, "
+                         "not both of two")
     opts = dict(storage_options or {})
     if version is None and as_of is None:
         chosen = current_release(base, opts) if release is None \
@@ -614,12 +622,12 @@ def _manifest(release: Release) -> bytes:
 
 
 def _stage_release_folder(release: Release, base: str | None, opts: dict[str, str]) -> None:
-    """Locally, releases/<id>/: a hard link to each table's export and the manifest, so
-    that `latest` switches to it in one rename. (On S3 the exports are copied into latest/
+    """Locally, releases/<id>-<run>/: a hard link to each table's export and the manifest,
+    so that `latest` switches to it in one rename. (On S3 the exports are copied into latest/
     when the release is committed.)"""
     if uri_is_remote(base):
         return
-    folder = Path(base or root()) / "releases" / str(release.release_id)
+    folder = Path(base or root()) / _folder(release)
     shutil.rmtree(folder, ignore_errors=True)  # a stage a kill interrupted
     folder.mkdir(parents=True)
     for table, version in release.versions.items():
@@ -634,7 +642,7 @@ def _switch_latest(release: Release, base: str | None, opts: dict[str, str]) -> 
     they form."""
     if not uri_is_remote(base):
         link = Path(base or root()) / "latest"
-        target = f"releases/{release.release_id}"
+        target = _folder(release)
         if link.is_symlink() and os.readlink(link) == target:
             return
         staged = link.with_name(f".latest-{release.release_id}")
@@ -685,8 +693,14 @@ def _retain(kept: list[Release], tables: Iterable[str], base: str | None,
             if f.type == fs.FileType.File and f.base_name not in names:
                 store.delete_file(f.path)
     if not uri_is_remote(base):
-        ids = {str(r.release_id) for r in kept}
+        names = {Path(_folder(r)).name for r in kept}
         folders = Path(base or root()) / "releases"
         for folder in folders.iterdir() if folders.exists() else ():
-            if folder.name not in ids:
+            if folder.name not in names:
                 shutil.rmtree(folder)
+
+
+def _folder(release: Release) -> str:
+    """A local release's folder, relative to the root: named by its run too, so that two
+    runs racing for one release id never write into each other's."""
+    return f"releases/{release.release_id}-{release.run_id}"

@@ -249,12 +249,18 @@ PLAUSIBLE_GPU_HOUR_USD = (0.02, 30.0)
 _PER_GPU_CONSISTENT = ("per-instance = per-GPU x GPUs",
                        ((pl.col("price_per_gpu_hour_usd") * pl.col("gpu_count")
                          - pl.col("price_per_instance_hour_usd")).abs() < 1e-6))
+# An hourly instance price at or above this is a placeholder or a parsing error (the
+# recorded responses top out at 51.12 USD: RunPod, 8 x B200).
+MAX_INSTANCE_HOUR_USD = 1_000.0
 # One provider's offers as parsed, before catalog mapping (sizing.assets maps them).
 PROVIDER_PRICES = tuple(TableContract(
     f"prices_{p}", keys=("provider", "offer_id"), schema=_OFFER_SCHEMA | VERIFIED_AT,
     not_null=("provider", "offer_id", "gpu_name", "gpu_count", "price_per_instance_hour_usd",
               "billing_mode"),
-    rules=(_PER_GPU_CONSISTENT,)) for p in PRICE_PROVIDERS)
+    rules=(_PER_GPU_CONSISTENT,
+           (f"price per instance-hour above 0 and below {MAX_INSTANCE_HOUR_USD:,.0f} USD",
+            pl.col("price_per_instance_hour_usd").is_between(
+                0, MAX_INSTANCE_HOUR_USD, closed="none")))) for p in PRICE_PROVIDERS)
 # All providers' offers that map to a catalog GPU at a plausible price.
 GPU_PRICES = TableContract(
     "gpu_prices", keys=("provider", "offer_id"),

@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets.resources import WarehouseResource
 from warehouse import store
+from warehouse.tables import CONTRACTS
 
 # Dagster's tag naming the run a retried run re-executes.
 PARENT_RUN_TAG = "dagster/parent_run_id"
@@ -21,13 +22,18 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
                   if any(c.name.endswith(CONTRACT_SUFFIX) for c in a.check_specs)]
 
     @dg.asset(group_name="publish", kinds={"deltalake"}, deps=publishing, code_version="1",
+              check_specs=[dg.AssetCheckSpec(
+                  "complete", asset="release",
+                  description="The release names a version of every table (an incomplete "
+                              "one, e.g. a first run of the price job alone, is never "
+                              "current: readers keep the previous complete release).")],
               description="The release: every table's Delta version this run left, recorded "
                           "in one commit to the `releases` table; readers and the latest "
                           "exports follow the newest complete release. Refused when another "
                           "run wrote meanwhile or a table holds a failed run's version.")
     def release(context: dg.AssetExecutionContext,
                 warehouse: WarehouseResource) -> dg.MaterializeResult:
-        runs = _attempts(context.instance, context.run_id)
+        runs = _attempts(context.instance, context.run.run_id)
         produced, started = _produced(context.instance, runs)
 
         def finished(run_id: str) -> bool:
@@ -36,14 +42,18 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
 
         try:
             current, new = store.publish_release(
-                produced, run_id=context.run_id, runs=runs, started_at=started,
+                produced, run_id=context.run.run_id, runs=runs, started_at=started,
                 finished=finished, base=warehouse.root,
                 storage_options=warehouse.storage_options())
         except (store.ConcurrentRefresh, store.UnreleasedVersions) as e:
             raise dg.Failure(description=f"{type(e).__name__}: {e}") from e
         context.log.info(f"release {current.release_id} ({current.status}) "
                          f"{'published' if new else 'unchanged: no table has a new version'}")
-        return dg.MaterializeResult(metadata={
+        missing = sorted(set(CONTRACTS) - set(current.versions))
+        complete = dg.AssetCheckResult(
+            check_name="complete", passed=not missing, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"missing": ", ".join(missing) or "none"})
+        return dg.MaterializeResult(check_results=[complete], metadata={
             "release_id": dg.MetadataValue.int(current.release_id),
             "status": dg.MetadataValue.text(current.status),
             "new": dg.MetadataValue.bool(new),
