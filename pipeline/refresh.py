@@ -64,8 +64,10 @@ def run(offline: bool, verbose: bool = False) -> int:
             print("the other refresh still holds the warehouse: nothing was run",
                   file=sys.stderr)
             return EXIT_BUSY
-    with lock:
+    try:
         return _locked_run(defs, where, offline, loggers, started)
+    finally:
+        lock.release()
 
 
 def lock_path(warehouse_root: str) -> Path:

@@ -397,10 +397,10 @@ def history(table: str, base: str | None = None,
 
 RELEASES_TABLE = RELEASES.name
 COMPLETE, INCOMPLETE, EXPIRED = "complete", "incomplete", "expired"
-# Retention: the versions of the newest KEEP_RELEASES releases (and always of the current
-# one) are kept; data files, exports and release folders of every other version go when
-# a release is published. Files younger than VACUUM_MIN_AGE_HOURS are never vacuumed:
-# they may belong to a write still in flight.
+# Retention: the versions of the newest LLM_SIZING_KEEP_RELEASES releases (and always of
+# the current one) are kept; data files, exports and release folders of every other
+# version go when a release is published. Files younger than
+# LLM_SIZING_VACUUM_MIN_AGE_HOURS are never vacuumed: they may belong to a write in flight.
 DEFAULT_KEEP_RELEASES = 3
 DEFAULT_VACUUM_MIN_AGE_HOURS = 1
 
