@@ -222,7 +222,7 @@ def s3_endpoint():
         yield url
 
 
-def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monkeypatch):
+def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monkeypatch, capsys):
     creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
              "AWS_REGION": "us-east-1"}
     for k, v in creds.items():
@@ -254,6 +254,11 @@ def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monke
     for t in fault_run.TABLES:
         export = pl.read_parquet(f"{base}/latest/{t}.parquet", storage_options=up)
         assert set(export.get_column(fault_run.MARK[t])) == {"run 3"}
+    # the refresh summary reads the release with the pipeline's storage options
+    from pipeline.refresh import _summary
+
+    _summary(None, store.current_release(base, up))
+    assert "release 2 published (run run-3)" in capsys.readouterr().out
 
 
 def _s3_read(endpoint: str, bucket: str, key: str) -> bytes:

@@ -443,11 +443,11 @@ def release_log(base: str | None = None,
                 storage_options: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Every release's rows (one per table), newest first; empty before the first."""
     try:
-        log = pl.read_delta(releases_uri(base), storage_options=dict(storage_options or {})
-                            or None)
+        log = DeltaTable(releases_uri(base), storage_options=dict(storage_options or {}) or None)
     except TABLE_MISSING:
         return pl.DataFrame(schema=RELEASES.schema)
-    return log.sort("release_id", "table", descending=[True, False])
+    return pl.from_arrow(log.to_pyarrow_table()).sort("release_id", "table",
+                                                       descending=[True, False])
 
 
 def _releases_of(log: pl.DataFrame) -> list[Release]:
