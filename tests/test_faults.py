@@ -289,10 +289,14 @@ def _rows_per_model(table: str, base: str, **how) -> dict[str, int]:
     return dict(df.iter_rows())
 
 
-def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released):
+def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released, tmp_path):
     """One config corrupted when it was recorded (half of it, its manifest checksum that of
-    the half), one changed after (a byte appended): both models are quarantined with the
-    reason, the other four are sized as before, and the run releases."""
+    the half), one changed after (a byte appended). The refresh that meets them is killed
+    (-9) between its commits of fit_configurations and fit_matrix: readers keep the
+    previous release, both tables from one run. The next refresh quarantines both models
+    with the reason, sizes the other four as before, and releases."""
+    import hashlib
+
     from assets.sizing.shards import ALL_SHARDS_TAGS
 
     base, snapshot, resources = released
@@ -305,12 +309,25 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released):
     lines = [json.loads(line) for line in manifest.read_text().splitlines()]
     for line in lines:
         if line["path"].endswith("Qwen/Qwen3-1.7B/config.json"):
-            import hashlib
-
             line["sha256"] = hashlib.sha256(half).hexdigest()
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
     changed = snapshot / "hub/models/Qwen/Qwen3-8B/config.json"
     changed.write_bytes(changed.read_bytes() + b" ")
+
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    killed = subprocess.run(
+        [str(Path(sys.executable).parent / "llm-sizing"), "refresh", "--offline"], cwd=ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path), "LLM_SIZING_WAREHOUSE": base,
+             "LLM_SIZING_SNAPSHOT": str(snapshot),
+             store.KILL_AT: "committed:fit_configurations"},
+        capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert _current_release(base) == first
+    head = store.current_version(store.table_uri("fit_configurations", base))["version"]
+    assert head > first.versions["fit_configurations"]  # committed, and not released
+    assert _rows_per_model("fit_matrix", base) == fit_before
+    assert _rows_per_model("fit_configurations", base).keys() == fit_before.keys()
+
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     second = _current_release(base)
     assert second.release_id == first.release_id + 1
@@ -320,6 +337,7 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released):
     assert "does not match its manifest checksum" in quarantine["Qwen/Qwen3-8B"]
     fit_after = _rows_per_model("fit_matrix", base)
     assert fit_after == {m: n for m, n in fit_before.items() if m not in quarantine}
+    assert _rows_per_model("fit_configurations", base).keys() == fit_after.keys()
     # the previous release is still whole, to be read by its number
     assert _rows_per_model("fit_matrix", base, release=first.release_id) == fit_before
 
