@@ -88,6 +88,14 @@ def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
     # ... and the next refresh, which produces every table, releases
     fault_run.refresh(base, 6)
     assert _current(base).release_id == 2 and fault_run.marks(base) == {"run 6"}
+    # a version of a run that finished is released (a release run after an automation run)
+    store.publish("engines", fault_run.frames(7)["engines"], verified_at=fault_run.DAY,
+                  commit_info={"dagster_run_id": "run-7"}, base=base)
+    release, new = store.publish_release({}, run_id="run-8", started_at=dt.datetime.now(dt.UTC),
+                                         finished=lambda run: run == "run-7",
+                                         tables=fault_run.TABLES, base=base)
+    assert new and _current(base).release_id == 3
+    assert fault_run.marks(base) == {"run 7", "run 6"}
 
 
 def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):

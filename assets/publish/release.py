@@ -21,7 +21,10 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
     publishing = [a.key for a in assets
                   if any(c.name.endswith(CONTRACT_SUFFIX) for c in a.check_specs)]
 
+    # Eager: when the automation sensor recomputes tables in a run of their own (a price
+    # change), a run of this asset releases them (their run finished: they belong together).
     @dg.asset(group_name="publish", kinds={"deltalake"}, deps=publishing, code_version="1",
+              automation_condition=dg.AutomationCondition.eager(),
               check_specs=[dg.AssetCheckSpec(
                   "complete", asset="release",
                   description="The release names a version of every table (an incomplete "
