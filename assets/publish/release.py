@@ -16,10 +16,11 @@ CONTRACT_SUFFIX = "_contract"
 
 
 def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
-    """The release asset, downstream of every asset that publishes a table (those with a
-    contract check), so that it runs last in any job that selects it."""
-    publishing = [a.key for a in assets
-                  if any(c.name.endswith(CONTRACT_SUFFIX) for c in a.check_specs)]
+    """The release asset, downstream of every asset that publishes a table (the assets its
+    contract checks are on: one asset per table or several tables per asset alike), so
+    that it runs last in any job that selects it."""
+    publishing = sorted({c.asset_key for a in assets for c in a.check_specs
+                         if c.name.endswith(CONTRACT_SUFFIX)}, key=lambda k: k.path)
 
     # Eager: when the automation sensor recomputes tables in a run of their own (a price
     # change), a run of this asset releases them (their run finished: they belong together).
