@@ -15,6 +15,7 @@ from assets.catalogs.tables import engines, gpus, weight_formats
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
+from assets.publish.release import build_release
 from assets.quality.accuracy import accuracy
 from assets.quality.coverage import coverage
 from assets.quality.param_checks import param_checks
@@ -37,18 +38,25 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-              fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
-              vllm_startup_checks, speed_checks, accuracy, capacity_plans,
-              *PROVIDER_ASSETS, gpu_prices]
-refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
+TABLE_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
+                fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
+                vllm_startup_checks, speed_checks, accuracy, capacity_plans,
+                *PROVIDER_ASSETS, gpu_prices]
+# The release runs last in every job that writes tables (it depends on all of them).
+release = build_release(TABLE_ASSETS)
+ALL_ASSETS = [*TABLE_ASSETS, release]
+# Jobs that write the warehouse carry this tag; dagster.yaml lets one such run at a time
+# out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
+WRITES_TAG = {"llm-sizing/writes": "warehouse"}
+refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
+                                  tags=WRITES_TAG)
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
 record_job = dg.define_asset_job(
     "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS))
 prices_job = dg.define_asset_job(
-    "refresh_prices",
+    "refresh_prices", tags=WRITES_TAG,
     selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
-                                       capacity_plans))
+                                       capacity_plans, release))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

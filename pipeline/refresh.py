@@ -1,19 +1,27 @@
 """`llm-sizing refresh`: the `refresh` job run in this process, its progress one line per
-step, then a short summary of what changed and every warning in plain words.
+step, then a short summary of the release it leaves and every warning in plain words.
 
-Exit codes: 0 every step succeeded (offline, the snapshot's dates are reported, not
-judged); 1 a step failed and its tables keep their previous versions; 3 every step ran
-but a source could not be read, or (online) its prices are older than the allowed age,
-so older data stays published; 130 interrupted (SIGINT or SIGTERM).
+One refresh at a time per warehouse: a refresh waits for the lock of one already running
+(a file lock, released by the system when its process dies, however it dies).
+
+Exit codes: 0 every step succeeded and the release is published (offline, the
+snapshot's dates are reported, not judged); 1 a step failed and the previous release
+stays current; 3 every step ran but a source could not be read, or (online) its prices
+are older than the allowed age, so older data stays published; 4 another refresh held
+the warehouse for longer than LLM_SIZING_LOCK_TIMEOUT_S (default 3600); 130 interrupted
+(SIGINT or SIGTERM).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
+from pathlib import Path
 
 import dagster as dg
+from filelock import FileLock, Timeout
 
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import build_defs
@@ -21,7 +29,7 @@ from pipeline.reaper import process_tags, reap
 from warehouse import store
 from warehouse.tables import CONTRACTS
 
-EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_INTERRUPTED = 0, 1, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 3, 4, 130
 # Every published table: one per contract.
 TABLES = tuple(CONTRACTS)
 # Why a table may rightly hold no rows.
@@ -37,12 +45,46 @@ SOURCE_CHECKS = ("responded",)
 
 def run(offline: bool, verbose: bool = False) -> int:
     started = time.monotonic()
-    before = {t: _version(t) for t in TABLES}
     defs = build_defs(os.environ)
+    warehouse = defs.resources["warehouse"]
+    where = {"base": warehouse.root, "storage_options": warehouse.storage_options()}
     loggers = {"progress": {}} | ({"console": {"config": {"log_level": "DEBUG"}}}
                                   if verbose else {})
     print(f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
-          f"warehouse {store.root()}", file=sys.stderr)
+          f"warehouse {warehouse.root}", file=sys.stderr)
+    lock = FileLock(lock_path(warehouse.root))
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        print(f"another refresh is running on this warehouse ({lock.lock_file}): waiting",
+              file=sys.stderr)
+        try:
+            lock.acquire(timeout=float(os.environ.get("LLM_SIZING_LOCK_TIMEOUT_S", "3600")))
+        except Timeout:
+            print("the other refresh still holds the warehouse: nothing was run",
+                  file=sys.stderr)
+            return EXIT_BUSY
+    try:
+        return _locked_run(defs, where, offline, loggers, started)
+    finally:
+        lock.release()
+
+
+def lock_path(warehouse_root: str) -> Path:
+    """The lock file: in a local warehouse's folder; for object storage, in the state
+    folder of this host (object stores have no lock: a second host's refresh is refused at
+    its release instead, warehouse/README.md)."""
+    if not store.uri_is_remote(warehouse_root):
+        Path(warehouse_root).mkdir(parents=True, exist_ok=True)
+        return Path(warehouse_root) / ".refresh.lock"
+    state = Path(os.environ.get("LLM_SIZING_STATE_DIR", ".dagster_home"))
+    state.mkdir(parents=True, exist_ok=True)
+    return state / f"refresh-{hashlib.sha256(warehouse_root.encode()).hexdigest()[:16]}.lock"
+
+
+def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
+                started: float) -> int:
+    before = store.current_release(**where)
     with dg.DagsterInstance.get() as instance:
         for run_id in reap(instance):
             print(f"run {run_id} was left unfinished by a killed process: marked failed, "
@@ -53,12 +95,14 @@ def run(offline: bool, verbose: bool = False) -> int:
                 run_config={"loggers": loggers})
         except KeyboardInterrupt:  # between steps
             result = None
+    after = store.current_release(**where)
+    kept = _release_words(after)
     # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
-    # error, before its commit (each Delta commit is atomic).
+    # error; tables it committed are in no release until a refresh releases them.
     if result is None or _interrupted(result):
-        print("refresh interrupted: each table is at its last committed version (the steps "
-              "that finished published theirs, the rest keep their previous one)",
-              file=sys.stderr)
+        done = after is not None and (before is None or after.release_id != before.release_id)
+        state = "was published before the interruption" if done else "stays current"
+        print(f"refresh interrupted: {kept} {state}", file=sys.stderr)
         return EXIT_INTERRUPTED
     warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
     source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed
@@ -66,18 +110,23 @@ def run(offline: bool, verbose: bool = False) -> int:
     stale_online = not offline and any(
         e.check_name == "prices_recent" and not e.passed
         for e in result.get_asset_check_evaluations())
-    _summary(before, offline)
+    _summary(before, after)
     for line in warnings:
         print(f"warning: {line}")
     elapsed = time.monotonic() - started
     if not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
-        print(f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: the tables of "
-              "failed steps keep their previous versions", file=sys.stderr)
+        print(f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: {kept} stays "
+              "current", file=sys.stderr)
         return EXIT_FAILED
-    print(f"refresh finished in {elapsed:.1f} s; plain Parquet exports of the latest "
-          f"versions: {store.root()}/latest/")
+    print(f"refresh finished in {elapsed:.1f} s: {kept} is current; plain Parquet exports "
+          f"of it: {where['base']}/latest/")
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _release_words(release: store.Release | None) -> str:
+    return "no release (none published yet)" if release is None \
+        else f"release {release.release_id}"
 
 
 def _interrupted(result) -> bool:
@@ -91,25 +140,30 @@ def _interrupted(result) -> bool:
     return False
 
 
-def _version(table: str) -> int | None:
-    current = store.current_version(store.table_uri(table))
-    return None if current is None else current["version"]
-
-
-def _summary(before: dict[str, int | None], offline: bool) -> None:
+def _summary(before: store.Release | None, after: store.Release | None) -> None:
+    """Each table's version in the current release, its rows and date, and whether the
+    refresh changed it."""
+    if after is None:
+        print("no release is current: no table is published to readers yet")
+        return
+    if before is not None and after.release_id == before.release_id:
+        print(f"release {after.release_id} stays current (run {after.run_id}): every table "
+              "as released")
+    else:
+        print(f"release {after.release_id} published (run {after.run_id})")
     width = max(map(len, TABLES))
     print(f"{'table':{width}}  {'version':>7}  {'rows':>11}  verified_at  change")
     for table in TABLES:
-        current = store.current_version(store.table_uri(table))
-        if current is None:
+        if table not in after.versions:
             print(f"{table:{width}}  {'-':>7}  {'-':>11}  {'-':10}   not published")
             continue
-        rows = store.row_count(table) or 0
-        version = current["version"]
-        change = ("new table" if before[table] is None
-                  else "new version" if version != before[table] else "unchanged")
-        print(f"{table:{width}}  {version:>7}  {rows:>11,}  {current.get('verified_at', '?'):10}"
-              f"   {change}")
+        version, rows = after.versions[table], after.rows[table]
+        was = before.versions.get(table) if before else None
+        change = ("new table" if was is None else "new version" if version != was
+                  else "unchanged")
+        verified = after.verified_at[table]
+        print(f"{table:{width}}  {version:>7}  {rows:>11,}  "
+              f"{verified.isoformat() if verified else '?':10}   {change}")
         if rows == 0:
             print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
 

@@ -94,6 +94,8 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     """{"engine|vendor" or "engine": {"efficiency": ..., ["layer_seconds": ...]}}."""
     data = rows.filter(pl.col("kind") == kind)
+    if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
+        return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
     per_vendor = fitter(data, ["engine", "vendor"]).filter(pl.col("n") >= MIN_ROWS) \
         .with_columns(key=pl.concat_str(["engine", "vendor"], separator="|"))

@@ -1,6 +1,7 @@
 """Hugging Face ingestion with huggingface_hub running for real against a local server
 (tests/hub_server.py): normal, gated, 429 then success, 500 that stays, timeout,
-malformed config, sharded GGUF listing, and a revision change between two runs."""
+malformed config (kept out of the snapshot), sharded GGUF listing, and a revision change
+between two runs."""
 
 import json
 import shutil
@@ -108,11 +109,14 @@ def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
     assert versions[0] == versions[1] != versions[2]
 
 
-def test_malformed_config_is_quarantined_and_the_run_goes_on(snapshot, tmp_path, monkeypatch):
+def test_malformed_config_does_not_replace_the_recorded_one(snapshot, tmp_path, monkeypatch):
+    """The Hub serves truncated JSON for a model whose config the snapshot holds: the model
+    fails with the reason, the recorded config stays and sizes it, and the run goes on."""
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")
     state = HubState()
     state.configs[LLAMA] = b'{"model_type": "llama", "hidden_size": '
+    recorded = (snapshot / "hub/models" / LLAMA / "config.json").read_bytes()
     extra = snapshot / "hub/models/Qwen/Qwen3-0.6B"
     extra.mkdir(parents=True)
     shutil.copy(SNAPSHOT / "hub/models/Qwen/Qwen3-0.6B/config.json", extra / "config.json")
@@ -120,11 +124,12 @@ def test_malformed_config_is_quarantined_and_the_run_goes_on(snapshot, tmp_path,
         _run(url, snapshot, root)
     hub = store.read("hub_models", base=root)
     assert dict(hub.select("repo_id", "status").iter_rows()) == {
-        LLAMA: "fetched", "Qwen/Qwen3-0.6B": "removed"}  # Qwen is not on this stand-in Hub
-    quarantine = store.read("model_quarantine", base=root)
-    assert "not valid JSON" in quarantine.filter(pl.col("model_id") == LLAMA)["reason"].item()
+        LLAMA: "failed", "Qwen/Qwen3-0.6B": "removed"}  # Qwen is not on this stand-in Hub
+    assert "not valid JSON" in hub.filter(pl.col("repo_id") == LLAMA)["reason"].item()
+    assert (snapshot / "hub/models" / LLAMA / "config.json").read_bytes() == recorded
+    assert store.read("model_quarantine", base=root).is_empty()
     assert store.read("models", base=root).get_column("model_id").to_list() == \
-        ["Qwen/Qwen3-0.6B"]
+        ["Qwen/Qwen3-0.6B", LLAMA]
 
 
 @pytest.mark.parametrize(("name", "quant"), [

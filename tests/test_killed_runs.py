@@ -16,6 +16,8 @@ import dagster as dg
 
 from pipeline import reaper
 from tests.conftest import ROOT, small_snapshot
+from warehouse import store
+from warehouse.tables import CONTRACTS
 
 
 def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
@@ -49,15 +51,16 @@ def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
         info = instance.event_log_storage.get_concurrency_info("prices_runpod")
         assert info.active_slot_count == 0
+    release = store.current_release(env["LLM_SIZING_WAREHOUSE"])
+    assert release.status == store.COMPLETE and set(release.versions) == set(CONTRACTS)
 
 
 def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     """SIGTERM during the matrix step: the refresh stops within seconds, exits 130 and says
-    that every table is at its last committed version; the tables stay readable."""
+    which release stays current (none: it was the first refresh); the tables published so
+    far stay readable."""
     import signal
     import time
-
-    from warehouse import store
 
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "LLM_SIZING_STATE_DIR": str(tmp_path),
            "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
@@ -73,5 +76,8 @@ def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert time.monotonic() - sent < 30
-    assert proc.returncode == 130 and "refresh interrupted" in err
+    assert proc.returncode == 130 and "refresh interrupted: no release" in err
+    assert "stays current" in err
+    # no release yet: a reader reads the newest versions, whole tables
+    assert store.current_release(str(tmp_path / "warehouse")) is None
     assert store.read("models", base=str(tmp_path / "warehouse")).height > 0

@@ -42,8 +42,8 @@ def test_publish_to_s3_and_read_back(s3_endpoint, monkeypatch):
     assert back.get_column("verified_at").to_list() == [dt.date(2026, 11, 2)] * 2
     first = store.read("engines", version=0, base=base, storage_options=options)
     assert first.get_column("verified_at").unique().item() == dt.date(2026, 11, 1)
-    latest = pl.read_parquet(p.latest_parquet, storage_options=options)
-    assert latest.height == 2
+    export = pl.read_parquet(p.export, storage_options=options)
+    assert export.height == 2
 
 
 def test_model_slices_hand_over_through_s3(s3_endpoint, monkeypatch):

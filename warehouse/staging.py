@@ -6,7 +6,9 @@ A slice is one Arrow IPC file (ZSTD-compressed: written and read back in half th
 of Parquet, at the same size) named by a content key (a hash of everything its rows depend
 on): the same inputs find the same file, so an unchanged slice is read back instead of
 recomputed. Files are written whole (a temporary name then a rename locally; one object
-put on S3), so a killed partition leaves no half-written slice under a real name.
+put on S3), so a killed partition leaves no half-written slice under a real name; a write
+that fails (a full disk) deletes its temporary file, and the next run of the shard deletes
+any a kill left.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import polars as pl
 from pyarrow import fs
 
 
-def _filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs.FileSystem, str]:
+def filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs.FileSystem, str]:
     """pyarrow's filesystem for the warehouse root, honouring the Delta storage options'
     endpoint (a local S3 such as moto or MinIO) and plain-HTTP switch."""
     if uri.startswith("s3://") and storage_options.get("AWS_ENDPOINT_URL"):
@@ -37,7 +39,7 @@ class SliceStore:
     """Slices of one table under <root>/staging/<table>/<group>/<key>.arrow."""
 
     def __init__(self, root: str, table: str, storage_options: Mapping[str, str] | None = None):
-        self.fs, base = _filesystem(root.rstrip("/"), storage_options or {})
+        self.fs, base = filesystem(root.rstrip("/"), storage_options or {})
         self.base = f"{base}/staging/{table}"
         self.local = isinstance(self.fs, fs.LocalFileSystem)
 
@@ -57,13 +59,19 @@ class SliceStore:
         path = self._path(group, key)
         self.fs.create_dir(f"{self.base}/{group}", recursive=True)
         target = f"{path}.tmp" if self.local else path
-        with self.fs.open_output_stream(target) as f:
-            rows.write_ipc(f, compression="zstd")
+        try:
+            with self.fs.open_output_stream(target) as f:
+                rows.write_ipc(f, compression="zstd")
+        except BaseException:  # a full disk, a write error: no partial file stays behind
+            if self.local and self.fs.get_file_info(target).type == fs.FileType.File:
+                self.fs.delete_file(target)
+            raise
         if self.local:
             self.fs.move(target, path)
 
     def keep_only(self, group: str, keys: Iterable[str]) -> int:
-        """Delete the group's slices whose key is not in `keys`; how many went."""
+        """Delete the group's slices whose key is not in `keys` (and temporary files a
+        killed write left); how many went."""
         keep = {f"{k}.arrow" for k in keys}
         listing = self.fs.get_file_info(fs.FileSelector(f"{self.base}/{group}",
                                                         allow_not_found=True))

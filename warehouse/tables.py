@@ -224,12 +224,18 @@ PLAUSIBLE_GPU_HOUR_USD = (0.02, 30.0)
 _PER_GPU_CONSISTENT = ("per-instance = per-GPU x GPUs",
                        ((pl.col("price_per_gpu_hour_usd") * pl.col("gpu_count")
                          - pl.col("price_per_instance_hour_usd")).abs() < 1e-6))
+# An hourly instance price at or above this is a placeholder or a parsing error (the
+# recorded responses top out at 51.12 USD: RunPod, 8 x B200).
+MAX_INSTANCE_HOUR_USD = 1_000.0
 # One provider's offers as parsed, before catalog mapping (sizing.assets maps them).
 PROVIDER_PRICES = tuple(TableContract(
     f"prices_{p}", keys=("provider", "offer_id"), schema=_OFFER_SCHEMA | VERIFIED_AT,
     not_null=("provider", "offer_id", "gpu_name", "gpu_count", "price_per_instance_hour_usd",
               "billing_mode"),
-    rules=(_PER_GPU_CONSISTENT,)) for p in PRICE_PROVIDERS)
+    rules=(_PER_GPU_CONSISTENT,
+           (f"price per instance-hour above 0 and below {MAX_INSTANCE_HOUR_USD:,.0f} USD",
+            pl.col("price_per_instance_hour_usd").is_between(
+                0, MAX_INSTANCE_HOUR_USD, closed="none")))) for p in PRICE_PROVIDERS)
 # All providers' offers that map to a catalog GPU at a plausible price.
 GPU_PRICES = TableContract(
     "gpu_prices", keys=("provider", "offer_id"),
@@ -391,3 +397,18 @@ CONTRACTS = {c.name: c for c in (
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+
+
+# The release log (not a published table: the record of which versions are published).
+# One row per table per release; readers follow the newest `complete` release.
+RELEASES = TableContract(
+    "releases",
+    keys=("release_id", "table"),
+    schema={"release_id": pl.Int64(), "status": pl.String(), "run_id": pl.String(),
+            "created_at": pl.Datetime("us", "UTC"), "table": pl.String(),
+            "version": pl.Int64(), "verified_at": pl.Date(), "rows": pl.Int64()},
+    not_null=("release_id", "status", "run_id", "created_at", "table", "version"),
+    rules=(("status is complete, incomplete or expired",
+            pl.col("status").is_in(["complete", "incomplete", "expired"])),),
+)
+

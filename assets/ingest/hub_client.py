@@ -28,6 +28,8 @@ from huggingface_hub.errors import (
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 MAX_ATTEMPTS = 4
+# A config.json is a few KB (the largest in the snapshot 9.5 KB): a bigger body is not one.
+MAX_CONFIG_BYTES = 2**20
 # Repositories where GGUF conversions of a model are commonly published; {org} and {name}
 # are the base model's. Official "-GGUF" repositories first.
 GGUF_REPOS = ("{org}/{name}-GGUF", "bartowski/{org}_{name}-GGUF", "bartowski/{name}-GGUF",
@@ -103,6 +105,10 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
         return ModelOutcome(repo_id, "gated", info.sha, "gated: HF_TOKEN with access needed")
     if info.sha == known_revision:
         return ModelOutcome(repo_id, "unchanged", info.sha)
+    listed = next((s.size for s in info.siblings or [] if s.rfilename == "config.json"), None)
+    if listed is not None and listed > MAX_CONFIG_BYTES:
+        return ModelOutcome(repo_id, "failed", info.sha,
+                            f"config.json: {listed:,} bytes listed, over {MAX_CONFIG_BYTES:,}")
     try:
         with tempfile.TemporaryDirectory() as cache:
             path = _with_retries(hf_hub_download, repo_id, "config.json", revision=info.sha,
@@ -113,11 +119,24 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
         return ModelOutcome(repo_id, "gated", info.sha, "gated: HF_TOKEN with access needed")
     except (HfHubHTTPError, httpx2.HTTPError) as e:
         return ModelOutcome(repo_id, "failed", info.sha, f"config.json: {_describe(e)}")
+    if (problem := _not_a_config(config)) is not None:  # the recorded file stays as it was
+        return ModelOutcome(repo_id, "failed", info.sha, f"config.json: {problem}")
     record_config(snapshot, repo_id, config, info.sha, api.endpoint)
     ggufs = gguf_listing(api, repo_id, timeout_s)
     params = info.safetensors.parameters if info.safetensors else {}
     return ModelOutcome(repo_id, "fetched", info.sha, info=_summary(info, params),
                         gguf_files=ggufs)
+
+
+def _not_a_config(body: bytes) -> str | None:
+    """Why a downloaded body cannot replace a config (too big, not a JSON object)."""
+    if len(body) > MAX_CONFIG_BYTES:
+        return f"{len(body):,} bytes, over {MAX_CONFIG_BYTES:,}"
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"not valid JSON ({e})"
+    return None if isinstance(parsed, dict) else "not a JSON object"
 
 
 def _describe(e: Exception) -> str:

@@ -43,16 +43,32 @@ def _previous_gguf(warehouse: WarehouseResource) -> pl.DataFrame:
         return pl.DataFrame(schema=_GGUF_SCHEMA)
 
 
-def _rows(outcomes: list[ModelOutcome], previous: dict[str, str]) -> pl.DataFrame:
-    return pl.DataFrame([{
-        "repo_id": o.repo_id, "status": o.status,
-        "revision": o.revision or previous.get(o.repo_id), "reason": o.reason,
-        "last_modified": o.info.get("last_modified"), "downloads": o.info.get("downloads"),
-        "likes": o.info.get("likes"), "license": o.info.get("license"),
-        "pipeline_tag": o.info.get("pipeline_tag"),
-        "safetensors_params_total": o.info.get("safetensors_params_total"),
-        "safetensors_params_by_dtype": o.info.get("safetensors_params_by_dtype"),
-    } for o in outcomes], infer_schema_length=None)
+def _last_good(warehouse: WarehouseResource) -> dict[str, dict]:
+    """The previous row of each model: a model whose fetch fails, or that did not change,
+    keeps its facts."""
+    try:
+        prev = warehouse.read("hub_models")
+    except store.TABLE_MISSING:  # first run
+        return {}
+    return {r["repo_id"]: r for r in prev.iter_rows(named=True)}
+
+
+def _rows(outcomes: list[ModelOutcome], previous: dict[str, str],
+          last_good: dict[str, dict]) -> pl.DataFrame:
+    rows = []
+    for o in outcomes:
+        kept = o.status in ("failed", "unchanged")  # nothing new was read: the last facts
+        info = o.info or (last_good.get(o.repo_id, {}) if kept else {})
+        revision = previous.get(o.repo_id) or o.revision if o.status == "failed" \
+            else o.revision or previous.get(o.repo_id)
+        rows.append({
+            "repo_id": o.repo_id, "status": o.status, "revision": revision, "reason": o.reason,
+            "last_modified": info.get("last_modified"), "downloads": info.get("downloads"),
+            "likes": info.get("likes"), "license": info.get("license"),
+            "pipeline_tag": info.get("pipeline_tag"),
+            "safetensors_params_total": info.get("safetensors_params_total"),
+            "safetensors_params_by_dtype": info.get("safetensors_params_by_dtype")})
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 _KINDS = ("huggingface", "deltalake")
@@ -91,7 +107,7 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
                      for r in previous if r not in index]
     # Offline, the listing is the snapshot's, as of when it was recorded.
     verified_at = snapshot.recorded_on() if hub.offline else dt.date.today()
-    table = _rows(outcomes, previous)
+    table = _rows(outcomes, previous, _last_good(warehouse) if not hub.offline else {})
     counts = dict(table.group_by("status").len().iter_rows())
     gguf_table = pl.DataFrame(gguf, schema=_GGUF_SCHEMA) if not hub.offline \
         else _previous_gguf(warehouse)  # offline, the last online listing is carried over

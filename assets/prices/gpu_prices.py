@@ -1,9 +1,10 @@
 """Cloud GPU prices: one asset per provider, then the combined table, its quarantine and
 the cheapest instance per provider and memory size.
 
-A provider that fails (unreachable, layout changed, no offers) publishes nothing: its
-previous version stays current with its old verification date, the combined table keeps
-using it, and the run says so in a warning-level `fresh` check and the metadata.
+A provider that fails (unreachable, layout changed, no offers, offers that break the
+contract) publishes nothing: its previous version stays current with its old verification
+date, the combined table keeps using it, and the run says so in a warning-level `responded`
+check and the metadata.
 """
 
 
@@ -56,7 +57,11 @@ def _provider_asset(provider: str) -> dg.AssetsDefinition:
             return _kept_previous(context, table, str(e), warehouse)
         df = pl.DataFrame(got.offers, infer_schema_length=None) \
             .with_columns(pl.lit(got.fetched_at).dt.cast_time_unit("us").alias("fetched_at"))
-        result = warehouse.publish(context, table, df, got.verified_at, ",".join(got.raw_refs))
+        try:
+            result = warehouse.publish(context, table, df, got.verified_at,
+                                       ",".join(got.raw_refs))
+        except dg.Failure as e:  # offers that break the contract (a price of -1.5 USD)
+            return _kept_previous(context, table, e.description or str(e), warehouse)
         fresh = dg.AssetCheckResult(check_name="responded", passed=True,
                                     metadata={"skipped": "; ".join(got.skipped) or "none"})
         return dg.MaterializeResult(metadata=result.metadata,
@@ -68,12 +73,10 @@ def _provider_asset(provider: str) -> dg.AssetsDefinition:
 def _kept_previous(context: dg.AssetExecutionContext, table: str, reason: str,
                    warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Nothing new is published; report which earlier version stays current."""
-    try:
-        latest = store.history(table, base=warehouse.root,
-                               storage_options=warehouse.storage_options())[0]
-        kept = f"version {latest['version']} verified {latest.get('verified_at')}"
-    except store.TABLE_MISSING:
-        kept = "no earlier version"
+    latest = store.current_version(store.table_uri(table, warehouse.root),
+                                   warehouse.storage_options())
+    kept = f"version {latest['version']} verified {latest.get('verified_at')}" if latest \
+        else "no earlier version"
     context.log.warning(f"{table}: {reason}; keeping {kept}")
     evidence = {"reason": reason, "kept": kept}
     return dg.MaterializeResult(

@@ -134,8 +134,8 @@ class WarehouseResource(dg.ConfigurableResource):
             "changed": dg.MetadataValue.bool(p.changed),
             "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
             "path": dg.MetadataValue.path(p.path),
-            "latest_parquet": dg.MetadataValue.path(p.latest_parquet),
-            "preview": dg.MetadataValue.md(f"```\n{self.preview(p.latest_parquet)}\n```"),
+            "export": dg.MetadataValue.path(p.export),
+            "preview": dg.MetadataValue.md(f"```\n{self.preview(p.export)}\n```"),
         })
 
     def preview(self, parquet_uri: str, rows: int = 5) -> pl.DataFrame:
@@ -149,7 +149,9 @@ class WarehouseResource(dg.ConfigurableResource):
         return current.get(store.FINGERPRINT_KEY) if current else None
 
     def read(self, table: str):
-        return store.read(table, base=self.root, storage_options=self.storage_options())
+        """The table's newest version, released or not: a step builds on what the steps
+        before it published in the same run (readers outside the pipeline read releases)."""
+        return store.read_head(table, base=self.root, storage_options=self.storage_options())
 
 
 def entry_date(entry: dict) -> dt.date | None:
