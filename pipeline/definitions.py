@@ -18,6 +18,7 @@ from assets.models.assets import models
 from assets.models.param_checks import param_checks
 from assets.prices.assets import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.sources import PROVIDERS, PriceSourcesResource
+from assets.publish.site import site
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.accuracy import accuracy
 from assets.sizing.assets import (
@@ -37,11 +38,11 @@ from warehouse import store
 ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
               fit_matrix_table, cost_matrix, coverage, param_checks, gguf_published_sizes,
               vllm_startup_checks, speed_checks, accuracy,
-              *PROVIDER_ASSETS, gpu_prices]
+              *PROVIDER_ASSETS, gpu_prices, site]
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
     "refresh_prices",
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix, site))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

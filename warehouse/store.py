@@ -320,3 +320,11 @@ def history(table: str, base: str | None = None,
             storage_options: Mapping[str, str] | None = None) -> list[dict]:
     return DeltaTable(table_uri(table, base),
                       storage_options=dict(storage_options or {}) or None).history()
+
+
+def scan(table: str, *, version: int | None = None, base: str | None = None,
+         storage_options: Mapping[str, str] | None = None) -> pl.LazyFrame:
+    """A lazy read of the latest (or a numbered) version, for readers that filter a large
+    table (the fit matrix) rather than load it whole."""
+    return pl.scan_delta(table_uri(table, base), version=version,
+                         storage_options=dict(storage_options or {}) or None)
