@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import polars as pl
 
 from assets.publish import charts, pages, words
 from assets.publish.data import SiteData
@@ -54,10 +55,11 @@ def environment() -> jinja2.Environment:
 
 
 def code_digest() -> str:
-    """A hash of the templates and the modules that render: changing any of them
+    """A hash of the templates and the modules that turn rows into pages (and of the
+    Polars version, whose row hashes the part hashes rest on): changing any of them
     renders every part again."""
-    h = hashlib.sha256()
-    for f in sorted([*TEMPLATES.glob("*.j2"), HERE / "charts.py", HERE / "words.py"]):
+    h = hashlib.sha256(pl.__version__.encode())
+    for f in sorted([*TEMPLATES.glob("*.j2"), *HERE.glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
 
@@ -68,18 +70,10 @@ def _hash(*parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _context_hash(code: str, context: dict, memo: dict[int, str]) -> str:
-    """The hash of a part's rows. Values shared by many pages (a model's summary, a GPU's
-    row) are the same objects in every context: each is serialised once per build."""
-    keys = {}
-    for k, v in context.items():
-        if isinstance(v, dict | list):
-            if id(v) not in memo:
-                memo[id(v)] = _hash(v)
-            keys[k] = memo[id(v)]
-        else:
-            keys[k] = v
-    return _hash(code, keys)
+def part_hashes(data: SiteData, page: pages.Page, code: str) -> dict[str, str]:
+    """Per part, a hash of the row groups it shows (and of the rendering code)."""
+    return {name: _hash(code, name, [(g, repr(k), data.hashes[g].get(k)) for g, k in inputs])
+            for name, inputs in page.inputs.items()}
 
 
 def build(data: SiteData, out: Path) -> BuildStats:
@@ -89,10 +83,8 @@ def build(data: SiteData, out: Path) -> BuildStats:
     env, code = environment(), code_digest()
     old = _read_manifest(out)
     entries, written, unchanged, rendered, reused = {}, 0, 0, 0, 0
-    memo: dict[int, str] = {}
-    site_pages = pages.all_pages(data)  # alive while hashing: ids in `memo` stay unique
-    for page in site_pages:
-        hashes = {p.name: _context_hash(code, p.context, memo) for p in page.parts}
+    for page in pages.all_pages(data):
+        hashes = part_hashes(data, page, code)
         shell = _hash(code, page.title, page.kind)
         prev = old.get("pages", {}).get(page.path)
         target = out / page.path
@@ -103,7 +95,7 @@ def build(data: SiteData, out: Path) -> BuildStats:
         existing = dict(_PART.findall(target.read_text())) if prev and target.exists() else {}
         html, stamps = [], {}
         root = "../" * page.path.count("/")
-        for p in page.parts:
+        for p in page.make():
             if prev and prev["parts"].get(p.name) == hashes[p.name] and p.name in existing:
                 html.append((p.name, existing[p.name]))
                 stamps[p.name] = prev["stamps"][p.name]

@@ -6,6 +6,7 @@ Python rows per page, because per-page queries over the 20 M-row fit matrix woul
 more than the rendering itself.
 """
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class SiteData:
     gpus: dict[str, dict]
     formats: dict[str, dict]
     engines: dict[str, dict]
+    # Per group of rows (e.g. "fits" by (model, GPU)), a hash of its rows: what decides
+    # whether a page that shows them is rendered again. ALL is the whole table's.
+    hashes: dict[str, dict] = field(default_factory=dict)
     weights: dict[str, list[dict]] = field(default_factory=dict)
     published: dict[str, list[dict]] = field(default_factory=dict)
     configs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
@@ -71,27 +75,32 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
         return lf
 
     m = scan("models").collect()
-    data = SiteData(versions=versions, models=_by(m, "model_id"),
-                    gpus=_by(scan("gpus").collect(), "gpu_id"),
-                    formats=_by(scan("weight_formats").collect(), "weight_format"),
-                    engines=_by(scan("engines").collect(), "engine"))
-    data.weights = _group(scan("weights").collect(), "model_id")
-    data.published = _group(scan("gguf_published_sizes").collect(), "model_id")
-    data.configs = _group(scan("fit_configurations").collect(), "model_id", "gpu_id")
+    h: dict[str, dict] = {}
+    d = SiteData(versions=versions, hashes=h,
+                 models=_by(m, "model_id", h, "models"),
+                 gpus=_by(scan("gpus").collect(), "gpu_id", h, "gpus"),
+                 formats=_by(scan("weight_formats").collect(), "weight_format", h, "formats"),
+                 engines=_by(scan("engines").collect(), "engine", h, "engines"))
+    d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
+    d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
+    d.configs = _group(scan("fit_configurations").collect(), h, "configs", "model_id", "gpu_id")
     hctx = m.lazy().select("model_id", pl.min_horizontal(
         pl.col("max_context"), pl.lit(HEADLINE_CONTEXT)).cast(pl.Int32).alias("hctx"))
-    data.fits = _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
-                       .select(_FIT_COLUMNS).collect(engine="streaming"), "model_id", "gpu_id")
+    d.fits = _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
+                    .select(_FIT_COLUMNS).collect(engine="streaming"), h, "fits",
+                    "model_id", "gpu_id")
+    for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
+        h[name] = _combine(h["fits"], pick)
     cost = scan("cost_matrix")
-    data.costs = _group(cost.join(hctx, on="model_id").filter(_shown())
-                        .select(*_KEYS, "cost_per_mtok_usd").collect(engine="streaming"),
-                        "model_id", "gpu_id")
-    data.cost_basis = _group(scan("cost_basis").collect(), "gpu_id")
-    data.offers = _group(scan("gpu_prices").sort(
-        "price_per_gpu_hour_usd", "provider", "offer_id").collect(), "gpu_id")
-    data.cheapest = _group(_cheapest(cost.join(hctx, on="model_id"))
-                           .collect(engine="streaming"), "model_id")
-    return data
+    d.costs = _group(cost.join(hctx, on="model_id").filter(_shown())
+                     .select(*_KEYS, "cost_per_mtok_usd").collect(engine="streaming"),
+                     h, "costs", "model_id", "gpu_id")
+    d.cost_basis = _group(scan("cost_basis").collect(), h, "cost_basis", "gpu_id")
+    d.offers = _group(scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id")
+                      .collect(), h, "offers", "gpu_id")
+    d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id")).collect(engine="streaming"),
+                        h, "cheapest", "model_id")
+    return d
 
 
 _KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
@@ -126,18 +135,43 @@ def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
             .sort("model_id", "use", "cost_per_mtok_usd", "weight_format"))
 
 
+ALL = "*"
+
+
 def _plain(df: pl.DataFrame) -> pl.DataFrame:
-    """Dates as ISO text: pages print them as such, and rows hash faster as plain JSON."""
+    """Dates as ISO text, as the pages print them."""
     return df.with_columns(pl.col(pl.Date, pl.Datetime).dt.to_string("%Y-%m-%d"))
 
 
-def _by(df: pl.DataFrame, key: str) -> dict[str, dict]:
-    return {r[key]: r for r in _plain(df).iter_rows(named=True)}
+def _digest(values: list) -> str:
+    return hashlib.sha256(repr(sorted(values)).encode()).hexdigest()[:24]
 
 
-def _group(df: pl.DataFrame, *keys: str) -> dict:
-    """Rows grouped by one key (a str) or several (a tuple), in the frame's order."""
+def _by(df: pl.DataFrame, key: str, hashes: dict, name: str) -> dict[str, dict]:
+    """Rows by a unique key; their hashes into `hashes[name]`."""
+    return {k: rows[0] for k, rows in _group(df, hashes, name, key).items()}
+
+
+def _group(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> dict:
+    """Rows grouped by one key (a str) or several (a tuple), in the frame's order; and
+    into `hashes[name]`, per group, a hash of its rows (independent of their order:
+    pages sort what they show), computed by Polars over every column."""
+    row_hashes = df.select(pl.struct(pl.all()).hash(seed=0)).to_series().to_list()
     out: dict = defaultdict(list)
-    for r in _plain(df).iter_rows(named=True):
-        out[r[keys[0]] if len(keys) == 1 else tuple(r[k] for k in keys)].append(r)
+    per_group: dict = defaultdict(list)
+    for r, rh in zip(_plain(df).iter_rows(named=True), row_hashes, strict=True):
+        k = r[keys[0]] if len(keys) == 1 else tuple(r[c] for c in keys)
+        out[k].append(r)
+        per_group[k].append(rh)
+    hashes[name] = {k: _digest(v) for k, v in per_group.items()}
+    hashes[name][ALL] = _digest(row_hashes)
     return dict(out)
+
+
+def _combine(hashes: dict, pick: int) -> dict:
+    """Group hashes keyed by (model, GPU) combined per model (pick 0) or per GPU (1)."""
+    parts: dict = defaultdict(list)
+    for k, v in hashes.items():
+        if k != ALL:
+            parts[k[pick]].append((k, v))
+    return {k: _digest(v) for k, v in parts.items()}

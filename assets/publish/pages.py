@@ -1,14 +1,18 @@
 """Which pages the site has and the rows each part of a page shows.
 
 A page is a list of parts; each part names its template, the tables its rows come from
-and its context (plain rows). The builder hashes each context: a part is rendered again
-only when its rows change, so a price-only refresh renders the cost parts and nothing
-else.
+and the groups of rows it shows (`inputs`: keys into SiteData.hashes). The builder
+compares those groups' hashes with the manifest's: a part is rendered again only when
+its rows change, and a page none of whose rows changed is not even assembled, so a
+price-only refresh renders the cost parts and nothing else.
 """
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from assets.publish.data import (
+    ALL,
     DEFAULT_KV,
     FALLBACK_KV,
     HEADLINE_CONTEXT,
@@ -36,7 +40,9 @@ class Page:
     path: str
     title: str
     kind: str
-    parts: list[Part]
+    # Per part name, the row groups it shows: (SiteData.hashes key, group key).
+    inputs: dict[str, tuple[tuple[str, object], ...]]
+    make: Callable[[], list[Part]]  # the parts with their rows, built only when needed
 
 
 def slug(model_id: str) -> str:
@@ -60,12 +66,38 @@ def model_name(model_id: str) -> str:
 
 
 def all_pages(d: SiteData) -> list[Page]:
-    summaries = {m: _model_summary(d, m) for m in d.models}
-    pages = [pair_page(d, m, g, summaries[m]) for (m, g) in sorted(d.fits)]
-    pages += [model_page(d, m, summaries[m]) for m in sorted(d.models)]
-    formats = engine_formats(d)
-    pages += [gpu_page(d, g, formats) for g in sorted(d.gpus)]
-    pages.append(index_page(d))
+    summary = functools.cache(lambda m: _model_summary(d, m))
+    formats = functools.cache(lambda: engine_formats(d))
+    pages = []
+    for m, g in sorted(d.fits):
+        pair = (m, g)
+        pages.append(Page(
+            pair_path(m, g), f"{model_name(m)} on {d.gpus[g]['name']}: memory, context, speed "
+            "and cost", "pair",
+            {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
+                     ("weights", m), ("published", m), ("formats", ALL), ("engines", ALL)),
+             "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
+                      ("gpus", g), ("models", m)),
+             "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
+                              ("models", m))},
+            functools.partial(lambda m, g: pair_parts(d, m, g, summary(m)), m, g)))
+    for m in sorted(d.models):
+        pages.append(Page(
+            model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
+            "model",
+            {"fit": (("models", m), ("weights", m), ("formats", ALL), ("published", m),
+                     ("fits_by_model", m), ("gpus", ALL)),
+             "cost": (("models", m), ("cheapest", m), ("gpus", ALL))},
+            functools.partial(lambda m: model_parts(d, m, summary(m)), m)))
+    for g in sorted(d.gpus):
+        pages.append(Page(
+            gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
+            "gpu",
+            {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
+             "cost": (("gpus", g), ("offers", g), ("cost_basis", g))},
+            functools.partial(lambda g: gpu_parts(d, g, formats()), g)))
+    pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
+                      {"fit": (("models", ALL), ("gpus", ALL))}, lambda: index_parts(d)))
     return pages
 
 
@@ -97,7 +129,7 @@ def _hctx(model: dict) -> int:
     return min(model["max_context"], HEADLINE_CONTEXT)
 
 
-def pair_page(d: SiteData, m: str, g: str, summary: dict) -> Page:
+def pair_parts(d: SiteData, m: str, g: str, summary: dict) -> list[Part]:
     model, gpu = d.models[m], d.gpus[g]
     rows, configs = d.fits[(m, g)], d.configs.get((m, g), [])
     engine, fmt = _headline(rows)
@@ -156,13 +188,12 @@ def pair_page(d: SiteData, m: str, g: str, summary: dict) -> Page:
         "basis": {b["n_gpus"]: b for b in d.cost_basis.get(g, [])},
         "offers": _on_demand(d.offers.get(g, []))[:6],
     }
-    title = f"{model_name(m)} on {gpu['name']}: memory, context, speed and cost"
-    return Page(pair_path(m, g), title, "pair", [
+    return [
         Part("fit", "pair_fit.html.j2", FIT_TABLES, fit),
         Part("cost", "pair_cost.html.j2", COST_TABLES, cost),
         Part("alternatives", "alternatives.html.j2", FIT_TABLES + COST_TABLES,
              {"model": model, "gpu_id": g, **summary}),
-    ])
+    ]
 
 
 def _context_grid(contexts: list[dict]) -> list[tuple[int, dict]]:
@@ -198,8 +229,11 @@ def _model_summary(d: SiteData, m: str) -> dict:
                     and r["kv_dtype"] == kvs[r["engine"]]):
                 runs.append({"gpu_id": g, "name": gpu["name"], "memory_gib": gpu["memory_gib"],
                              "price_new_usd": gpu["price_new_usd"], **_slim(r)})
-    fitting = [r for r in runs if r["verdict"] == "fits"]
-    by_price = sorted((r for r in fitting if r["price_new_usd"]),
+    fitting: dict[str, dict] = {}  # one row per GPU: llama.cpp's where both engines fit
+    for r in sorted(runs, key=lambda r: ENGINE_ORDER.index(r["engine"])):
+        if r["verdict"] == "fits":
+            fitting.setdefault(r["gpu_id"], r)
+    by_price = sorted((r for r in fitting.values() if r["price_new_usd"]),
                       key=lambda r: (r["price_new_usd"], r["gpu_id"], r["engine"]))[:5]
     cheapest = [{**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])]
     return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
@@ -213,20 +247,19 @@ def _slim(r: dict) -> dict:
                               "max_context_tokens")}
 
 
-def model_page(d: SiteData, m: str, summary: dict) -> Page:
+def model_parts(d: SiteData, m: str, summary: dict) -> list[Part]:
     model = d.models[m]
     weights = sorted(d.weights.get(m, []), key=lambda w: (-w["weights_bytes"], w["weight_format"]))
     fit = {"model": model, "formats": {f: d.formats.get(f) for f in
                                        (w["weight_format"] for w in weights)},
            "weights": weights, "published": d.published.get(m, []),
            "runs": summary["runs"], "hctx": summary["hctx"]}
-    return Page(model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
-                "model", [Part("fit", "model_fit.html.j2", FIT_TABLES, fit),
-                          Part("cost", "model_cost.html.j2", COST_TABLES,
-                               {"model": model, "cheapest": summary["cheapest"]})])
+    return [Part("fit", "model_fit.html.j2", FIT_TABLES, fit),
+            Part("cost", "model_cost.html.j2", COST_TABLES,
+                 {"model": model, "cheapest": summary["cheapest"]})]
 
 
-def gpu_page(d: SiteData, g: str, formats: dict[str, list[str]]) -> Page:
+def gpu_parts(d: SiteData, g: str, formats: dict[str, list[str]]) -> list[Part]:
     gpu = d.gpus[g]
     fmts = [(e, f) for e in ENGINE_ORDER if e in (gpu["engines"] or "").split(";")
             for f in formats[e]]
@@ -241,12 +274,10 @@ def gpu_page(d: SiteData, g: str, formats: dict[str, list[str]]) -> Page:
         if cells:
             grid.append({"model_id": m, "hctx": hctx,
                          "cells": [cells.get(f) for f in fmts]})
-    return Page(gpu_path(g), f"{gpu['name']}: specifications, prices and the models it runs",
-                "gpu", [Part("fit", "gpu_fit.html.j2", FIT_TABLES,
-                             {"gpu": gpu, "formats": fmts, "grid": grid}),
-                        Part("cost", "gpu_cost.html.j2", COST_TABLES,
-                             {"gpu": gpu, "offers": d.offers.get(g, []),
-                              "basis": d.cost_basis.get(g, [])})])
+    return [Part("fit", "gpu_fit.html.j2", FIT_TABLES,
+                 {"gpu": gpu, "formats": fmts, "grid": grid}),
+            Part("cost", "gpu_cost.html.j2", COST_TABLES,
+                 {"gpu": gpu, "offers": d.offers.get(g, []), "basis": d.cost_basis.get(g, [])})]
 
 
 def engine_formats(d: SiteData) -> dict[str, list[str]]:
@@ -259,12 +290,12 @@ def engine_formats(d: SiteData) -> dict[str, list[str]]:
         "nominal_bits_per_weight") or 0), f)) for e, fs in seen.items()}
 
 
-def index_page(d: SiteData) -> Page:
+def index_parts(d: SiteData) -> list[Part]:
     models = sorted(d.models)
     gpus = sorted(d.gpus.values(), key=lambda g: (g["memory_gib"], g["name"]))
-    return Page("index.html", "Which open-weight LLM runs on which GPU", "index", [
+    return [
         Part("fit", "index_fit.html.j2", FIT_TABLES,
              {"models": [{"model_id": m, "params_total": d.models[m]["params_total"],
                           "max_context": d.models[m]["max_context"]} for m in models],
               "gpus": [{k: g[k] for k in ("gpu_id", "name", "vendor", "memory_gib")}
-                       for g in gpus]})])
+                       for g in gpus]})]
