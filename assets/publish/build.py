@@ -76,6 +76,16 @@ def part_hashes(data: SiteData, page: pages.Page, code: str) -> dict[str, str]:
             for name, inputs in page.inputs.items()}
 
 
+def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
+    """The last build's figures when it was made from these very table versions by this
+    code (a version means a change: then no row can differ); None otherwise."""
+    old = _read_manifest(out)
+    if old.get("tables") != versions or old.get("code") != code_digest():
+        return None
+    n = len(old["pages"])
+    return BuildStats(n, 0, n, 0, 0, 0, 0.0, _size(out), old["site_version"])
+
+
 def build(data: SiteData, out: Path) -> BuildStats:
     """Bring `out` up to date with the tables in `data`."""
     started = time.monotonic()
@@ -116,14 +126,18 @@ def build(data: SiteData, out: Path) -> BuildStats:
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
     if changed or not old:
         manifest = {"site_version": version, "tables": data.versions, "pages": entries,
+                    "code": code,
                     "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
         with (out / VERSIONS).open("a") as f:
             f.write(json.dumps({k: manifest[k] for k in ("site_version", "built_at",
                                                          "tables")}) + "\n")
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     return BuildStats(len(entries), written, unchanged, removed, rendered, reused,
-                      round(time.monotonic() - started, 2), size, version)
+                      round(time.monotonic() - started, 2), _size(out), version)
+
+
+def _size(out: Path) -> int:
+    return sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
 
 
 def _read_manifest(out: Path) -> dict:

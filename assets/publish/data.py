@@ -54,19 +54,27 @@ class SiteData:
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
 
 
+def table_versions(base: str | None = None,
+                   storage_options: Mapping[str, str] | None = None) -> dict[str, dict]:
+    """The current version and `verified_at` of every table the site reads (the Delta
+    logs only: no rows are read)."""
+    versions = {}
+    for t in TABLES:
+        current = store.current_version(store.table_uri(t, base), storage_options)
+        if current is None:
+            raise FileNotFoundError(f"table {t} is not published: run llm-sizing refresh")
+        versions[t] = {"version": current["version"],
+                       "verified_at": current.get("verified_at")}
+    return versions
+
+
 def load(base: str | None = None, storage_options: Mapping[str, str] | None = None,
          models: list[str] | None = None) -> SiteData:
     """Every row the site shows, from each table's current version (pinned, so that the
     versions stamped on the pages are the ones read). `models` limits the site to a
     subset (tests, benchmarks of a part)."""
     opts = dict(storage_options or {})
-    versions = {}
-    for t in TABLES:
-        current = store.current_version(store.table_uri(t, base), opts)
-        if current is None:
-            raise FileNotFoundError(f"table {t} is not published: run llm-sizing refresh")
-        versions[t] = {"version": current["version"],
-                       "verified_at": current.get("verified_at")}
+    versions = table_versions(base, opts)
 
     def scan(t: str) -> pl.LazyFrame:
         lf = store.scan(t, version=versions[t]["version"], base=base, storage_options=opts)
