@@ -235,7 +235,11 @@ def _model_summary(d: SiteData, m: str) -> dict:
             fitting.setdefault(r["gpu_id"], r)
     by_price = sorted((r for r in fitting.values() if r["price_new_usd"]),
                       key=lambda r: (r["price_new_usd"], r["gpu_id"], r["engine"]))[:5]
-    cheapest = [{**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])]
+    # Per format, most bits per weight first: the cheapest 1-bit offer is rarely the
+    # answer to "how do I serve this model".
+    cheapest = sorted(({**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])),
+                      key=lambda c: (c["use"], -(d.formats.get(c["weight_format"], {}).get(
+                          "nominal_bits_per_weight") or 0), c["weight_format"]))
     return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
                                                                 r["engine"])),
             "buy": by_price, "cheapest": cheapest}

@@ -3,7 +3,7 @@ time) so that the search works from a folder opened in the browser, without a se
 
 import json
 
-from assets.publish.data import SiteData
+from assets.publish.data import HEADLINE_FORMAT, SiteData
 from assets.publish.pages import (
     ENGINE_ORDER,
     cache_types,
@@ -37,5 +37,6 @@ def search_data(d: SiteData) -> str:
         "gpus": [[g, d.gpus[g]["name"], round(d.gpus[g]["memory_gib"], 1)] for g in gpus],
         "formats": formats, "engines": list(ENGINE_ORDER), "pairs": pairs,
         "cheapest": cheapest, "pairPath": pair_path("MODEL", "GPU"),
+        "headline": [f"{e} {f}" for e, f in HEADLINE_FORMAT.items()],
     }
     return "window.SITE_DATA = " + json.dumps(payload, separators=(",", ":")) + ";\n"

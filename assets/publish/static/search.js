@@ -61,8 +61,10 @@
       var list = document.createElement("ul");
       list.className = "model-results";
       matches.slice(0, 20).forEach(function (m) {
-        var cheap = data.cheapest.filter(function (c) { return c[0] === m; })
-          .sort(function (a, b) { return a[4] - b[4]; })[0];
+        // The 4-bit headline formats first: the cheapest 1-bit offer is rarely the answer.
+        var rows = data.cheapest.filter(function (c) { return c[0] === m; })
+          .sort(function (a, b) { return a[4] - b[4]; });
+        var cheap = rows.filter(function (c) { return data.headline.indexOf(c[1]) !== -1; })[0] || rows[0];
         var parts = [link(data.models[m][1], data.models[m][0])];
         if (cheap) {
           parts.push(": cheapest to serve one user ");
