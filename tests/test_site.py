@@ -21,7 +21,7 @@ import pytest
 
 from assets.hub.assets import HubResource
 from assets.prices.sources import PriceSourcesResource
-from assets.publish import build, data
+from assets.publish import build, data, words
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS
@@ -242,7 +242,8 @@ def test_pages_are_valid_html_and_accessible(built, server, browser):
         page = browser.new_page()
         page.goto(server + path)
         page.add_script_tag(path=str(AXE))
-        result = page.evaluate("axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})")
+        result = page.evaluate(
+            "axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})")
         problems = [f"{v['id']}: {v['help']} ({len(v['nodes'])})" for v in result["violations"]]
         assert not problems, f"{path}: {problems}"
         assert result["passes"], path  # the rules ran
@@ -304,3 +305,10 @@ def test_site_serve_needs_no_dagster_and_serves_the_build(built):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_source_with_a_note_links_its_url_only():
+    """Source fields may carry a note after the URL (published_gguf_sizes does)."""
+    html = words.source_link("https://huggingface.co/x/y (read via mirror https://m/x)", "2025")
+    assert html.startswith('<a href="https://huggingface.co/x/y">2025</a> (read via mirror')
+    assert words.source_link("not a url <b>") == "not a url &lt;b&gt;"

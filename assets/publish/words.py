@@ -30,6 +30,18 @@ def verdict_html(v: str) -> Markup:
     return Markup(f'<span class="v v-{v}">{VERDICT_WORDS[v]}</span>')
 
 
+def source_link(source: str | None, text: str | None = None) -> Markup:
+    """A source as a link: the tables' source fields hold a URL, sometimes followed by a
+    note ("... (read via mirror ...)"), which stays beside the link as text."""
+    if not source:
+        return Markup("")
+    url, _, note = source.strip().partition(" ")
+    if not url.startswith(("http://", "https://")):
+        return Markup.escape(source)
+    link = Markup('<a href="{}">{}</a>').format(url, text or "source")
+    return link + (Markup(" ") + Markup.escape(note) if note else Markup(""))
+
+
 def gib(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f} GiB"
 
