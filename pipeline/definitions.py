@@ -42,7 +42,7 @@ ALL_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_ma
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all())
 prices_job = dg.define_asset_job(
     "refresh_prices",
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix, site))
+    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

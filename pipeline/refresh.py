@@ -9,12 +9,14 @@ so older data stays published; 130 interrupted (SIGINT or SIGTERM).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 import dagster as dg
 
+from assets.publish.site_dir import site_dir
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import build_defs
 from pipeline.reaper import process_tags, reap
@@ -112,6 +114,18 @@ def _summary(before: dict[str, int | None], offline: bool) -> None:
               f"   {change}")
         if rows == 0:
             print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
+    _site_summary()
+
+
+def _site_summary() -> None:
+    """Where the site is and which version, for `llm-sizing site serve`."""
+    site = site_dir(store.root())
+    try:
+        manifest = json.loads((site / "manifest.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return
+    print(f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "
+          f"{site}/ (browse: llm-sizing site serve)")
 
 
 def _plain(evaluation) -> str:
