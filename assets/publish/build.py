@@ -50,7 +50,6 @@ def environment() -> jinja2.Environment:
     env.globals.update(words=words, charts=charts, pair_path=pages.pair_path,
                        model_path=pages.model_path, gpu_path=pages.gpu_path,
                        model_name=pages.model_name)
-    env.filters["zip"] = lambda a, b: zip(a, b, strict=True)
     return env
 
 

@@ -101,16 +101,13 @@ def all_pages(d: SiteData) -> list[Page]:
     return pages
 
 
-def _headline(rows: list[dict]) -> tuple[str, str] | None:
+def _headline(rows: list[dict]) -> tuple[str, str]:
     """The engine and format a pair page leads with: the seed's 4-bit GGUF on llama.cpp,
-    else vLLM's 4-bit checkpoint, else whatever the rows hold."""
-    engines = {r["engine"] for r in rows}
-    for engine in ENGINE_ORDER:
-        if engine in engines:
-            formats = {r["weight_format"] for r in rows if r["engine"] == engine}
-            fmt = HEADLINE_FORMAT[engine]
-            return engine, fmt if fmt in formats else sorted(formats)[0]
-    return None
+    else vLLM's 4-bit checkpoint, else whatever the rows hold (a pair has rows)."""
+    engine = next(e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows))
+    formats = {r["weight_format"] for r in rows if r["engine"] == engine}
+    fmt = HEADLINE_FORMAT[engine]
+    return engine, fmt if fmt in formats else sorted(formats)[0]
 
 
 def cache_types(rows: list[dict]) -> dict[str, str]:
@@ -142,7 +139,6 @@ def pair_parts(d: SiteData, m: str, g: str, summary: dict) -> list[Part]:
     formats = sorted(
         ({**r, "weights_gib": weights.get(r["weight_format"], {}).get("weights_gib"),
           "weights_bytes": weights.get(r["weight_format"], {}).get("weights_bytes"),
-          "nominal_bits": d.formats.get(r["weight_format"], {}).get("nominal_bits_per_weight"),
           "prefill_tok_s": conf.get((r["weight_format"], r["engine"], 1), {}).get(
               "prefill_tok_s")}
          for r in one if r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]),
@@ -166,7 +162,7 @@ def pair_parts(d: SiteData, m: str, g: str, summary: dict) -> list[Part]:
         "flat": flat, "context_grid": _context_grid(contexts),
         "series": {k: [(r["context"], r["total_gib"]) for r in contexts if r["kv_dtype"] == k]
                    for k in sorted({r["kv_dtype"] for r in contexts})},
-        "decode_bars": [(f"{f['weight_format']}", f["decode_tok_s"]) for f in formats
+        "decode_bars": [(f["weight_format"], f["decode_tok_s"]) for f in formats
                         if f["decode_tok_s"]],
         "contexts": contexts, "formats": formats, "multi": multi, "batches": batches,
         "multi_conf": {n: conf.get((fmt, engine, n)) for n in (r["n_gpus"] for r in multi)},
