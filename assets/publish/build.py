@@ -79,7 +79,8 @@ def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
     """The last build's figures when it was made from these very table versions by this
     code (a version means a change: then no row can differ); None otherwise."""
     old = _read_manifest(out)
-    if old.get("tables") != versions or old.get("code") != code_digest():
+    if (old.get("tables") != versions or old.get("code") != code_digest()
+            or not all((out / p).exists() for p in old["pages"])):
         return None
     n = len(old["pages"])
     return BuildStats(n, 0, n, 0, 0, 0, 0.0, _size(out), old["site_version"])
