@@ -113,7 +113,7 @@ def build(data: SiteData, out: Path) -> BuildStats:
                 continue
             stamps[p.name] = {t: data.versions[t] for t in p.tables}
             html.append((p.name, env.get_template(p.template).render(
-                **p.context, stamp=stamps[p.name], root=root, page=page)))
+                **p.context(), stamp=stamps[p.name], root=root, page=page)))
             rendered += 1
         _write(target, env.get_template("page.html.j2").render(page=page, parts=html,
                                                                root=root))

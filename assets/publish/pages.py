@@ -32,7 +32,7 @@ class Part:
     name: str
     template: str
     tables: tuple[str, ...]
-    context: dict
+    context: Callable[[], dict]  # its rows, gathered only when the part is rendered
 
 
 @dataclass
@@ -80,7 +80,8 @@ def all_pages(d: SiteData) -> list[Page]:
                       ("gpus", g), ("models", m)),
              "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
                               ("models", m))},
-            functools.partial(lambda m, g: pair_parts(d, m, g, summary(m)), m, g)))
+            functools.partial(lambda m, g: pair_parts(d, m, g, functools.partial(summary, m)),
+                              m, g)))
     for m in sorted(d.models):
         pages.append(Page(
             model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
@@ -126,69 +127,76 @@ def _hctx(model: dict) -> int:
     return min(model["max_context"], HEADLINE_CONTEXT)
 
 
-def pair_parts(d: SiteData, m: str, g: str, summary: dict) -> list[Part]:
+def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list[Part]:
+    """The three parts of a pair page; each gathers its rows only when rendered (a
+    price-only change renders the cost part and never assembles the memory part)."""
     model, gpu = d.models[m], d.gpus[g]
     rows, configs = d.fits[(m, g)], d.configs.get((m, g), [])
     engine, fmt = _headline(rows)
     kvs = cache_types(rows)
     kv, hctx = kvs[engine], _hctx(model)
-    one = [r for r in rows if r["n_gpus"] == 1 and r["batch"] == 1]
-    head = _pick(one, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv)[0]
-    conf = {(c["weight_format"], c["engine"], c["n_gpus"]): c for c in configs}
-    weights = {w["weight_format"]: w for w in d.weights.get(m, [])}
-    formats = sorted(
-        ({**r, "weights_gib": weights.get(r["weight_format"], {}).get("weights_gib"),
-          "weights_bytes": weights.get(r["weight_format"], {}).get("weights_bytes"),
-          "prefill_tok_s": conf.get((r["weight_format"], r["engine"], 1), {}).get(
-              "prefill_tok_s")}
-         for r in one if r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]),
-        key=lambda r: (r["engine"], -(r["weights_bytes"] or 0), r["weight_format"]))
-    contexts = sorted(_pick(one, engine=engine, weight_format=fmt),
-                      key=lambda r: (r["context"], r["kv_dtype"]))
-    multi = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
-                         batch=1), key=lambda r: r["n_gpus"])
-    batches = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
-                           n_gpus=1), key=lambda r: r["batch"])
-    published = [p for p in d.published.get(m, []) if p["sized_as"] == m]
-    w = weights.get(fmt) or {}
-    bits = d.formats.get(fmt, {}).get("nominal_bits_per_weight")
-    flat = None if not (bits and w) else {
-        "bits": bits, "gib": model["params_total"] * bits / 8 / 2**30,
-        "effective_bits": w["weights_bytes"] * 8 / model["params_total"],
-        "published": [p for p in published if p["quant"] == fmt]}
-    fit = {
-        "model": model, "gpu": gpu, "engine": engine, "fmt": fmt, "kv": kv, "hctx": hctx,
-        "head": head, "conf": conf.get((fmt, engine, 1)), "weights": weights.get(fmt),
-        "flat": flat, "context_grid": _context_grid(contexts),
-        "series": {k: [(r["context"], r["total_gib"]) for r in contexts if r["kv_dtype"] == k]
-                   for k in sorted({r["kv_dtype"] for r in contexts})},
-        "decode_bars": [(f["weight_format"], f["decode_tok_s"]) for f in formats
-                        if f["decode_tok_s"]],
-        "contexts": contexts, "formats": formats, "multi": multi, "batches": batches,
-        "multi_conf": {n: conf.get((fmt, engine, n)) for n in (r["n_gpus"] for r in multi)},
-        "published": published, "engine_row": d.engines.get(engine),
-        "kv_types": sorted({r["kv_dtype"] for r in contexts}),
-    }
-    costs = d.costs.get((m, g), [])
-    cost = {
-        "gpu": gpu, "engine": engine, "fmt": fmt, "hctx": hctx, "kv": kv,
-        "head": _first(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
-                             kv_dtype=kv, batch=1, n_gpus=1)),
-        "formats": sorted(_pick(costs, context=hctx, batch=1, n_gpus=1),
-                          key=lambda r: (r["cost_per_mtok_usd"], r["engine"],
-                                         r["weight_format"], r["kv_dtype"])),
-        "multi": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
-                              kv_dtype=kv, batch=1), key=lambda r: r["n_gpus"]),
-        "batches": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
-                                kv_dtype=kv, n_gpus=1), key=lambda r: r["batch"]),
-        "basis": {b["n_gpus"]: b for b in d.cost_basis.get(g, [])},
-        "offers": _on_demand(d.offers.get(g, []))[:6],
-    }
+
+    def fit() -> dict:
+        one = [r for r in rows if r["n_gpus"] == 1 and r["batch"] == 1]
+        head = _pick(one, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv)[0]
+        conf = {(c["weight_format"], c["engine"], c["n_gpus"]): c for c in configs}
+        weights = {w["weight_format"]: w for w in d.weights.get(m, [])}
+        formats = sorted(
+            ({**r, "weights_gib": weights.get(r["weight_format"], {}).get("weights_gib"),
+              "weights_bytes": weights.get(r["weight_format"], {}).get("weights_bytes"),
+              "prefill_tok_s": conf.get((r["weight_format"], r["engine"], 1), {}).get(
+                  "prefill_tok_s")}
+             for r in one if r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]),
+            key=lambda r: (r["engine"], -(r["weights_bytes"] or 0), r["weight_format"]))
+        contexts = sorted(_pick(one, engine=engine, weight_format=fmt),
+                          key=lambda r: (r["context"], r["kv_dtype"]))
+        multi = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
+                             batch=1), key=lambda r: r["n_gpus"])
+        batches = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
+                               n_gpus=1), key=lambda r: r["batch"])
+        published = [p for p in d.published.get(m, []) if p["sized_as"] == m]
+        w = weights.get(fmt) or {}
+        bits = d.formats.get(fmt, {}).get("nominal_bits_per_weight")
+        flat = None if not (bits and w) else {
+            "bits": bits, "gib": model["params_total"] * bits / 8 / 2**30,
+            "effective_bits": w["weights_bytes"] * 8 / model["params_total"],
+            "published": [p for p in published if p["quant"] == fmt]}
+        return {
+            "model": model, "gpu": gpu, "engine": engine, "fmt": fmt, "kv": kv, "hctx": hctx,
+            "head": head, "conf": conf.get((fmt, engine, 1)), "weights": weights.get(fmt),
+            "flat": flat, "context_grid": _context_grid(contexts),
+            "series": {k: [(r["context"], r["total_gib"]) for r in contexts if r["kv_dtype"] == k]
+                       for k in sorted({r["kv_dtype"] for r in contexts})},
+            "decode_bars": [(f["weight_format"], f["decode_tok_s"]) for f in formats
+                            if f["decode_tok_s"]],
+            "contexts": contexts, "formats": formats, "multi": multi, "batches": batches,
+            "multi_conf": {n: conf.get((fmt, engine, n)) for n in (r["n_gpus"] for r in multi)},
+            "published": published, "engine_row": d.engines.get(engine),
+            "kv_types": sorted({r["kv_dtype"] for r in contexts}),
+        }
+
+    def cost() -> dict:
+        costs = d.costs.get((m, g), [])
+        return {
+            "gpu": gpu, "engine": engine, "fmt": fmt, "hctx": hctx, "kv": kv,
+            "head": _first(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                 kv_dtype=kv, batch=1, n_gpus=1)),
+            "formats": sorted(_pick(costs, context=hctx, batch=1, n_gpus=1),
+                              key=lambda r: (r["cost_per_mtok_usd"], r["engine"],
+                                             r["weight_format"], r["kv_dtype"])),
+            "multi": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                  kv_dtype=kv, batch=1), key=lambda r: r["n_gpus"]),
+            "batches": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                    kv_dtype=kv, n_gpus=1), key=lambda r: r["batch"]),
+            "basis": {b["n_gpus"]: b for b in d.cost_basis.get(g, [])},
+            "offers": _on_demand(d.offers.get(g, []))[:6],
+        }
+
     return [
         Part("fit", "pair_fit.html.j2", FIT_TABLES, fit),
         Part("cost", "pair_cost.html.j2", COST_TABLES, cost),
         Part("alternatives", "alternatives.html.j2", FIT_TABLES + COST_TABLES,
-             {"model": model, "gpu_id": g, **summary}),
+             lambda: {"model": model, "gpu_id": g, **summary()}),
     ]
 
 
@@ -254,9 +262,9 @@ def model_parts(d: SiteData, m: str, summary: dict) -> list[Part]:
                                        (w["weight_format"] for w in weights)},
            "weights": weights, "published": d.published.get(m, []),
            "runs": summary["runs"], "hctx": summary["hctx"]}
-    return [Part("fit", "model_fit.html.j2", FIT_TABLES, fit),
+    return [Part("fit", "model_fit.html.j2", FIT_TABLES, lambda: fit),
             Part("cost", "model_cost.html.j2", COST_TABLES,
-                 {"model": model, "cheapest": summary["cheapest"]})]
+                 lambda: {"model": model, "cheapest": summary["cheapest"]})]
 
 
 def gpu_parts(d: SiteData, g: str, formats: dict[str, list[str]]) -> list[Part]:
@@ -275,9 +283,10 @@ def gpu_parts(d: SiteData, g: str, formats: dict[str, list[str]]) -> list[Part]:
             grid.append({"model_id": m, "hctx": hctx,
                          "cells": [cells.get(f) for f in fmts]})
     return [Part("fit", "gpu_fit.html.j2", FIT_TABLES,
-                 {"gpu": gpu, "formats": fmts, "grid": grid}),
+                 lambda: {"gpu": gpu, "formats": fmts, "grid": grid}),
             Part("cost", "gpu_cost.html.j2", COST_TABLES,
-                 {"gpu": gpu, "offers": d.offers.get(g, []), "basis": d.cost_basis.get(g, [])})]
+                 lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
+                          "basis": d.cost_basis.get(g, [])})]
 
 
 def engine_formats(d: SiteData) -> dict[str, list[str]]:
@@ -294,8 +303,8 @@ def index_parts(d: SiteData) -> list[Part]:
     models = sorted(d.models)
     gpus = sorted(d.gpus.values(), key=lambda g: (g["memory_gib"], g["name"]))
     return [
-        Part("fit", "index_fit.html.j2", FIT_TABLES,
-             {"models": [{"model_id": m, "params_total": d.models[m]["params_total"],
+        Part("fit", "index_fit.html.j2", FIT_TABLES, lambda: {
+              "models": [{"model_id": m, "params_total": d.models[m]["params_total"],
                           "max_context": d.models[m]["max_context"]} for m in models],
               "gpus": [{k: g[k] for k in ("gpu_id", "name", "vendor", "memory_gib")}
                        for g in gpus]})]
