@@ -312,3 +312,13 @@ def test_a_source_with_a_note_links_its_url_only():
     html = words.source_link("https://huggingface.co/x/y (read via mirror https://m/x)", "2025")
     assert html.startswith('<a href="https://huggingface.co/x/y">2025</a> (read via mirror')
     assert words.source_link("not a url <b>") == "not a url &lt;b&gt;"
+
+
+def test_the_asset_skips_a_build_only_while_every_table_keeps_its_version(built):
+    root, site = built
+    versions = data.table_versions(root)
+    same = build.current(site, versions)
+    assert same is not None and same.pages > 0 and same.written == 0
+    moved = {**versions, "cost_matrix": {**versions["cost_matrix"],
+                                         "version": versions["cost_matrix"]["version"] + 1}}
+    assert build.current(site, moved) is None
