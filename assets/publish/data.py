@@ -91,7 +91,10 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
                  engines=_by(scan("engines").collect(), "engine", h, "engines"))
     d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
     d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
-    d.configs = _group(scan("fit_configurations").collect(), h, "configs", "model_id", "gpu_id")
+    # Configurations the pages show: every format on one GPU, the headline formats on more.
+    d.configs = _group(scan("fit_configurations").filter(
+        (pl.col("n_gpus") == 1) | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))
+    ).collect(), h, "configs", "model_id", "gpu_id")
     hctx = m.lazy().select("model_id", pl.min_horizontal(
         pl.col("max_context"), pl.lit(HEADLINE_CONTEXT)).cast(pl.Int32).alias("hctx"))
     d.fits = _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
