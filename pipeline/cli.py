@@ -1,5 +1,6 @@
 """The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one
-configuration), `prices` (what to rent) and `snapshot record` (fresh raw inputs)."""
+configuration), `prices` (what to rent), `snapshot record` (fresh raw inputs) and
+`site serve` (browse the static site)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,16 @@ def prices(args: argparse.Namespace) -> int:
               f"{r['total_vram_gb']:>8g} {r['price_per_instance_hour_usd']:>7.2f} "
               f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
     print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
+    return 0
+
+
+def serve_site(args: argparse.Namespace) -> int:
+    """Serve the site the last refresh built (no Dagster import)."""
+    _use_project_instance()
+    from assets.publish.serve import serve
+    from assets.publish.site_dir import site_dir
+
+    serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
     return 0
 
 
@@ -652,5 +663,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--need-gb", type=_amount, required=True, help="GPU memory needed, in GB")
     p.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
     p.set_defaults(func=prices)
+    site = sub.add_parser("site", help="the static compatibility site").add_subparsers(
+        dest="site_command", required=True)
+    srv = site.add_parser("serve", help="serve the latest build on 127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.set_defaults(func=serve_site)
     args = parser.parse_args(argv)
     return args.func(args)

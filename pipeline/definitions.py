@@ -16,6 +16,7 @@ from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.publish.release import build_release
+from assets.publish.site import site
 from assets.quality.accuracy import accuracy
 from assets.quality.coverage import coverage
 from assets.quality.param_checks import param_checks
@@ -42,9 +43,10 @@ TABLE_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_
                 fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
                 vllm_startup_checks, speed_checks, accuracy, capacity_plans,
                 *PROVIDER_ASSETS, gpu_prices]
-# The release runs last in every job that writes tables (it depends on all of them).
+# The release runs last in every job that writes tables (it depends on all of them); the
+# site reads the release it made.
 release = build_release(TABLE_ASSETS)
-ALL_ASSETS = [*TABLE_ASSETS, release]
+ALL_ASSETS = [*TABLE_ASSETS, release, site]
 # Jobs that write the warehouse carry this tag; dagster.yaml lets one such run at a time
 # out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
 WRITES_TAG = {"llm-sizing/writes": "warehouse"}

@@ -15,6 +15,7 @@ the warehouse for longer than LLM_SIZING_LOCK_TIMEOUT_S (default 3600); 130 inte
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 import dagster as dg
 from filelock import FileLock, Timeout
 
+from assets.publish.site_dir import site_dir
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import build_defs
 from pipeline.reaper import process_tags, reap
@@ -166,6 +168,18 @@ def _summary(before: store.Release | None, after: store.Release | None) -> None:
               f"{verified.isoformat() if verified else '?':10}   {change}")
         if rows == 0:
             print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
+    _site_summary()
+
+
+def _site_summary() -> None:
+    """Where the site is and which version, for `llm-sizing site serve`."""
+    site = site_dir(store.root())
+    try:
+        manifest = json.loads((site / "manifest.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return
+    print(f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "
+          f"{site}/ (browse: llm-sizing site serve)")
 
 
 def _plain(evaluation) -> str:

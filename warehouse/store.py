@@ -704,3 +704,11 @@ def _folder(release: Release) -> str:
     """A local release's folder, relative to the root: named by its run too, so that two
     runs racing for one release id never write into each other's."""
     return f"releases/{release.release_id}-{release.run_id}"
+
+
+def scan(table: str, *, version: int | None = None, base: str | None = None,
+         storage_options: Mapping[str, str] | None = None) -> pl.LazyFrame:
+    """A lazy read of a numbered version (or the newest), for readers that filter a large
+    table (the fit matrix) rather than load it whole."""
+    return pl.scan_delta(table_uri(table, base), version=version,
+                         storage_options=dict(storage_options or {}) or None)

@@ -1,0 +1,1 @@
+"""The static compatibility site: pages rendered from the published tables."""

@@ -1,0 +1,178 @@
+"""Render the site incrementally into a folder, with a manifest of what each page was
+built from.
+
+Each part of a page is hashed over the rows it shows (and the code that renders it); a
+page whose part hashes equal the manifest's is not touched, and a changed page renders
+only its changed parts, reusing the others from its own file (each part sits between
+`<!--part:name-->` markers). The site has a version of its own, raised by every build
+that changed a file, and `versions.jsonl` keeps every version's table versions.
+"""
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import polars as pl
+
+from assets.publish import charts, pages, words
+from assets.publish.data import SiteData
+from assets.publish.search_index import search_data
+
+HERE = Path(__file__).parent
+TEMPLATES, STATIC = HERE / "templates", HERE / "static"
+MANIFEST, VERSIONS = "manifest.json", "versions.jsonl"
+_PART = re.compile(r"<!--part:(\w+)-->(.*?)<!--/part:\1-->", re.S)
+
+
+@dataclass
+class BuildStats:
+    pages: int
+    written: int
+    unchanged: int
+    removed: int
+    parts_rendered: int
+    parts_reused: int
+    seconds: float
+    bytes_on_disk: int
+    site_version: int
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.globals.update(words=words, charts=charts, pair_path=pages.pair_path,
+                       model_path=pages.model_path, gpu_path=pages.gpu_path,
+                       model_name=pages.model_name)
+    return env
+
+
+def code_digest() -> str:
+    """A hash of the templates and the modules that turn rows into pages (and of the
+    Polars version, whose row hashes the part hashes rest on): changing any of them
+    renders every part again."""
+    h = hashlib.sha256(pl.__version__.encode())
+    for f in sorted([*TEMPLATES.glob("*.j2"), *HERE.glob("*.py")]):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def _hash(*parts: object) -> str:
+    # Keys keep the order the code builds them in (rows: the tables' column order).
+    text = json.dumps(parts, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def part_hashes(data: SiteData, page: pages.Page, code: str) -> dict[str, str]:
+    """Per part, a hash of the row groups it shows (and of the rendering code)."""
+    return {name: _hash(code, name, [(g, repr(k), data.hashes[g].get(k)) for g, k in inputs])
+            for name, inputs in page.inputs.items()}
+
+
+def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
+    """The last build's figures when it was made from these very table versions by this
+    code (a version means a change: then no row can differ); None otherwise."""
+    old = _read_manifest(out)
+    if (old.get("tables") != versions or old.get("code") != code_digest()
+            or not all((out / p).exists() for p in old["pages"])):
+        return None
+    n = len(old["pages"])
+    return BuildStats(n, 0, n, 0, 0, 0, 0.0, _size(out), old["site_version"])
+
+
+def build(data: SiteData, out: Path) -> BuildStats:
+    """Bring `out` up to date with the tables in `data`."""
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    env, code = environment(), code_digest()
+    old = _read_manifest(out)
+    entries, written, unchanged, rendered, reused = {}, 0, 0, 0, 0
+    for page in pages.all_pages(data):
+        hashes = part_hashes(data, page, code)
+        shell = _hash(code, page.title, page.kind)
+        prev = old.get("pages", {}).get(page.path)
+        target = out / page.path
+        if prev and prev["shell"] == shell and prev["parts"] == hashes and target.exists():
+            entries[page.path] = prev
+            unchanged += 1
+            continue
+        existing = dict(_PART.findall(target.read_text())) if prev and target.exists() else {}
+        html, stamps = [], {}
+        root = "../" * page.path.count("/")
+        for p in page.make():
+            if prev and prev["parts"].get(p.name) == hashes[p.name] and p.name in existing:
+                html.append((p.name, existing[p.name]))
+                stamps[p.name] = prev["stamps"][p.name]
+                reused += 1
+                continue
+            stamps[p.name] = {t: data.versions[t] for t in p.tables}
+            html.append((p.name, env.get_template(p.template).render(
+                **p.context(), stamp=stamps[p.name], root=root, page=page)))
+            rendered += 1
+        _write(target, env.get_template("page.html.j2").render(page=page, parts=html,
+                                                               root=root))
+        written += 1
+        entries[page.path] = {"kind": page.kind, "shell": shell, "parts": hashes,
+                              "stamps": stamps}
+    removed = _remove_stale(out, old.get("pages", {}), entries)
+    static_written = _sync_static(out, search_data(data))
+    changed = bool(written or removed or static_written)
+    version = old.get("site_version", -1) + (1 if changed or not old else 0)
+    if changed or not old:
+        manifest = {"site_version": version, "tables": data.versions, "pages": entries,
+                    "code": code,
+                    "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
+        with (out / VERSIONS).open("a") as f:
+            f.write(json.dumps({k: manifest[k] for k in ("site_version", "built_at",
+                                                         "tables")}) + "\n")
+    return BuildStats(len(entries), written, unchanged, removed, rendered, reused,
+                      round(time.monotonic() - started, 2), _size(out), version)
+
+
+def _size(out: Path) -> int:
+    return sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+
+
+def _read_manifest(out: Path) -> dict:
+    try:
+        return json.loads((out / MANIFEST).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write(path: Path, text: str) -> None:
+    """Written aside and renamed: a reader never sees half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _remove_stale(out: Path, old: dict, new: dict) -> int:
+    """Pages of pairs, models or GPUs no longer in the tables."""
+    stale = [p for p in old if p not in new]
+    for p in stale:
+        (out / p).unlink(missing_ok=True)
+    return len(stale)
+
+
+def _sync_static(out: Path, search_js: str) -> int:
+    """The stylesheet, the search script (with their licence) and the generated search
+    data; a file is written only when its bytes change."""
+    files = {f"static/{f.name}": f.read_bytes() for f in STATIC.iterdir() if f.is_file()}
+    files["static/search-data.js"] = search_js.encode()
+    n = 0
+    for rel, content in files.items():
+        target = out / rel
+        if not target.exists() or target.read_bytes() != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            n += 1
+    return n

@@ -1,0 +1,310 @@
+"""Which pages the site has and the rows each part of a page shows.
+
+A page is a list of parts; each part names its template, the tables its rows come from
+and the groups of rows it shows (`inputs`: keys into SiteData.hashes). The builder
+compares those groups' hashes with the manifest's: a part is rendered again only when
+its rows change, and a page none of whose rows changed is not even assembled, so a
+price-only refresh renders the cost parts and nothing else.
+"""
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from assets.publish.data import (
+    ALL,
+    DEFAULT_KV,
+    FALLBACK_KV,
+    HEADLINE_CONTEXT,
+    HEADLINE_FORMAT,
+    SiteData,
+)
+
+FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
+              "fit_matrix", "gguf_published_sizes")
+COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
+# Engines in the order a page prefers them for its headline.
+ENGINE_ORDER = ("llama.cpp", "vllm")
+
+
+@dataclass
+class Part:
+    name: str
+    template: str
+    tables: tuple[str, ...]
+    context: Callable[[], dict]  # its rows, gathered only when the part is rendered
+
+
+@dataclass
+class Page:
+    path: str
+    title: str
+    kind: str
+    # Per part name, the row groups it shows: (SiteData.hashes key, group key).
+    inputs: dict[str, tuple[tuple[str, object], ...]]
+    make: Callable[[], list[Part]]  # the parts with their rows, built only when needed
+
+
+def slug(model_id: str) -> str:
+    return model_id.replace("/", "--")
+
+
+def pair_path(model_id: str, gpu_id: str) -> str:
+    return f"pairs/{slug(model_id)}/{gpu_id}.html"
+
+
+def model_path(model_id: str) -> str:
+    return f"models/{slug(model_id)}.html"
+
+
+def gpu_path(gpu_id: str) -> str:
+    return f"gpus/{gpu_id}.html"
+
+
+def model_name(model_id: str) -> str:
+    return model_id.split("/", 1)[-1].replace("-", " ")
+
+
+def all_pages(d: SiteData) -> list[Page]:
+    summary = functools.cache(lambda m: _model_summary(d, m))
+    formats = functools.cache(lambda: engine_formats(d))
+    pages = []
+    for m, g in sorted(d.fits):
+        pair = (m, g)
+        pages.append(Page(
+            pair_path(m, g), f"{model_name(m)} on {d.gpus[g]['name']}: memory, context, speed "
+            "and cost", "pair",
+            {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
+                     ("weights", m), ("published", m), ("formats", ALL), ("engines", ALL)),
+             "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
+                      ("gpus", g), ("models", m)),
+             "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
+                              ("models", m))},
+            functools.partial(lambda m, g: pair_parts(d, m, g, functools.partial(summary, m)),
+                              m, g)))
+    for m in sorted(d.models):
+        pages.append(Page(
+            model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
+            "model",
+            {"fit": (("models", m), ("weights", m), ("formats", ALL), ("published", m),
+                     ("fits_by_model", m), ("gpus", ALL)),
+             "cost": (("models", m), ("cheapest", m), ("gpus", ALL))},
+            functools.partial(lambda m: model_parts(d, m, summary(m)), m)))
+    for g in sorted(d.gpus):
+        pages.append(Page(
+            gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
+            "gpu",
+            {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
+             "cost": (("gpus", g), ("offers", g), ("cost_basis", g))},
+            functools.partial(lambda g: gpu_parts(d, g, formats()), g)))
+    pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
+                      {"fit": (("models", ALL), ("gpus", ALL))}, lambda: index_parts(d)))
+    return pages
+
+
+def _headline(rows: list[dict]) -> tuple[str, str]:
+    """The engine and format a pair page leads with: the seed's 4-bit GGUF on llama.cpp,
+    else vLLM's 4-bit checkpoint, else whatever the rows hold (a pair has rows)."""
+    engine = next(e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows))
+    formats = {r["weight_format"] for r in rows if r["engine"] == engine}
+    fmt = HEADLINE_FORMAT[engine]
+    return engine, fmt if fmt in formats else sorted(formats)[0]
+
+
+def cache_types(rows: list[dict]) -> dict[str, str]:
+    """The KV-cache type a page shows per engine: the engine's default where the rows
+    hold it, else its fallback (an engine that takes only an FP8 cache for the model)."""
+    held = {(r["engine"], r["kv_dtype"]) for r in rows}
+    return {e: DEFAULT_KV[e] if (e, DEFAULT_KV[e]) in held else FALLBACK_KV[e]
+            for e in DEFAULT_KV}
+
+
+def _pick(rows: list[dict], **keys) -> list[dict]:
+    return [r for r in rows if all(r[k] == v for k, v in keys.items())]
+
+
+def _hctx(model: dict) -> int:
+    return min(model["max_context"], HEADLINE_CONTEXT)
+
+
+def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list[Part]:
+    """The three parts of a pair page; each gathers its rows only when rendered (a
+    price-only change renders the cost part and never assembles the memory part)."""
+    model, gpu = d.models[m], d.gpus[g]
+    rows, configs = d.fits[(m, g)], d.configs.get((m, g), [])
+    engine, fmt = _headline(rows)
+    kvs = cache_types(rows)
+    kv, hctx = kvs[engine], _hctx(model)
+
+    def fit() -> dict:
+        one = [r for r in rows if r["n_gpus"] == 1 and r["batch"] == 1]
+        head = _pick(one, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv)[0]
+        conf = {(c["weight_format"], c["engine"], c["n_gpus"]): c for c in configs}
+        weights = {w["weight_format"]: w for w in d.weights.get(m, [])}
+        formats = sorted(
+            ({**r, "weights_gib": weights.get(r["weight_format"], {}).get("weights_gib"),
+              "weights_bytes": weights.get(r["weight_format"], {}).get("weights_bytes"),
+              "prefill_tok_s": conf.get((r["weight_format"], r["engine"], 1), {}).get(
+                  "prefill_tok_s")}
+             for r in one if r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]),
+            key=lambda r: (r["engine"], -(r["weights_bytes"] or 0), r["weight_format"]))
+        contexts = sorted(_pick(one, engine=engine, weight_format=fmt),
+                          key=lambda r: (r["context"], r["kv_dtype"]))
+        multi = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
+                             batch=1), key=lambda r: r["n_gpus"])
+        batches = sorted(_pick(rows, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv,
+                               n_gpus=1), key=lambda r: r["batch"])
+        published = [p for p in d.published.get(m, []) if p["sized_as"] == m]
+        w = weights.get(fmt) or {}
+        bits = d.formats.get(fmt, {}).get("nominal_bits_per_weight")
+        flat = None if not (bits and w) else {
+            "bits": bits, "gib": model["params_total"] * bits / 8 / 2**30,
+            "effective_bits": w["weights_bytes"] * 8 / model["params_total"],
+            "published": [p for p in published if p["quant"] == fmt]}
+        return {
+            "model": model, "gpu": gpu, "engine": engine, "fmt": fmt, "kv": kv, "hctx": hctx,
+            "head": head, "conf": conf.get((fmt, engine, 1)), "weights": weights.get(fmt),
+            "flat": flat, "context_grid": _context_grid(contexts),
+            "series": {k: [(r["context"], r["total_gib"]) for r in contexts if r["kv_dtype"] == k]
+                       for k in sorted({r["kv_dtype"] for r in contexts})},
+            "decode_bars": [(f["weight_format"], f["decode_tok_s"]) for f in formats
+                            if f["decode_tok_s"]],
+            "contexts": contexts, "formats": formats, "multi": multi, "batches": batches,
+            "multi_conf": {n: conf.get((fmt, engine, n)) for n in (r["n_gpus"] for r in multi)},
+            "published": published, "engine_row": d.engines.get(engine),
+            "kv_types": sorted({r["kv_dtype"] for r in contexts}),
+        }
+
+    def cost() -> dict:
+        costs = d.costs.get((m, g), [])
+        return {
+            "gpu": gpu, "engine": engine, "fmt": fmt, "hctx": hctx, "kv": kv,
+            "head": _first(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                 kv_dtype=kv, batch=1, n_gpus=1)),
+            "formats": sorted(_pick(costs, context=hctx, batch=1, n_gpus=1),
+                              key=lambda r: (r["cost_per_mtok_usd"], r["engine"],
+                                             r["weight_format"], r["kv_dtype"])),
+            "multi": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                  kv_dtype=kv, batch=1), key=lambda r: r["n_gpus"]),
+            "batches": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
+                                    kv_dtype=kv, n_gpus=1), key=lambda r: r["batch"]),
+            "basis": {b["n_gpus"]: b for b in d.cost_basis.get(g, [])},
+            "offers": _on_demand(d.offers.get(g, []))[:6],
+        }
+
+    return [
+        Part("fit", "pair_fit.html.j2", FIT_TABLES, fit),
+        Part("cost", "pair_cost.html.j2", COST_TABLES, cost),
+        Part("alternatives", "alternatives.html.j2", FIT_TABLES + COST_TABLES,
+             lambda: {"model": model, "gpu_id": g, **summary()}),
+    ]
+
+
+def _context_grid(contexts: list[dict]) -> list[tuple[int, dict]]:
+    """Context rows as (context, {kv type: row, "rope_scaled": bool}), contexts ascending."""
+    grid: dict[int, dict] = {}
+    for r in contexts:
+        grid.setdefault(r["context"], {"rope_scaled": r["rope_scaled"]})[r["kv_dtype"]] = r
+    return sorted(grid.items())
+
+
+def _first(rows: list[dict]) -> dict | None:
+    return rows[0] if rows else None
+
+
+def _on_demand(offers: list[dict]) -> list[dict]:
+    """Whole-GPU offers that are not interruptible, cheapest per GPU first."""
+    return [o for o in offers if not o["fractional"]
+            and not any(w in (o["tier"] or "") for w in ("spot", "interruptible"))]
+
+
+def _model_summary(d: SiteData, m: str) -> dict:
+    """What every page of a model shares: the GPUs its headline runs on alone, the
+    cheapest configurations per format."""
+    model = d.models[m]
+    hctx = _hctx(model)
+    runs = []
+    for g, gpu in d.gpus.items():
+        rows = d.fits.get((m, g), [])
+        kvs = cache_types(rows)
+        for r in rows:
+            if (r["n_gpus"] == 1 and r["batch"] == 1 and r["context"] == hctx
+                    and r["weight_format"] == HEADLINE_FORMAT.get(r["engine"])
+                    and r["kv_dtype"] == kvs[r["engine"]]):
+                runs.append({"gpu_id": g, "name": gpu["name"], "memory_gib": gpu["memory_gib"],
+                             "price_new_usd": gpu["price_new_usd"], **_slim(r)})
+    fitting: dict[str, dict] = {}  # one row per GPU: llama.cpp's where both engines fit
+    for r in sorted(runs, key=lambda r: ENGINE_ORDER.index(r["engine"])):
+        if r["verdict"] == "fits":
+            fitting.setdefault(r["gpu_id"], r)
+    by_price = sorted((r for r in fitting.values() if r["price_new_usd"]),
+                      key=lambda r: (r["price_new_usd"], r["gpu_id"], r["engine"]))[:5]
+    # Per format, most bits per weight first: the cheapest 1-bit offer is rarely the
+    # answer to "how do I serve this model".
+    cheapest = sorted(({**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])),
+                      key=lambda c: (c["use"], -(d.formats.get(c["weight_format"], {}).get(
+                          "nominal_bits_per_weight") or 0), c["weight_format"]))
+    return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
+                                                                r["engine"])),
+            "buy": by_price, "cheapest": cheapest}
+
+
+def _slim(r: dict) -> dict:
+    return {k: r[k] for k in ("engine", "weight_format", "kv_dtype", "context", "verdict",
+                              "total_gib", "headroom_gib", "decode_tok_s",
+                              "max_context_tokens")}
+
+
+def model_parts(d: SiteData, m: str, summary: dict) -> list[Part]:
+    model = d.models[m]
+    weights = sorted(d.weights.get(m, []), key=lambda w: (-w["weights_bytes"], w["weight_format"]))
+    fit = {"model": model, "formats": {f: d.formats.get(f) for f in
+                                       (w["weight_format"] for w in weights)},
+           "weights": weights, "published": d.published.get(m, []),
+           "runs": summary["runs"], "hctx": summary["hctx"]}
+    return [Part("fit", "model_fit.html.j2", FIT_TABLES, lambda: fit),
+            Part("cost", "model_cost.html.j2", COST_TABLES,
+                 lambda: {"model": model, "cheapest": summary["cheapest"]})]
+
+
+def gpu_parts(d: SiteData, g: str, formats: dict[str, list[str]]) -> list[Part]:
+    gpu = d.gpus[g]
+    fmts = [(e, f) for e in ENGINE_ORDER if e in (gpu["engines"] or "").split(";")
+            for f in formats[e]]
+    grid = []
+    for m in sorted(d.models):
+        hctx = _hctx(d.models[m])
+        rows = d.fits.get((m, g), [])
+        kvs = cache_types(rows)
+        cells = {(r["engine"], r["weight_format"]): r["verdict"]
+                 for r in rows if r["n_gpus"] == 1 and r["batch"] == 1
+                 and r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]}
+        if cells:
+            grid.append({"model_id": m, "hctx": hctx,
+                         "cells": [cells.get(f) for f in fmts]})
+    return [Part("fit", "gpu_fit.html.j2", FIT_TABLES,
+                 lambda: {"gpu": gpu, "formats": fmts, "grid": grid}),
+            Part("cost", "gpu_cost.html.j2", COST_TABLES,
+                 lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
+                          "basis": d.cost_basis.get(g, [])})]
+
+
+def engine_formats(d: SiteData) -> dict[str, list[str]]:
+    """Each engine's formats in the matrix, most bits per weight first."""
+    seen: dict[str, set[str]] = {e: set() for e in ENGINE_ORDER}
+    for rows in d.fits.values():
+        for r in rows:
+            seen[r["engine"]].add(r["weight_format"])
+    return {e: sorted(fs, key=lambda f: (-(d.formats.get(f, {}).get(
+        "nominal_bits_per_weight") or 0), f)) for e, fs in seen.items()}
+
+
+def index_parts(d: SiteData) -> list[Part]:
+    models = sorted(d.models)
+    gpus = sorted(d.gpus.values(), key=lambda g: (g["memory_gib"], g["name"]))
+    return [
+        Part("fit", "index_fit.html.j2", FIT_TABLES, lambda: {
+              "models": [{"model_id": m, "params_total": d.models[m]["params_total"],
+                          "max_context": d.models[m]["max_context"]} for m in models],
+              "gpus": [{k: g[k] for k in ("gpu_id", "name", "vendor", "memory_gib")}
+                       for g in gpus]})]

@@ -1,0 +1,86 @@
+"""Benchmark: the static site built from the published tables, from nothing, again on the
+same tables, and after a price-only change.
+
+    uv run --frozen llm-sizing refresh --offline     # once: the tables to read
+    uv run --frozen python benchmarks/site.py [--models a,b,...]
+
+Builds into a fresh temporary folder: (1) every page (reading the tables included),
+(2) the same tables again: nothing is rendered, (3) after a price-only refresh: new
+versions of `cost_basis` and `cost_matrix` with every cloud price 5 % higher, published
+into a scratch warehouse (the price tables copied, the others linked): only cost and
+cheapest-per-token parts are rendered. Prints pages, seconds (each build includes
+reading the tables), pages per second, parts rendered, bytes on disk and peak resident
+memory as JSON.
+"""
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import polars as pl  # noqa: E402
+
+from assets.publish import build, data  # noqa: E402
+from warehouse import store  # noqa: E402
+
+PRICE_TABLES = ("cost_basis", "cost_matrix")
+
+
+def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
+    """A warehouse whose price tables have a new version, every price times `factor`."""
+    for kind in ("delta", "latest"):
+        (scratch / kind).mkdir(parents=True)
+        for entry in (source / kind).iterdir():
+            if entry.name.split(".")[0] in PRICE_TABLES:
+                shutil.copytree(entry, scratch / kind / entry.name) if entry.is_dir() \
+                    else shutil.copy(entry, scratch / kind / entry.name)
+            else:
+                (scratch / kind / entry.name).symlink_to(entry)
+    for table, column in (("cost_basis", "price_per_gpu_hour_usd"),
+                          ("cost_matrix", "cost_per_mtok_usd")):
+        df = store.read(table, base=str(scratch))
+        df = df.with_columns((pl.col(column) * factor).cast(df.schema[column]))
+        store.publish(table, df, verified_at=df["verified_at"].max(),
+                      commit_info={"benchmark": "price-only refresh"}, base=str(scratch),
+                      fingerprint=f"{table} x {factor}")  # not a JSON dump of 4.8 M rows
+
+
+def _timed(root: str, out: Path, subset: list[str] | None) -> tuple[build.BuildStats, float]:
+    started = time.monotonic()
+    stats = build.build(data.load(root, models=subset), out)
+    return stats, round(time.monotonic() - started, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--warehouse", default=str(ROOT / "warehouse_data"))
+    parser.add_argument("--models", help="comma-separated model ids (default: all)")
+    args = parser.parse_args()
+    subset = args.models.split(",") if args.models else None
+    with tempfile.TemporaryDirectory() as tmp:
+        out, scratch = Path(tmp) / "site", Path(tmp) / "warehouse"
+        full, full_s = _timed(args.warehouse, out, subset)
+        again, again_s = _timed(args.warehouse, out, subset)
+        _price_refresh(Path(args.warehouse), scratch, 1.05)
+        prices, prices_s = _timed(str(scratch), out, subset)
+    result = {
+        "pages": full.pages, "full_s": full_s, "render_s": full.seconds,
+        "pages_per_s": round(full.pages / full_s, 1), "bytes_on_disk": full.bytes_on_disk,
+        "unchanged_s": again_s, "unchanged_parts_rendered": again.parts_rendered,
+        "price_only_s": prices_s, "price_only_parts_rendered": prices.parts_rendered,
+        "price_only_parts_reused": prices.parts_reused,
+        "price_only_pages_written": prices.written,
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
