@@ -26,7 +26,7 @@ The serving model (continuous batching, as vLLM and llama-server run it):
 Not modelled: prefix caching, speculative decoding, preemption and swapping, request
 length spread (every request has exactly P and O tokens), network and tokenizer time.
 The error of the throughput curve against published `vllm bench serve` sweeps is
-measured by tests/test_capacity.py (data/catalogs/serving_benchmarks.csv).
+measured by tests/sizing/test_capacity.py (data/catalogs/serving_benchmarks.csv).
 """
 
 from __future__ import annotations

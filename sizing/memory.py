@@ -117,7 +117,7 @@ def _bytes_per_window_cell() -> pl.Expr:
 def runtime_bytes_per_gpu() -> pl.Expr:
     """Non-weight, non-KV memory on each GPU (llama.cpp: device context and compute buffer;
     vLLM: what its start-up profile subtracts besides the weights, checked against
-    published start-up logs in tests/test_vllm_budget.py)."""
+    published start-up logs in tests/sizing/test_vllm_budget.py)."""
     return engines.term("runtime_bytes")
 
 
@@ -143,7 +143,7 @@ def usable_bytes_per_gpu() -> pl.Expr:
 # How sure each memory figure is: `exact` an engine's rule reproduced against its logs or
 # files (llama.cpp's per-tensor types and cache cells, vLLM's blocks), `fitted` a term
 # fitted on published logs with its error measured on logs left out (vLLM's profile on
-# NVIDIA: tests/test_vllm_budget.py), `estimated` neither (llama.cpp's compute buffer,
+# NVIDIA: tests/sizing/test_vllm_budget.py), `estimated` neither (llama.cpp's compute buffer,
 # Unsloth's unpublished mixes, a driver-visible total not published for the card, vLLM
 # off NVIDIA). A total is as sure as its least sure part (MEMORY_BASES, best first).
 MEMORY_BASES = ("exact", "fitted", "estimated")

@@ -10,7 +10,7 @@ plus attention, which grows with the square of the prompt.
 Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
 per-layer decode overhead are fitted per engine and vendor on
 data/catalogs/speed_measurements.csv by sizing.calibration; each engine's module
-(sizing.engines) holds that fit's output, and tests/test_speed_calibration.py refits them
+(sizing.engines) holds that fit's output, and tests/sizing/test_speed_calibration.py refits them
 and checks they agree. The columns read are those sizing.columns names.
 """
 
@@ -45,7 +45,7 @@ UNQUANTIZED = ("BF16", "F16", "F32")
 # An engine without a decode fit of its own takes llama.cpp's; prefill takes only an
 # engine|vendor fit (efficiency_columns).
 # The median decode error of each fit on devices left out of it (recomputed by
-# tests/test_speed_calibration.py): the band a figure from that fit carries. A vendor with
+# tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A vendor with
 # no fit of its own is "transferred" the engine's pooled fit and carries its error.
 DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
 # How a speed figure was obtained: `calibrated` on the engine's measurements on the

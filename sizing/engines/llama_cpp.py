@@ -57,7 +57,7 @@ PREFILL_FIT = {"NVIDIA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
                "": {"efficiency": 0.35, "efficiency_quantized": 0.26,
                     "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
 # The median decode error of each fit on devices left out of it
-# (tests/test_speed_calibration.py recomputes them).
+# (tests/sizing/test_speed_calibration.py recomputes them).
 DECODE_HELD_OUT_ERROR = {"NVIDIA": 0.090, "AMD": 0.131, "Apple": 0.150, "": 0.106}
 
 # The build a vendor's GPUs need, as the published server images (docs/docker.md:

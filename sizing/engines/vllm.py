@@ -103,7 +103,7 @@ LOGIT_BYTES = 4  # the sampler works on F32 logits
 # and out). An engine-structure estimate, not fitted: the V0 logs of vllm#10517 check it.
 FFN_BUFFERS, HIDDEN_BUFFERS = 3, 4
 
-# Fitted on the published start-up logs by fit_budget() (tests/test_vllm_budget.py prints
+# Fitted on the published start-up logs by fit_budget() (tests/sizing/test_vllm_budget.py prints
 # the fit and its error on models left out of it):
 # the sampler's peak in copies of its F32 logits (max_num_seqs x vocabulary x 4 bytes),
 SAMPLER_COPIES = 3.863

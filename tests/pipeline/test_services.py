@@ -12,7 +12,7 @@ import pytest
 from tests.services import free_port, process, python_module
 from warehouse import store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

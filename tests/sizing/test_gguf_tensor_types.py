@@ -5,7 +5,7 @@ tests/snapshots/*.schema: for each model and ftype, the default type and every t
 that llama-quantize gives another type. Our rules must reproduce each tensor's type.
 Every ftype the schemas list is checked, the i-quants IQ1_S to IQ3_M and Q2_K_S included.
 tests/test-quant-type-selection.cpp produces them through llama_quant_compute_types, which
-sets has_imatrix = false, hence require_imatrix=False here (tests/test_iquants.py covers
+sets has_imatrix = false, hence require_imatrix=False here (tests/sizing/test_iquants.py covers
 the imatrix rules).
 """
 

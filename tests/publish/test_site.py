@@ -34,8 +34,8 @@ from tests.conftest import ROOT, small_snapshot
 from warehouse import store
 
 CHROMIUM = Path("/usr/bin/chromium")
-AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
-ARTIFACTS = Path(__file__).parent / "artifacts" / "site"
+AXE = Path(__file__).parents[1] / "vendor" / "axe-core" / "axe.min.js"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "site"
 SEED_MODEL, SEED_GPU = "Qwen/Qwen2.5-72B-Instruct", "mtt_s4000_48gb"
 MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it")
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Runtime memory and usable memory against what engines printed at start-up.
 
-vLLM's budget is checked against its own start-up logs in tests/test_vllm_budget.py.
+vLLM's budget is checked against its own start-up logs in tests/sizing/test_vllm_budget.py.
 llama.cpp: the output buffer on the host is n_vocab x 4 bytes per output row
 ("CUDA_Host output buffer size = 0.58 MiB" for Qwen2.5-3B, n_vocab 151936, LLamaSharp#1099);
 the device logits of one micro-batch are 512 such rows.
@@ -77,7 +77,7 @@ def test_vllm_holds_gemma4_k_proj_twice():
 def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
     """vllm/model_executor/layers/deepseek_v4_attention.py: "DeepseekV4 only supports fp8
     kv-cache format". An estimate that asks for vLLM's default cache is refused and the
-    default it picks is fp8 (the matrix side: tests/test_pipeline.py)."""
+    default it picks is fp8 (the matrix side: tests/pipeline/test_pipeline.py)."""
     from sizing.estimate import InvalidConfiguration, default_kv_dtype
 
     m = load_arch("deepseek-ai/DeepSeek-V4-Flash")

@@ -59,7 +59,7 @@ def test_code_location_loads_with_no_environment(tmp_path):
     import subprocess
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m",
                            "pipeline.definitions"], cwd=root, env=env, capture_output=True,
@@ -74,7 +74,7 @@ def warehouse_root(tmp_path_factory):
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "warehouse": WarehouseResource(root=root),
                  "price_sources": PriceSourcesResource(), "hub": HubResource()}
-    # The site is built by tests/test_site.py on a few models, not here on all of them.
+    # The site is built by tests/publish/test_site.py on a few models, not here on all of them.
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     for _ in range(2):  # twice: the second run, on the same inputs, publishes nothing
         assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success

@@ -43,7 +43,7 @@ def _warehouse_root() -> str:
 def test_refresh_in_two_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("LLM_SIZING_SNAPSHOT", str(small_snapshot(tmp_path / "snapshot")))
-    job = dg.build_reconstructable_job("tests.test_scale_out", "multiprocess_refresh_job")
+    job = dg.build_reconstructable_job("tests.pipeline.test_scale_out", "multiprocess_refresh_job")
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
         result = dg.execute_job(job, instance=instance, tags=ALL_SHARDS_TAGS)
