@@ -32,6 +32,7 @@ from assets.resources import (
 )
 from assets.sizing.capacity_plans import capacity_plans
 from assets.sizing.cost_matrix import cost_matrix
+from assets.sizing.finetune import finetune
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from assets.sizing.weights import weights, weights_match_published_gguf
@@ -41,7 +42,7 @@ from warehouse.tables import PRICE_PROVIDERS
 
 TABLE_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
                 fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
-                vllm_startup_checks, speed_checks, accuracy, capacity_plans,
+                vllm_startup_checks, speed_checks, accuracy, capacity_plans, finetune,
                 *PROVIDER_ASSETS, gpu_prices]
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.

@@ -35,6 +35,9 @@ ACTIVATION_BYTES_PER_LAYER_UNIT = 34  # x seq x batch x hidden, with flash atten
 CHECKPOINT_BYTES_PER_LAYER_UNIT = 2
 LOGITS_BYTES = 4
 DEFAULT_LORA_RANK = 16
+# The workload the published figures assume (a caller of finetune_memory may pass another):
+# 2,048-token sequences, one per micro-batch, gradient checkpointing on.
+DEFAULT_SEQUENCE_TOKENS, DEFAULT_MICRO_BATCH = 2048, 1
 DEFAULT_TARGETS = ("attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv",
                    "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_shexp", "ffn_up_shexp",
                    "ffn_down_shexp", "attn_q_a", "attn_q_b", "attn_kv_a_mqa")
@@ -66,7 +69,8 @@ def activation_bytes(m: ModelArch, seq: int, micro_batch: int, checkpointing: bo
     return layers + 2 * seq * micro_batch * m.vocab * LOGITS_BYTES
 
 
-def finetune_memory(m: ModelArch, seq: int = 2048, micro_batch: int = 1,
+def finetune_memory(m: ModelArch, seq: int = DEFAULT_SEQUENCE_TOKENS,
+                    micro_batch: int = DEFAULT_MICRO_BATCH,
                     checkpointing: bool = True, rank: int = DEFAULT_LORA_RANK,
                     targets: tuple[str, ...] = DEFAULT_TARGETS) -> dict[str, FinetuneMemory]:
     tensors = enumerate_tensors(m)
@@ -86,3 +90,14 @@ def finetune_memory(m: ModelArch, seq: int = 2048, micro_batch: int = 1,
                                          gib(params * (FULL_PURE_BF16_BYTES_PER_PARAM - 2)),
                                          act),
     }
+
+
+def finetune_rows(m: ModelArch) -> list[dict]:
+    """finetune_memory at the defaults, one row per regime, as the `finetune` table holds it."""
+    return [{"model_id": m.name, "regime": key, "regime_label": f.regime,
+             "weights_gib": f.weights_gib, "trainable_params": f.trainable_params,
+             "optimizer_gib": f.optimizer_gib, "activations_gib": f.activations_gib,
+             "total_gib": f.total_gib, "sequence_tokens": DEFAULT_SEQUENCE_TOKENS,
+             "micro_batch": DEFAULT_MICRO_BATCH, "lora_rank": DEFAULT_LORA_RANK,
+             "gradient_checkpointing": True}
+            for key, f in finetune_memory(m).items()]

@@ -391,8 +391,26 @@ ACCURACY = TableContract(
 )
 
 
+# Memory to fine-tune each model in each regime (sizing.finetune: one GPU's worth, the
+# stated sequence length, micro-batch, LoRA rank and gradient checkpointing).
+FINETUNE = TableContract(
+    "finetune",
+    keys=("model_id", "regime"),
+    schema={"model_id": pl.String(), "regime": pl.String(), "regime_label": pl.String(),
+            "weights_gib": pl.Float64(), "trainable_params": pl.Int64(),
+            "optimizer_gib": pl.Float64(), "activations_gib": pl.Float64(),
+            "total_gib": pl.Float64(), "sequence_tokens": pl.Int64(), "micro_batch": pl.Int64(),
+            "lora_rank": pl.Int64(), "gradient_checkpointing": pl.Boolean()} | VERIFIED_AT,
+    not_null=("model_id", "regime", "total_gib"),
+    rules=(("memory figures are positive and add up",
+            (pl.col("weights_gib") > 0) & (pl.col("activations_gib") >= 0)
+            & ((pl.col("weights_gib") + pl.col("optimizer_gib") + pl.col("activations_gib")
+                - pl.col("total_gib")).abs() < 1e-6)),),
+)
+
 CONTRACTS = {c.name: c for c in (
-    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, HUB_MODELS, GGUF_FILES, MODELS, MODEL_QUARANTINE,
+    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, FINETUNE, HUB_MODELS, GGUF_FILES, MODELS,
+    MODEL_QUARANTINE,
     WEIGHTS, GPUS,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,

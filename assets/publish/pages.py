@@ -21,7 +21,7 @@ from assets.publish.data import (
 )
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-              "fit_matrix", "gguf_published_sizes")
+              "fit_matrix", "gguf_published_sizes", "finetune")
 COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
 # Engines in the order a page prefers them for its headline.
 ENGINE_ORDER = ("llama.cpp", "vllm")
@@ -75,7 +75,8 @@ def all_pages(d: SiteData) -> list[Page]:
             pair_path(m, g), f"{model_name(m)} on {d.gpus[g]['name']}: memory, context, speed "
             "and cost", "pair",
             {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
-                     ("weights", m), ("published", m), ("formats", ALL), ("engines", ALL)),
+                     ("weights", m), ("published", m), ("finetune", m), ("formats", ALL),
+                     ("engines", ALL)),
              "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
                       ("gpus", g), ("models", m)),
              "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
@@ -172,6 +173,7 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "contexts": contexts, "formats": formats, "multi": multi, "batches": batches,
             "multi_conf": {n: conf.get((fmt, engine, n)) for n in (r["n_gpus"] for r in multi)},
             "published": published, "engine_row": d.engines.get(engine),
+            "finetune": sorted(d.finetune.get(m, []), key=lambda r: r["total_gib"]),
             "kv_types": sorted({r["kv_dtype"] for r in contexts}),
         }
 

@@ -145,6 +145,12 @@ def test_seed_page_shows_the_tables_numbers(built, server, browser):
                             ("#s-decode", row["decode_tok_s"])):
         assert number(page, selector) == pytest.approx(value, abs=0.051 if selector == "#s-decode"
                                                        else 0.0051), selector
+    # Fine-tuning memory, each regime as the finetune table holds it.
+    finetune = latest(root, "finetune").filter(pl.col("model_id") == SEED_MODEL)
+    assert finetune.height == 4
+    for r in finetune.iter_rows(named=True):
+        shown = page.locator(f"#ft-{r['regime']} .ft-total").inner_text()
+        assert float(shown) == pytest.approx(r["total_gib"], abs=0.0051), r["regime"]
     # The figures the issue names: 44.15 GiB of weights, the published file 47.4 GB.
     assert text(page, "#w-gib") == "44.15 GiB"
     published_gb = [float(t.split()[0]) for t in page.locator(".pub-gb").all_inner_texts()]

@@ -45,3 +45,13 @@ def test_gradient_checkpointing_saves_activation_memory():
     without = finetune_memory(m, seq=4096, checkpointing=False)["lora"].activations_gib
     longer = finetune_memory(m, seq=8192, checkpointing=True)["lora"].activations_gib
     assert with_ckpt < without / 3 and longer > with_ckpt
+
+
+def test_the_published_rows_are_the_estimates_figures():
+    """The `finetune` table's rows (finetune_rows) are finetune_memory's, regime by regime."""
+    from sizing.finetune import finetune_memory, finetune_rows
+
+    m = load_arch("Qwen/Qwen3-8B")
+    rows = {r["regime"]: r for r in finetune_rows(m)}
+    for key, f in finetune_memory(m).items():
+        assert rows[key]["total_gib"] == f.total_gib and rows[key]["regime_label"] == f.regime
