@@ -19,7 +19,7 @@ TERMS = (
     "sparse_entry_extra_bytes", "host_expert_bytes", "conv_state_bytes", "kv_split",
     "full_layer_replication", "runtime_bytes", "weights_held_bytes",
     "weights_on_device_bytes", "usable_bytes", "cache_allocation_tokens", "runtime_basis",
-    "usable_basis",
+    "usable_basis", "kernel_refusal", "kernel_basis",
     "decode_parallelism", "decode_comm_seconds", "sparse_kernels", "prefill_parallelism",
     "prefill_weight_reads", "prefill_step_tokens",
 )

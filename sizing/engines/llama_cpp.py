@@ -154,6 +154,17 @@ def usable_basis() -> pl.Expr:
     return pl.lit("exact")
 
 
+# Kernels ----------------------------------------------------------------------------
+
+def kernel_refusal() -> pl.Expr:
+    """No documented gate: llama.cpp's backends run every GGUF type it sizes."""
+    return pl.lit(None, pl.String)
+
+
+def kernel_basis() -> pl.Expr:
+    return pl.lit("not gated (llama.cpp)")
+
+
 # Speed ------------------------------------------------------------------------------
 
 def decode_parallelism() -> pl.Expr:
