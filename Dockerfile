@@ -4,7 +4,7 @@
 # Build: docker build -t llm-sizing:<tag> .   Values for Dagster's chart: deploy/helm/.
 FROM python:3.11-slim
 
-COPY --from=ghcr.io/astral-sh/uv:0.9 /uv /usr/local/bin/uv
+RUN pip install --no-cache-dir uv==0.13.9
 ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never \
     PATH=/app/.venv/bin:$PATH PYTHONUNBUFFERED=1
 
@@ -19,11 +19,12 @@ COPY pipeline pipeline
 COPY data data
 RUN uv sync --frozen --no-dev --extra deploy
 
-# Postgres (not this folder) holds the instance in a deployment; DAGSTER_HOME is where
-# the chart mounts its dagster.yaml.
-RUN useradd --system --uid 10001 --home-dir /app llm-sizing \
+# The code stays root-owned and read-only to the server. Postgres holds the instance;
+# DAGSTER_HOME is where the chart mounts its dagster.yaml. The user's home takes the
+# caches, and the site (rendered from files, so kept locally when the tables are on S3).
+RUN useradd --system --uid 10001 --create-home --home-dir /home/llm-sizing llm-sizing \
     && mkdir -p /opt/dagster/dagster_home && chown llm-sizing /opt/dagster/dagster_home
-ENV DAGSTER_HOME=/opt/dagster/dagster_home
+ENV DAGSTER_HOME=/opt/dagster/dagster_home LLM_SIZING_SITE_DIR=/home/llm-sizing/site
 USER 10001
 
 EXPOSE 3030

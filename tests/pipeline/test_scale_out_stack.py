@@ -24,6 +24,7 @@ from dagster._daemon.auto_run_reexecution.event_log_consumer import EventLogCons
 from dagster._grpc.client import DagsterGrpcClient
 
 from assets.sizing.shards import ALL_SHARDS_TAGS
+from pipeline.definitions import _executor
 from tests.conftest import ROOT, small_snapshot
 from tests.services import free_port, postgres, process, python_module, wait_until
 from warehouse import store
@@ -184,8 +185,6 @@ def test_helm_values_and_image_match_the_code_location():
     Dockerfile agree with the project: the module and port the code server serves, an S3
     warehouse, an executor the code location accepts, the run retries and write limit of
     dagster.yaml, the Postgres scheme of deploy/k8s, secrets by name only."""
-    from pipeline.definitions import _executor
-
     values = yaml.safe_load((ROOT / "deploy/helm/values.yaml").read_text())
     (deployment,) = values["dagster-user-deployments"]["deployments"]
     docker = (ROOT / "Dockerfile").read_text().splitlines()
