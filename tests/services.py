@@ -64,7 +64,10 @@ def process(argv: list[str], ready_url: str | Callable[[], bool], seconds: float
             wait_for(ready_url, seconds)
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:  # the whole group already exited (reported above)
+            pass
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
