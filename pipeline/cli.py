@@ -89,12 +89,34 @@ def record(args: argparse.Namespace) -> int:
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("record_snapshot").execute_in_process(
             instance=instance, raise_on_error=False)
-    for event in result.get_asset_check_evaluations():
-        if not event.passed:
-            print(f"warning: {event.asset_key.to_user_string()} {event.check_name}: "
-                  f"{event.metadata.get('reason', '')}")
-    print(f"snapshot written to {args.snapshot}")
-    return 0 if result.success else 1
+    failed = _failed_sources(result)
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    if not result.success:
+        print(f"snapshot record failed; the snapshot in {args.snapshot} keeps what it had",
+              file=sys.stderr)
+        return 1
+    print(f"snapshot written to {args.snapshot}"
+          + (f"; {len(failed)} source(s) could not be read, their last good data kept"
+             if failed else ""))
+    return 3 if failed else 0
+
+
+def _failed_sources(result) -> list[str]:
+    """One line per source that could not be read: a price provider whose `responded`
+    check failed (with its reason), the Hub when models could not be fetched."""
+    import dagster as dg
+
+    lines = [f"{e.asset_key.to_user_string()}: "
+             f"{getattr(e.metadata.get('reason'), 'value', 'no reason recorded')}"
+             for e in result.get_asset_check_evaluations()
+             if e.check_name == "responded" and not e.passed]
+    for m in result.asset_materializations_for_node("hub_models"):
+        failed = m.metadata.get("failed") if m.asset_key == dg.AssetKey("hub_models") else None
+        if failed is not None and failed.value:
+            lines.append(f"hub_models: {failed.value} model(s) could not be fetched (each row "
+                         "keeps its last good facts; the reasons are in the hub_models table)")
+    return lines
 
 
 def _catalog_gpu(query: str, cache: dict) -> dict:
@@ -656,7 +678,10 @@ def main(argv: list[str] | None = None) -> int:
     pl_.set_defaults(func=plan_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
-    rec = snap_sub.add_parser("record", help="fetch the Hub and the price providers now")
+    rec = snap_sub.add_parser(
+        "record", help="fetch the Hub and the price providers now",
+        description="Exit codes: 0 every source read; 1 the run failed; 3 a source could not "
+                    "be read (one line each on stderr), its last good data kept.")
     rec.add_argument("--snapshot", default=str(SNAPSHOT_DIR))
     rec.set_defaults(func=record)
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")

@@ -169,6 +169,33 @@ def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, m
     assert [e["request"] for e in lines if e["provider"] == "digitalocean"] == ["pricing-html"]
 
 
+def test_snapshot_record_says_which_sources_failed_and_exits_3(snapshot, tmp_path, monkeypatch,
+                                                               capsys):
+    """The Hub answers 500 for the model and RunPod's API 500: `snapshot record` names both
+    on stderr, one line each, and exits 3 (a source not read, its last good data kept)."""
+    from pipeline.cli import main
+    from tests.price_server import price_server
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    for key in ("LLM_SIZING_OFFLINE", "HF_HUB_OFFLINE", "LLM_SIZING_SNAPSHOT"):
+        monkeypatch.setenv(key, "")
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.setattr("assets.prices.http._wait", lambda state: 0)
+    with hub_server(HubState(faults={LLAMA: "500"})) as hub_url, \
+            price_server({"/graphql": "500"}) as prices_url:
+        monkeypatch.setenv("HF_ENDPOINT", hub_url)
+        for p in ("RUNPOD", "VASTAI", "VULTR", "DIGITALOCEAN"):
+            monkeypatch.setenv(f"LLM_SIZING_{p}_URL", prices_url)
+        assert main(["snapshot", "record", "--snapshot", str(snapshot)]) == 3
+    errors = [line for line in capsys.readouterr().err.splitlines()
+              if line.startswith("error: ")]
+    assert len(errors) == 2, errors
+    assert any(e.startswith("error: prices_runpod: ") and "500" in e for e in errors)
+    assert any(e.startswith("error: hub_models: 1 model(s) could not be fetched") for e in errors)
+
+
 @pytest.mark.parametrize(("authors", "floor", "expected"), [
     (["meta-llama"], 10_000, [LLAMA]),  # the recorded info: 5,795,728 downloads
     (["meta-llama"], 10_000_000, []),  # below the download floor
