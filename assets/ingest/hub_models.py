@@ -9,6 +9,7 @@ same, so nothing downstream is marked stale.
 
 import datetime as dt
 import hashlib
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -71,6 +72,22 @@ def _rows(outcomes: list[ModelOutcome], previous: dict[str, str],
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def _fetch_all(context: dg.AssetExecutionContext, api, index: list[str],
+               previous: dict[str, str], snapshot: Path, hub: HubResource) -> list[ModelOutcome]:
+    """Each model fetched in turn, a progress line each, until the fetch's deadline
+    (HubResource.deadline_s); the models not reached by then are failed with that reason."""
+    deadline = time.monotonic() + hub.deadline_s
+    outcomes = []
+    for i, r in enumerate(index, 1):
+        if time.monotonic() > deadline:
+            outcomes.append(ModelOutcome(r, "failed", reason=(
+                f"not fetched: the Hub fetch's deadline of {hub.deadline_s:g} s passed")))
+            continue
+        outcomes.append(fetch_model(api, r, previous.get(r), snapshot, hub.timeout_s))
+        context.log.info(f"hub {i}/{len(index)}: {r} {outcomes[-1].status}")
+    return outcomes
+
+
 _KINDS = ("huggingface", "deltalake")
 
 
@@ -95,8 +112,7 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
     else:
         api = hub.api()
         index = list(dict.fromkeys(curated + hub.discovered(api)))
-        outcomes = [fetch_model(api, r, previous.get(r), Path(snapshot.path), hub.timeout_s)
-                    for r in index]
+        outcomes = _fetch_all(context, api, index, previous, Path(snapshot.path), hub)
         gguf = [g for o in outcomes for g in o.gguf_files]
         # Unchanged models were listed when their revision was new; failed ones keep their
         # last listing rather than losing it to an outage.

@@ -15,6 +15,9 @@ class HubResource(dg.ConfigurableResource):
     discover_top_n: int = 0
     min_downloads: int = 10_000
     timeout_s: float = 20.0
+    # The whole fetch's deadline: models not reached by then keep their last good facts
+    # and are reported failed, so a hanging Hub costs minutes, not hours.
+    deadline_s: float = 900.0
 
     def api(self) -> HfApi:
         return HfApi(endpoint=self.endpoint, token=os.environ.get("HF_TOKEN") or False)

@@ -90,6 +90,31 @@ def _run(url, snapshot, root):
     return result
 
 
+def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
+    """A Hub that hangs on the first model: once the fetch's deadline has passed, the models
+    not reached are failed with that reason (no request made for them) and keep the facts
+    of the run before, instead of waiting on every model in turn."""
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    root = str(tmp_path / "warehouse")
+    with hub_server(HubState()) as url:
+        _run(url, snapshot, root)  # a good run first: the facts to keep
+    before = store.read_head("hub_models", base=root)
+    state = HubState(faults={LLAMA: "slow"})
+    resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=0.5, deadline_s=0.1),
+                 "snapshot": SnapshotResource(path=str(snapshot)),
+                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
+    with hub_server(state) as url:
+        resources["hub"] = resources["hub"].model_copy(update={"endpoint": url})
+        assert dg.materialize([hub_models, models], resources=resources).success
+    after = store.read_head("hub_models", base=root)
+    late = after.filter(pl.col("reason").str.contains("deadline", literal=True))
+    assert late.height == after.height - 1  # all but the first, which timed out on its own
+    assert after.filter(pl.col("repo_id") == LLAMA)["status"].item() == "failed"
+    kept = late.join(before, on="repo_id", suffix="_before")
+    assert kept.height == late.height
+    assert (kept["downloads"] == kept["downloads_before"]).all()
+
+
 def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")
