@@ -101,6 +101,8 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
         return ModelOutcome(repo_id, "removed", reason="repository not found on the Hub")
     except (HfHubHTTPError, httpx2.HTTPError) as e:
         return ModelOutcome(repo_id, "failed", reason=f"model info: {_describe(e)}")
+    except ValueError as e:  # an invalid repository id ("../x"), a body that is not JSON
+        return ModelOutcome(repo_id, "failed", reason=f"model info: {type(e).__name__}: {e}"[:300])
     if info.gated and not api.token:
         return ModelOutcome(repo_id, "gated", info.sha, "gated: HF_TOKEN with access needed")
     if info.sha == known_revision:

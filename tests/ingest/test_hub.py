@@ -71,6 +71,16 @@ def test_persistent_faults_fail_the_model_with_a_reason(fault, reason):
     assert got.status == "failed" and reason in got.reason
 
 
+@pytest.mark.parametrize("repo_id", ["../../etc", "a/b/../c", "x" * 200])
+def test_an_invalid_repository_id_fails_that_model_only(repo_id, tmp_path):
+    """An id the Hub cannot have is that model's failure, with the reason, before any
+    request or any file is written (nothing escapes the snapshot folder)."""
+    with hub_server(HubState()) as url:
+        got = fetch_model(_api(url), repo_id, None, tmp_path / "snapshot")
+    assert got.status == "failed" and "model info:" in got.reason
+    assert not any(tmp_path.rglob("config.json"))
+
+
 def test_unknown_repository_is_marked_removed():
     with hub_server(HubState()) as url:
         got = fetch_model(_api(url), "nobody/does-not-exist", None, _tmp())
