@@ -40,6 +40,7 @@ def _warehouse_root() -> str:
     return os.environ["LLM_SIZING_WAREHOUSE"]
 
 
+@pytest.mark.stack  # several processes: run with the stack by .ci/run (pytest -m stack)
 def test_refresh_in_two_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("LLM_SIZING_SNAPSHOT", str(small_snapshot(tmp_path / "snapshot")))
@@ -53,6 +54,7 @@ def test_refresh_in_two_processes(tmp_path, monkeypatch):
     assert store.row_count("fit_matrix", base=str(tmp_path / "warehouse")) > 100_000
 
 
+@pytest.mark.stack  # several processes: run with the stack by .ci/run (pytest -m stack)
 def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
     """Two runs of the shard partitions at once, each launched by Dagster's own command line
     in a process of its own (the run queue's part in a deployment), sharing one instance and
