@@ -50,3 +50,15 @@ def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path
     if not (dest / "prices").exists():
         (dest / "prices").symlink_to(SNAPSHOT / "prices", target_is_directory=True)
     return dest
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A local S3 (moto's server) on 127.0.0.1, stopped by its process id afterwards."""
+    from tests.services import free_port, process, python_module
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)),
+                 f"{url}/moto-api/"):
+        yield url

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -16,7 +17,7 @@ from assets.resources import (
     entry_date,
     table_spec,
 )
-from sizing.architecture import ConfigError, parse_config
+from sizing.architecture import ConfigError, ModelArch, parse_config
 from sizing.model_facts import model_row
 
 
@@ -95,3 +96,11 @@ def sized_configs(snapshot: SnapshotResource, models: pl.DataFrame) -> dict[str,
                             "from; materialize models again")
         out[repo_id] = path
     return out
+
+
+def sized_archs(snapshot: SnapshotResource, models: pl.DataFrame) -> Iterator[ModelArch]:
+    """The architecture of every model the published `models` table holds, parsed from its
+    checked config (sized_configs), in the table's order."""
+    configs = sized_configs(snapshot, models)
+    for repo_id in models.get_column("model_id"):
+        yield parse_config(configs[repo_id].read_bytes(), repo_id)

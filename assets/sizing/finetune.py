@@ -3,10 +3,9 @@
 import dagster as dg
 import polars as pl
 
-from assets.ingest.models import sized_configs
+from assets.ingest.models import sized_archs
 from assets.resources import SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
-from sizing.architecture import parse_config
 from sizing.finetune import finetune_rows
 from warehouse import store
 
@@ -24,8 +23,6 @@ def finetune(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
     if (current := warehouse.unchanged(context, "finetune", content, verified_at)) is not None:
         return current
-    configs = sized_configs(snapshot, models)
-    rows = [r for repo_id in models.get_column("model_id")
-            for r in finetune_rows(parse_config(configs[repo_id].read_bytes(), repo_id))]
+    rows = [r for m in sized_archs(snapshot, models) for r in finetune_rows(m)]
     return warehouse.publish(context, "finetune", pl.DataFrame(rows), verified_at, "models",
                              fingerprint=content)

@@ -3,10 +3,9 @@
 import dagster as dg
 import polars as pl
 
-from assets.ingest.models import sized_configs
+from assets.ingest.models import sized_archs
 from assets.resources import SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
-from sizing.architecture import parse_config
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.gguf_quant import published_size_tolerance
 from sizing.model_facts import format_row
@@ -26,12 +25,8 @@ def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
     if (current := warehouse.unchanged(context, "weights", content, verified_at)) is not None:
         return current
-    configs = sized_configs(snapshot, models)
-    rows = []
-    for repo_id in models.get_column("model_id"):
-        m = parse_config(configs[repo_id].read_bytes(), repo_id)
-        rows += [format_row(m, f, gguf=engine == LLAMA_CPP)
-                 for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
+    rows = [format_row(m, f, gguf=engine == LLAMA_CPP) for m in sized_archs(snapshot, models)
+            for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
     df = pl.DataFrame(rows).with_columns(
         (pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
     return warehouse.publish(context, "weights", df, verified_at, "models",

@@ -7,21 +7,11 @@ from pathlib import Path
 import boto3
 import httpx
 import polars as pl
-import pytest
 
 from tests.services import free_port, process, python_module
 from warehouse import store
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)),
-                 f"{url}/moto-api/"):
-        yield url
 
 
 def test_publish_to_s3_and_read_back(s3_endpoint, monkeypatch):

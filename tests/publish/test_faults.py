@@ -25,7 +25,7 @@ from filelock import FileLock
 from pipeline.definitions import ALL_ASSETS
 from tests import fault_run
 from tests.conftest import ROOT, small_snapshot
-from tests.services import free_port, process, python_module
+from tests.services import free_port
 from warehouse import staging, store
 
 BOUNDARIES = ("committed:engines", "committed:model_quarantine", "release:staged",
@@ -219,15 +219,6 @@ def test_retention_keeps_the_versions_of_the_kept_releases_and_clears_orphans(tm
         assert len(data) == 2 * len(files)  # the two kept versions' files, nothing else
         assert sorted(p.name for p in (tmp_path / "exports" / t).iterdir()) == \
             sorted(f"{r.versions[t]}.parquet" for r in releases[:2])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)),
-                 f"{url}/moto-api/"):
-        yield url
 
 
 def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monkeypatch, capsys):
