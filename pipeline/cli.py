@@ -59,7 +59,7 @@ def prices(args: argparse.Namespace) -> int:
           f"{'USD/month':>10}  billing      verified")
     for r in best.iter_rows(named=True):
         monthly = r["price_per_instance_hour_usd"] * args.hours_per_day * DAYS_PER_MONTH
-        print(f"{r['provider']:13} {str(r['gpu_count']) + 'x ' + r['gpu_id']:28} "
+        print(f"{r['provider']:13} {str(r['n_gpus']) + 'x ' + r['gpu_id']:28} "
               f"{r['total_vram_gb']:>8g} {r['price_per_instance_hour_usd']:>7.2f} "
               f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
     print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
@@ -204,7 +204,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                     gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
                     gpu["price_new_usd"], gpu["price_used_usd"],
                     engines=tuple(e for e in gpu["engines"].split(";") if e),
-                    gpu_count_options=tuple(int(n) for n in gpu["gpu_count_options"].split(";")),
+                    n_gpus_options=tuple(int(n) for n in gpu["n_gpus_options"].split(";")),
                     memory_cuda_gib=gpu["memory_gib_cuda"])
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     vllm = VllmSettings(args.vllm_version, args.gpu_memory_utilization, args.max_num_seqs,
@@ -518,7 +518,7 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
     from sizing.cost import cheapest_on_demand
 
     match = cheapest_on_demand(offers.filter((pl.col("gpu_id") == gpu_id)
-                                             & (pl.col("gpu_count") == args.gpus)), ["gpu_id"])
+                                             & (pl.col("n_gpus") == args.gpus)), ["gpu_id"])
     if match.is_empty():
         return None, f"no on-demand cloud offer for {args.gpus}x {gpu_id}"
     best = match.row(0, named=True)

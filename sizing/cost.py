@@ -39,8 +39,8 @@ def rental(offers: pl.DataFrame | None) -> pl.LazyFrame:
     if offers is None or offers.is_empty():
         return pl.LazyFrame(schema={"gpu_id": pl.String, "n_gpus": pl.Int64,
                                     "rent_usd_per_hour": pl.Float64, "rent_offer": pl.String})
-    return cheapest_on_demand(offers.lazy(), ["gpu_id", "gpu_count"]).select(
-        "gpu_id", pl.col("gpu_count").cast(pl.Int64).alias("n_gpus"),
+    return cheapest_on_demand(offers.lazy(), ["gpu_id", "n_gpus"]).select(
+        "gpu_id", pl.col("n_gpus").cast(pl.Int64),
         pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
         pl.format("{} {} (verified {})", "provider", "tier",
                   pl.col("verified_at").cast(pl.String)).alias("rent_offer"))

@@ -50,7 +50,7 @@ class Device:
     price_used_usd: float | None = None
     # The GPU catalog's engines and counts (None: a device not from the catalog, unchecked).
     engines: tuple[str, ...] | None = None
-    gpu_count_options: tuple[int, ...] | None = None
+    n_gpus_options: tuple[int, ...] | None = None
     # Total memory as CUDA reports it (torch.cuda.mem_get_info), where known.
     memory_cuda_gib: float | None = None
 
@@ -108,8 +108,8 @@ def _rule_row(m: ModelArch, c: Configuration, d: Device | None) -> pl.DataFrame:
         "context": c.context, "n_gpus": c.n_gpus, "rope_scaling": c.rope_scaling,
         "gpu_id": d.name if d else None,
         "engines": ";".join(d.engines) if d and d.engines is not None else None,
-        "gpu_count_options": ";".join(map(str, d.gpu_count_options))
-        if d and d.gpu_count_options is not None else None}
+        "n_gpus_options": ";".join(map(str, d.n_gpus_options))
+        if d and d.n_gpus_options is not None else None}
     return pl.DataFrame([row], schema_overrides=_RULE_SCHEMA)
 
 
@@ -117,7 +117,7 @@ _RULE_MODEL_COLUMNS = ("model_id", "n_heads", "kv_heads", "kv_heads_full", "vllm
                        "max_context", "rope_scaled_max_context", "rope_scaling_type")
 _RULE_SCHEMA = {**{k: MODEL[k] for k in _RULE_MODEL_COLUMNS},
                 **{k: CONFIGURATION[k] for k in ("context", "kv_dtype", "rope_scaling")},
-                "gpu_id": pl.String, "engines": pl.String, "gpu_count_options": pl.String}
+                "gpu_id": pl.String, "engines": pl.String, "n_gpus_options": pl.String}
 
 
 def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:

@@ -70,7 +70,7 @@ def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
 
 def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (GPU, count, engine) the catalog says exists (sizing.rules.GPU_RULES)."""
-    return (gpus.with_columns(pl.col("gpu_count_options").str.split(";").alias("n_gpus"))
+    return (gpus.with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
             .explode("n_gpus").with_columns(pl.col("n_gpus").cast(pl.Int64))
             .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
             .filter(allowed(GPU_RULES))

@@ -138,8 +138,8 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
-        cheapest = cheapest_on_demand(offers, ["gpu_id", "gpu_count"])
-        rentable = fits.join(cheapest.rename({"gpu_count": "n_gpus"}), on=["gpu_id", "n_gpus"])
+        cheapest = cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
+        rentable = fits.join(cheapest, on=["gpu_id", "n_gpus"])
         row = _first(rentable, "price_per_instance_hour_usd")
         cloud = card(row, provider=row["provider"], tier=row["tier"],
                      price_per_hour_usd=row["price_per_instance_hour_usd"],

@@ -10,7 +10,7 @@ A configuration is refused by the estimate exactly when the matrix has no row fo
 Columns the rules read: model_id, n_heads, kv_heads, kv_heads_full, vllm_kv_fp8_only,
 max_context, rope_scaled_max_context, rope_scaling_type (the model's row); engine,
 weight_format, kv_dtype, context, n_gpus, rope_scaling (the configuration: the RoPE
-scaling asked for, null for none); gpu_id, engines and gpu_count_options (the GPU
+scaling asked for, null for none); gpu_id, engines and n_gpus_options (the GPU
 catalog's `;`-lists; null where the device is not from the catalog: not checked).
 """
 
@@ -44,10 +44,10 @@ GPU_RUNS_ENGINE = Rule(
               pl.col("gpu_id"), pl.when(pl.col("engines") == "").then(pl.lit("none"))
               .otherwise(pl.col("engines").str.replace_all(";", ", "))))
 GPU_COUNT_LISTED = Rule(
-    "the GPU comes in that count (GPU catalog, gpu_count_options column)",
-    _listed("gpu_count_options", pl.col("n_gpus")),
+    "the GPU comes in that count (GPU catalog, n_gpus_options column)",
+    _listed("n_gpus_options", pl.col("n_gpus")),
     pl.format("{} comes in counts of {} in the GPU catalog, not {}", pl.col("gpu_id"),
-              pl.col("gpu_count_options").str.replace_all(";", ", "), pl.col("n_gpus")))
+              pl.col("n_gpus_options").str.replace_all(";", ", "), pl.col("n_gpus")))
 
 # --- the model on the engine and the GPU count ----------------------------------------
 

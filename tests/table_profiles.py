@@ -92,6 +92,13 @@ def differences(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
     return problems
 
 
+def under_current_names(table: str, recorded: dict[str, dict]) -> dict[str, dict]:
+    """A profile recorded before some of the table's columns were renamed, keyed by the
+    names the contract uses now (its `renamed`)."""
+    new = dict(CONTRACTS[table].renamed)
+    return {new.get(c, c): stats for c, stats in recorded.items()}
+
+
 def profiles(root: str) -> dict[str, dict]:
     return {t: profile(t, root) for t in CONTRACTS}
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
 from threading import Thread
+from typing import TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -39,6 +40,7 @@ from pyarrow import fs
 from warehouse.staging import filesystem
 from warehouse.tables import CONTRACTS, RELEASES, TableContract
 
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 DEFAULT_ROOT = "warehouse_data"
 # The log of every version is kept (a few KB each); the data files of versions no kept
 # release points to are vacuumed when a release is published (`publish_release`).
@@ -368,16 +370,17 @@ def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = 
             if table not in chosen.versions:
                 raise NotReleased(f"{table} is in no table of release {chosen.release_id}")
             version = chosen.versions[table]
-    return pl.read_delta(table_uri(table, base), version=version if as_of is None else as_of,
-                         storage_options=opts or None)
+    return _current_names(table, pl.read_delta(
+        table_uri(table, base), version=version if as_of is None else as_of,
+        storage_options=opts or None))
 
 
 def read_head(table: str, base: str | None = None,
               storage_options: Mapping[str, str] | None = None) -> pl.DataFrame:
     """The table's newest version, released or not: what the steps of a refresh build on
     (a step reads what the steps before it published in the same run)."""
-    return pl.read_delta(table_uri(table, base), storage_options=dict(storage_options or {})
-                         or None)
+    return _current_names(table, pl.read_delta(
+        table_uri(table, base), storage_options=dict(storage_options or {}) or None))
 
 
 def row_count(table: str, base: str | None = None,
@@ -710,5 +713,14 @@ def scan(table: str, *, version: int | None = None, base: str | None = None,
          storage_options: Mapping[str, str] | None = None) -> pl.LazyFrame:
     """A lazy read of a numbered version (or the newest), for readers that filter a large
     table (the fit matrix) rather than load it whole."""
-    return pl.scan_delta(table_uri(table, base), version=version,
-                         storage_options=dict(storage_options or {}) or None)
+    return _current_names(table, pl.scan_delta(
+        table_uri(table, base), version=version,
+        storage_options=dict(storage_options or {}) or None))
+
+
+def _current_names(table: str, frame: FrameT) -> FrameT:
+    """A version published before a column was renamed, read under the column's current
+    name (the contract's `renamed`)."""
+    contract = CONTRACTS.get(table)
+    old = frame.collect_schema().names() if contract and contract.renamed else ()
+    return frame.rename({o: n for o, n in contract.renamed if o in old}) if old else frame

@@ -30,6 +30,9 @@ class TableContract:
     shrinks_freely: bool = False
     # Plausibility rules: (what must hold, an expression true on every row).
     rules: tuple[tuple[str, pl.Expr], ...] = ()
+    # Columns older versions published under another name, (old, new): readers of those
+    # versions see the new name, so one name holds across the table's history.
+    renamed: tuple[tuple[str, str], ...] = ()
 
     def check(self, df: pl.DataFrame, allow_empty: bool | None = None) -> list[str]:
         """Contract violations of a frame about to be published (empty when none)."""
@@ -107,9 +110,10 @@ GPUS = TableContract(
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
-            "engines": pl.String(), "gpu_count_options": pl.String(),
+            "engines": pl.String(), "n_gpus_options": pl.String(),
             "compute_capability": pl.Float64()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
+    renamed=(("gpu_count_options", "n_gpus_options"),),
     rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
            ("bandwidth between 50 and 20000 GB/s",
             pl.col("bandwidth_gb_s").is_between(50, 20_000))),
@@ -209,12 +213,13 @@ COVERAGE = TableContract(
 PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")
 _OFFER_SCHEMA = {
     "provider": pl.String(), "source": pl.String(), "offer_id": pl.String(), "tier": pl.String(),
-    "gpu_name": pl.String(), "gpu_count": pl.Int64(),
+    "gpu_name": pl.String(), "n_gpus": pl.Int64(),
     "vram_per_gpu_gb": pl.Float64(), "price_per_instance_hour_usd": pl.Float64(),
     "price_per_gpu_hour_usd": pl.Float64(), "currency": pl.String(),
     "billing_mode": pl.String(), "region": pl.String(), "fractional": pl.Boolean(),
     "fetched_at": pl.Datetime("us", "UTC"), "source_url": pl.String(), "raw_ref": pl.String(),
 }
+_OFFER_RENAMED = (("gpu_count", "n_gpus"),)
 # A per-GPU hourly price outside this band is a parsing error or a placeholder, not an
 # offer. The recorded responses (data/snapshot/prices) range from 0.06 USD per GPU-hour
 # (RunPod RTX A2000, community spot) to 6.39 USD (RunPod B200, secure).
@@ -222,7 +227,7 @@ PLAUSIBLE_GPU_HOUR_USD = (0.02, 30.0)
 
 
 _PER_GPU_CONSISTENT = ("per-instance = per-GPU x GPUs",
-                       ((pl.col("price_per_gpu_hour_usd") * pl.col("gpu_count")
+                       ((pl.col("price_per_gpu_hour_usd") * pl.col("n_gpus")
                          - pl.col("price_per_instance_hour_usd")).abs() < 1e-6))
 # An hourly instance price at or above this is a placeholder or a parsing error (the
 # recorded responses top out at 51.12 USD: RunPod, 8 x B200).
@@ -230,7 +235,8 @@ MAX_INSTANCE_HOUR_USD = 1_000.0
 # One provider's offers as parsed, before catalog mapping (sizing.assets maps them).
 PROVIDER_PRICES = tuple(TableContract(
     f"prices_{p}", keys=("provider", "offer_id"), schema=_OFFER_SCHEMA | VERIFIED_AT,
-    not_null=("provider", "offer_id", "gpu_name", "gpu_count", "price_per_instance_hour_usd",
+    renamed=_OFFER_RENAMED,
+    not_null=("provider", "offer_id", "gpu_name", "n_gpus", "price_per_instance_hour_usd",
               "billing_mode"),
     rules=(_PER_GPU_CONSISTENT,
            (f"price per instance-hour above 0 and below {MAX_INSTANCE_HOUR_USD:,.0f} USD",
@@ -240,7 +246,8 @@ PROVIDER_PRICES = tuple(TableContract(
 GPU_PRICES = TableContract(
     "gpu_prices", keys=("provider", "offer_id"),
     schema={**_OFFER_SCHEMA, "gpu_id": pl.String()} | VERIFIED_AT,
-    not_null=("provider", "offer_id", "gpu_id", "gpu_count", "price_per_instance_hour_usd",
+    renamed=_OFFER_RENAMED,
+    not_null=("provider", "offer_id", "gpu_id", "n_gpus", "price_per_instance_hour_usd",
               "billing_mode"),
     rules=(("per-GPU price in the plausible band",
             pl.col("price_per_gpu_hour_usd").is_between(*PLAUSIBLE_GPU_HOUR_USD)),
@@ -261,21 +268,23 @@ CHEAPEST_OFFERS = TableContract(
     "cheapest_offers",
     keys=("provider", "total_vram_gb"),
     schema={"provider": pl.String(), "total_vram_gb": pl.Float64(), "gpu_id": pl.String(),
-            "gpu_count": pl.Int64(), "tier": pl.String(), "offer_id": pl.String(),
+            "n_gpus": pl.Int64(), "tier": pl.String(), "offer_id": pl.String(),
             "price_per_instance_hour_usd": pl.Float64(), "billing_mode": pl.String()}
     | VERIFIED_AT,
+    renamed=(("gpu_count", "n_gpus"),),
     not_null=("provider", "total_vram_gb", "price_per_instance_hour_usd"),
 )
 
 HUB_MODELS = TableContract(
     "hub_models",
-    keys=("repo_id",),
-    schema={"repo_id": pl.String(), "status": pl.String(), "revision": pl.String(),
+    keys=("model_id",),
+    schema={"model_id": pl.String(), "status": pl.String(), "revision": pl.String(),
             "reason": pl.String(), "last_modified": pl.Datetime("us", "UTC"),
             "downloads": pl.Int64(), "likes": pl.Int64(), "license": pl.String(),
             "pipeline_tag": pl.String(), "safetensors_params_total": pl.Int64(),
             "safetensors_params_by_dtype": pl.String()} | VERIFIED_AT,
-    not_null=("repo_id", "status"),
+    renamed=(("repo_id", "model_id"),),
+    not_null=("model_id", "status"),
     rules=(("status is a known outcome", pl.col("status").is_in(
         ["fetched", "unchanged", "gated", "removed", "failed", "snapshot"])),
            ("every non-fetched outcome but snapshot/unchanged has a reason",
@@ -285,10 +294,11 @@ HUB_MODELS = TableContract(
 
 GGUF_FILES = TableContract(
     "gguf_files",
-    keys=("repo_id", "gguf_repo", "quant"),
-    schema={"repo_id": pl.String(), "gguf_repo": pl.String(), "revision": pl.String(),
+    keys=("model_id", "gguf_repo", "quant"),
+    schema={"model_id": pl.String(), "gguf_repo": pl.String(), "revision": pl.String(),
             "quant": pl.String(), "file_bytes": pl.Int64(), "n_files": pl.Int64()} | VERIFIED_AT,
-    not_null=("repo_id", "gguf_repo", "quant", "file_bytes"),
+    renamed=(("repo_id", "model_id"),),
+    not_null=("model_id", "gguf_repo", "quant", "file_bytes"),
     allow_empty=True,
     rules=(("a GGUF file holds at least 10 MB", pl.col("file_bytes") > 10_000_000),),
 )
@@ -364,7 +374,7 @@ SPEED_CHECKS = TableContract(
     keys=("file", "row"),
     schema={"file": pl.String(), "row": pl.Int32(), "engine": pl.String(),
             "engine_version_or_commit": pl.String(), "gpu": pl.String(), "gpu_id": pl.String(),
-            "gpu_count": pl.String(), "vendor": pl.String(), "backend": pl.String(),
+            "n_gpus": pl.Int64(), "vendor": pl.String(), "backend": pl.String(),
             "model_repo": pl.String(),
             "model": pl.String(), "quant": pl.String(), "fmt": pl.String(),
             "test": pl.String(), "kind": pl.String(), "tokens": pl.Int64(),
@@ -374,6 +384,7 @@ SPEED_CHECKS = TableContract(
             "not_compared": pl.String(), "source_url": pl.String(),
             "source_date": pl.String(), "quote": pl.String(), "notes": pl.String()}
     | VERIFIED_AT,
+    renamed=(("gpu_count", "n_gpus"),),
     not_null=("file", "row", "engine", "source_url"),
     rules=(("a measurement is compared or says why not",
             pl.col("error").is_not_null() | pl.col("not_compared").is_not_null()),),

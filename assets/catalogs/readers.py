@@ -27,7 +27,7 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("price_used_date"),  # as the source states it: a day or a month
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
-        pl.col("gpu_count_options").fill_null("1"),
+        pl.col("n_gpus_options").fill_null("1"),
         pl.col("compute_capability").cast(pl.Float64),  # NVIDIA CUDA compute capability
     )
 

@@ -55,7 +55,7 @@ def _with_retries(fn, *args, **kwargs):
 
 @dataclass
 class ModelOutcome:
-    repo_id: str
+    model_id: str
     status: str  # fetched | unchanged | gated | removed | failed
     revision: str | None = None
     reason: str | None = None
@@ -84,7 +84,7 @@ def gguf_listing(api: HfApi, repo_id: str, timeout_s: float = 20.0) -> list[dict
             quant = gguf_quant(s.rfilename)
             if quant and s.size is not None and "mmproj" not in s.rfilename.lower():
                 sizes.setdefault(quant, []).append(s.size)
-        rows += [{"repo_id": repo_id, "gguf_repo": gguf_repo, "revision": info.sha,
+        rows += [{"model_id": repo_id, "gguf_repo": gguf_repo, "revision": info.sha,
                   "quant": q, "file_bytes": sum(v), "n_files": len(v)}
                  for q, v in sorted(sizes.items())]
     return rows

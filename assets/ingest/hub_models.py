@@ -34,7 +34,7 @@ def _previous_revisions(warehouse: WarehouseResource) -> dict[str, str]:
         return {}
     done = prev.filter(pl.col("status").is_in(["fetched", "unchanged"])
                        & pl.col("revision").is_not_null())
-    return dict(done.select("repo_id", "revision").iter_rows())
+    return dict(done.select("model_id", "revision").iter_rows())
 
 
 def _previous_gguf(warehouse: WarehouseResource) -> pl.DataFrame:
@@ -51,7 +51,7 @@ def _last_good(warehouse: WarehouseResource) -> dict[str, dict]:
         prev = warehouse.read("hub_models")
     except store.TABLE_MISSING:  # first run
         return {}
-    return {r["repo_id"]: r for r in prev.iter_rows(named=True)}
+    return {r["model_id"]: r for r in prev.iter_rows(named=True)}
 
 
 def _rows(outcomes: list[ModelOutcome], previous: dict[str, str],
@@ -59,11 +59,11 @@ def _rows(outcomes: list[ModelOutcome], previous: dict[str, str],
     rows = []
     for o in outcomes:
         kept = o.status in ("failed", "unchanged")  # nothing new was read: the last facts
-        info = o.info or (last_good.get(o.repo_id, {}) if kept else {})
-        revision = previous.get(o.repo_id) or o.revision if o.status == "failed" \
-            else o.revision or previous.get(o.repo_id)
+        info = o.info or (last_good.get(o.model_id, {}) if kept else {})
+        revision = previous.get(o.model_id) or o.revision if o.status == "failed" \
+            else o.revision or previous.get(o.model_id)
         rows.append({
-            "repo_id": o.repo_id, "status": o.status, "revision": revision, "reason": o.reason,
+            "model_id": o.model_id, "status": o.status, "revision": revision, "reason": o.reason,
             "last_modified": info.get("last_modified"), "downloads": info.get("downloads"),
             "likes": info.get("likes"), "license": info.get("license"),
             "pipeline_tag": info.get("pipeline_tag"),
@@ -116,8 +116,8 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         gguf = [g for o in outcomes for g in o.gguf_files]
         # Unchanged models were listed when their revision was new; failed ones keep their
         # last listing rather than losing it to an outage.
-        carried = [o.repo_id for o in outcomes if o.status in ("unchanged", "failed")]
-        kept = _previous_gguf(warehouse).filter(pl.col("repo_id").is_in(carried))
+        carried = [o.model_id for o in outcomes if o.status in ("unchanged", "failed")]
+        kept = _previous_gguf(warehouse).filter(pl.col("model_id").is_in(carried))
         gguf += kept.drop("verified_at", strict=False).to_dicts()  # listed when first seen
         outcomes += [ModelOutcome(r, "removed", previous[r], "no longer listed")
                      for r in previous if r not in index]
@@ -129,7 +129,7 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         else _previous_gguf(warehouse)  # offline, the last online listing is carried over
     listed = warehouse.publish(context, "hub_models", table, verified_at, hub.endpoint)
     yield warehouse.publish(context, "gguf_files", gguf_table, verified_at, hub.endpoint)
-    revisions = "\n".join(sorted(f"{r}@{v}" for r, v in table.select("repo_id", "revision")
+    revisions = "\n".join(sorted(f"{r}@{v}" for r, v in table.select("model_id", "revision")
                                  .iter_rows()))
     context.log.info(f"hub models: {counts}")
     yield dg.MaterializeResult(
@@ -139,5 +139,5 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         data_version=dg.DataVersion(hashlib.sha256(revisions.encode()).hexdigest()[:16]))
 
 
-_GGUF_SCHEMA = {"repo_id": pl.String, "gguf_repo": pl.String, "revision": pl.String,
+_GGUF_SCHEMA = {"model_id": pl.String, "gguf_repo": pl.String, "revision": pl.String,
                 "quant": pl.String, "file_bytes": pl.Int64, "n_files": pl.Int64}

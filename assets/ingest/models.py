@@ -26,7 +26,7 @@ def _licences(catalog: CatalogResource) -> pl.DataFrame:
     (data/catalogs/model_licences.csv; empty where no public source was found)."""
     raw = pl.read_csv(Path(catalog.path) / "model_licences.csv", infer_schema_length=0)
     return raw.filter(pl.col("license").is_not_null()).select(
-        pl.col("repo_id").alias("model_id"), "license",
+        "model_id", "license",
         pl.col("source_url").alias("license_source"))
 
 

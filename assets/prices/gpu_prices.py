@@ -125,9 +125,9 @@ def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
     """Per provider and instance memory size, the cheapest on-demand instance
     (sizing.cost.cheapest_on_demand)."""
     sized = prices.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
-        (pl.col("vram_per_gpu_gb") * pl.col("gpu_count")).alias("total_vram_gb"))
+        (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb"))
     return (cheapest_on_demand(sized, ["provider", "total_vram_gb"])
-            .select("provider", "total_vram_gb", "gpu_id", "gpu_count", "tier", "offer_id",
+            .select("provider", "total_vram_gb", "gpu_id", "n_gpus", "tier", "offer_id",
                     "price_per_instance_hour_usd", "billing_mode", "verified_at"))
 
 

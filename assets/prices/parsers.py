@@ -37,7 +37,7 @@ def _require(row: dict, keys: tuple[str, ...], provider: str) -> None:
 
 
 def _offer(**fields: Any) -> dict[str, Any]:
-    count = fields["gpu_count"]
+    count = fields["n_gpus"]
     instance = fields.pop("price_per_instance_hour_usd")
     return fields | {"price_per_instance_hour_usd": instance,
                      "price_per_gpu_hour_usd": instance / count if count else None,
@@ -75,7 +75,7 @@ def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
             for n in (n for n in _RUNPOD_POD_SIZES if n <= (row["maxGpuCount"] or 1)):
                 offers.append(_offer(
                     provider="runpod", source="api", offer_id=f"{row['id']}|{cloud}|{mode}|{n}",
-                    tier=f"{cloud} {mode}", gpu_name=row["id"], gpu_count=n,
+                    tier=f"{cloud} {mode}", gpu_name=row["id"], n_gpus=n,
                     vram_per_gpu_gb=float(row["memoryInGb"]), price_per_instance_hour_usd=price * n,
                     billing_mode="per-second", region=None, fractional=False))
     return offers
@@ -101,7 +101,7 @@ def parse_runpod_pricing_html(body: bytes) -> list[dict[str, Any]]:
                 continue
             offers.append(_offer(
                 provider="runpod", source="html", offer_id=f"{name}|{cloud}|on-demand",
-                tier=f"{cloud} on-demand", gpu_name=name, gpu_count=1, vram_per_gpu_gb=None,
+                tier=f"{cloud} on-demand", gpu_name=name, n_gpus=1, vram_per_gpu_gb=None,
                 price_per_instance_hour_usd=float(raw), billing_mode="per-second", region=None,
                 fractional=False))
     return offers
@@ -124,7 +124,7 @@ def parse_vastai_offers(body: bytes) -> list[dict[str, Any]]:
         _require(row, _VAST_FIELDS, "vastai")
         n = int(row["num_gpus"])
         ram_mb = row.get("gpu_ram") or 0
-        base = dict(provider="vastai", source="api", gpu_name=row["gpu_name"], gpu_count=n,
+        base = dict(provider="vastai", source="api", gpu_name=row["gpu_name"], n_gpus=n,
                     vram_per_gpu_gb=round(ram_mb / 1024, 1) if ram_mb else None,
                     billing_mode="per-second", region=row.get("geolocation"),
                     fractional=False)
@@ -173,7 +173,7 @@ def parse_vultr_plans(body: bytes) -> list[dict[str, Any]]:
         count = 1 if fractional or not whole else max(1, round(vram / whole))
         offers.append(_offer(
             provider="vultr", source="api", offer_id=plan["id"], tier="cloud gpu",
-            gpu_name=plan["gpu_type"], gpu_count=count,
+            gpu_name=plan["gpu_type"], n_gpus=count,
             vram_per_gpu_gb=vram if fractional else (vram / count if vram else None),
             price_per_instance_hour_usd=float(plan["hourly_cost"]), billing_mode="hourly",
             region=",".join(plan.get("locations", [])), fractional=fractional))
@@ -182,7 +182,7 @@ def parse_vultr_plans(body: bytes) -> list[dict[str, Any]]:
         if "gpu" not in plan["id"]:
             continue
         count = int(plan["id"].split("-")[3]) if plan["id"].count("-") >= 5 else 1
-        base = dict(provider="vultr", source="api", gpu_name=plan["id"], gpu_count=count,
+        base = dict(provider="vultr", source="api", gpu_name=plan["id"], n_gpus=count,
                     vram_per_gpu_gb=None, billing_mode="hourly",
                     region=",".join(plan.get("locations", [])), fractional=False)
         offers.append(_offer(**base, offer_id=plan["id"], tier="bare metal",
@@ -226,7 +226,7 @@ def parse_digitalocean_sizes(body: bytes, recorded_on: dt.date) -> list[dict[str
         count = int(gpu["count"])
         offers.append(_offer(
             provider="digitalocean", source="api", offer_id=size["slug"], tier="gpu droplet",
-            gpu_name=gpu["model"], gpu_count=count,
+            gpu_name=gpu["model"], n_gpus=count,
             vram_per_gpu_gb=float(gpu["vram"]["amount"]) / count,
             price_per_instance_hour_usd=float(size["price_hourly"]),
             billing_mode=do_billing_mode(recorded_on), region=",".join(size.get("regions", [])),
@@ -271,7 +271,7 @@ def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[d
         count = int(size["paren"] or size["suffix"] or 1)
         offers.append(_offer(
             provider="digitalocean", source="html", offer_id=f"{name}|{count}",
-            tier="gpu droplet", gpu_name=name, gpu_count=count, vram_per_gpu_gb=None,
+            tier="gpu droplet", gpu_name=name, n_gpus=count, vram_per_gpu_gb=None,
             price_per_instance_hour_usd=float(price["usd"]),
             billing_mode=do_billing_mode(recorded_on), region=None, fractional=False))
     if not offers:

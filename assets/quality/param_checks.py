@@ -45,8 +45,8 @@ def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFram
     compared = pl.col("compared") == "yes"
     return (stated.join(models.select("model_id", "params_total", "params_active",
                                       "params_embedding"),
-                        left_on="repo_id", right_on="model_id", how="left")
-            .select(pl.col("repo_id").alias("model_id"),
+                        on="model_id", how="left")
+            .select("model_id",
                     num["total_params"].alias("stated_total"),
                     num["active_params"].alias("stated_active"),
                     num["non_embedding_params"].alias("stated_non_embedding"),

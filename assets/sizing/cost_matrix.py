@@ -23,8 +23,8 @@ from warehouse.tables import COST_MATRIX
     check_specs=contract_checks("cost_basis", "cost_matrix"))
 def cost_matrix(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     prices = cost_offers(warehouse.read("gpu_prices"))
-    fit = pl.scan_delta(store.table_uri("fit_matrix", warehouse.root),
-                        storage_options=warehouse.storage_options() or None)
+    fit = store.scan("fit_matrix", base=warehouse.root,
+                     storage_options=warehouse.storage_options())
     # The fit matrix holds the models of `models` (a small table: no scan of the matrix).
     models = warehouse.read("models").select("model_id").sort("model_id")
     columns = [pl.col(c).cast(t) for c, t in COST_MATRIX.schema.items() if c != "verified_at"]
@@ -56,7 +56,7 @@ COST_MODELS_PER_BATCH = 64
 
 def cost_offers(offers: pl.DataFrame) -> pl.DataFrame:
     """Per GPU and count, the cheapest on-demand offer's per-GPU price and provenance."""
-    return (cheapest_on_demand(offers, ["gpu_id", "gpu_count"])
-            .select("gpu_id", pl.col("gpu_count").cast(pl.Int8).alias("n_gpus"), "provider",
+    return (cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
+            .select("gpu_id", pl.col("n_gpus").cast(pl.Int8), "provider",
                     "tier", "price_per_gpu_hour_usd",
                     pl.col("verified_at").alias("price_verified_at")))

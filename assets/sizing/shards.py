@@ -56,7 +56,7 @@ def code_fingerprint() -> str:
 
 # The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill): a
 # price update does not recompute the matrix.
-GRID_GPU_COLUMNS = ("gpu_id", "gpu_count_options", "engines", "memory_gib", "memory_gib_cuda",
+GRID_GPU_COLUMNS = ("gpu_id", "n_gpus_options", "engines", "memory_gib", "memory_gib_cuda",
                     "unified_memory",
                     "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w")
 # Provenance columns of `models` that no formula reads.

@@ -45,7 +45,7 @@ def weights_match_published_gguf(warehouse: WarehouseResource) -> dg.AssetCheckR
         return dg.AssetCheckResult(passed=True, metadata={"compared": 0,
                                                           "note": "no GGUF listing yet"})
     ours = warehouse.read("weights").select("model_id", "weight_format", "weights_bytes")
-    diff = (listed.join(ours, left_on=["repo_id", "quant"],
+    diff = (listed.join(ours, left_on=["model_id", "quant"],
                         right_on=["model_id", "weight_format"])
             .with_columns(((pl.col("weights_bytes") - pl.col("file_bytes"))
                            / pl.col("file_bytes")).alias("relative_difference")))

@@ -119,8 +119,8 @@ def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
     after = store.read_head("hub_models", base=root)
     late = after.filter(pl.col("reason").str.contains("deadline", literal=True))
     assert late.height == after.height - 1  # all but the first, which timed out on its own
-    assert after.filter(pl.col("repo_id") == LLAMA)["status"].item() == "failed"
-    kept = late.join(before, on="repo_id", suffix="_before")
+    assert after.filter(pl.col("model_id") == LLAMA)["status"].item() == "failed"
+    kept = late.join(before, on="model_id", suffix="_before")
     assert kept.height == late.height
     assert (kept["downloads"] == kept["downloads_before"]).all()
 
@@ -137,7 +137,7 @@ def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
         state.infos[LLAMA] = dict(state.infos[LLAMA], sha="1" * 40)  # a new commit
         third = _run(url, snapshot, root)
     table = store.read("hub_models", base=root)
-    assert table.filter(pl.col("repo_id") == LLAMA).get_column("revision").item() == "1" * 40
+    assert table.filter(pl.col("model_id") == LLAMA).get_column("revision").item() == "1" * 40
     versions = [next(m for m in r.asset_materializations_for_node("hub_models")
                      if m.asset_key == dg.AssetKey("hub_models")).tags["dagster/data_version"]
                 for r in (first, second, third)]
@@ -158,9 +158,9 @@ def test_malformed_config_does_not_replace_the_recorded_one(snapshot, tmp_path, 
     with hub_server(state) as url:
         _run(url, snapshot, root)
     hub = store.read("hub_models", base=root)
-    assert dict(hub.select("repo_id", "status").iter_rows()) == {
+    assert dict(hub.select("model_id", "status").iter_rows()) == {
         LLAMA: "failed", "Qwen/Qwen3-0.6B": "removed"}  # Qwen is not on this stand-in Hub
-    assert "not valid JSON" in hub.filter(pl.col("repo_id") == LLAMA)["reason"].item()
+    assert "not valid JSON" in hub.filter(pl.col("model_id") == LLAMA)["reason"].item()
     assert (snapshot / "hub/models" / LLAMA / "config.json").read_bytes() == recorded
     assert store.read("model_quarantine", base=root).is_empty()
     assert store.read("models", base=root).get_column("model_id").to_list() == \

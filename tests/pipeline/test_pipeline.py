@@ -89,11 +89,12 @@ def test_refresh_matches_the_recorded_profiles(warehouse_root):
     ones publish into it.)"""
     import json
 
-    from tests.table_profiles import TEST_PROFILES, differences, profile
+    from tests.table_profiles import TEST_PROFILES, differences, profile, under_current_names
 
     recorded = json.loads(TEST_PROFILES.read_text())["tables"]
     changed = {t: d for t, before in recorded.items()
-               if (d := differences(before, profile(t, warehouse_root)))}
+               if (d := differences(under_current_names(t, before),
+                                    profile(t, warehouse_root)))}
     assert not changed, changed
 
 
@@ -272,6 +273,28 @@ def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp
     assert "price_used_usd" not in store.read("gpus", version=0, base=base).columns
 
 
+def test_a_renamed_column_reads_under_its_new_name_in_every_version(tmp_path, monkeypatch):
+    """The GPU catalog once published `n_gpus_options` as `gpu_count_options`: a version
+    written then reads, eagerly, lazily and as of its release, under today's name."""
+    base = str(tmp_path)
+    gpus = load_gpus()
+    contract = CONTRACTS["gpus"]
+    older = dataclasses.replace(contract, renamed=(), schema={
+        ("gpu_count_options" if c == "n_gpus_options" else c): t
+        for c, t in contract.schema.items()})
+    monkeypatch.setitem(CONTRACTS, "gpus", older)
+    store.publish("gpus", gpus.rename({"n_gpus_options": "gpu_count_options"}),
+                  verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
+    monkeypatch.setitem(CONTRACTS, "gpus", contract)
+    for frame in (store.read("gpus", version=0, base=base), store.read_head("gpus", base=base),
+                  store.scan("gpus", version=0, base=base).collect()):
+        assert "gpu_count_options" not in frame.columns
+        assert frame.sort("gpu_id").get_column("n_gpus_options").to_list() \
+            == gpus.sort("gpu_id").get_column("n_gpus_options").to_list()
+    store.publish("gpus", gpus, verified_at=dt.date(2026, 12, 1), commit_info={}, base=base)
+    assert store.read("gpus", base=base).columns == store.read("gpus", version=0,
+                                                                base=base).columns
+
 def test_a_shrinking_quarantine_publishes(tmp_path):
     """Fewer quarantined models is progress (a new release sizes them): the row-count
     collapse guard must not refuse it, as it refuses a catalog that lost its rows."""
@@ -315,7 +338,7 @@ def test_a_stated_count_that_disagrees_is_flagged():
 
     models = pl.DataFrame({"model_id": ["a/b"], "params_total": [8_030_261_248],
                            "params_active": [8_030_261_248], "params_embedding": [1_050_673_152]})
-    stated = pl.DataFrame({"repo_id": ["a/b"], "total_params": ["7e9"], "active_params": [None],
+    stated = pl.DataFrame({"model_id": ["a/b"], "total_params": ["7e9"], "active_params": [None],
                            "non_embedding_params": [None], "printed_step": ["0.1e9"],
                            "active_printed_step": [None],
                            "compared": ["yes"], "includes": [""], "why_not_compared": [""],
@@ -366,8 +389,8 @@ def test_active_counts_are_held_to_their_own_rounding():
     row = {"total_params": "2.8e12", "non_embedding_params": None, "printed_step": "0.1e12",
            "active_printed_step": "1e9", "compared": "yes", "includes": "", "why_not_compared": "",
            "source_url": "x", "quote": "x"}
-    stated = pl.DataFrame([row | {"repo_id": "k/3", "active_params": a}
-                           for a in ("104e9", "60e9")] + [row | {"repo_id": "n/a",
+    stated = pl.DataFrame([row | {"model_id": "k/3", "active_params": a}
+                           for a in ("104e9", "60e9")] + [row | {"model_id": "n/a",
                                                                  "active_params": "1e9"}])
     verdicts = param_check_frame(stated.head(1), models).get_column("verdict").to_list() \
         + param_check_frame(stated.slice(1, 1), models).get_column("verdict").to_list() \

@@ -66,7 +66,7 @@ def test_vastai_uses_base_price_and_keeps_tiers_apart():
     first = rows[0]
     on_demand = offers[f"{first['id']}|on-demand"]
     assert on_demand["price_per_instance_hour_usd"] == first["dph_base"] != first["dph_total"]
-    assert on_demand["gpu_count"] == first["num_gpus"] == 2
+    assert on_demand["n_gpus"] == first["num_gpus"] == 2
     assert on_demand["price_per_gpu_hour_usd"] == pytest.approx(first["dph_base"] / 2)
     assert on_demand["tier"].startswith(first["verification"])
     dear_bids = [r for r in rows if r["min_bid"] > r["dph_base"]]
@@ -79,7 +79,7 @@ def test_vultr_flags_fractional_slices_and_counts_bare_metal_gpus():
     assert offers["vcg-a100-1c-6g-4vram"]["fractional"] is True
     assert offers["vcg-a100-12c-120g-80vram"]["fractional"] is False
     metal = offers["vbm-256c-2048gb-8-mi300x-gpu"]
-    assert metal["gpu_count"] == 8 and metal["price_per_gpu_hour_usd"] == pytest.approx(17.52 / 8)
+    assert metal["n_gpus"] == 8 and metal["price_per_gpu_hour_usd"] == pytest.approx(17.52 / 8)
     assert offers["vbm-256c-2048gb-8-mi300x-gpu|preemptible"]["tier"] == "bare metal preemptible"
 
 

@@ -449,7 +449,7 @@ def test_implausible_raw_prices_keep_the_providers_previous_prices(released, mon
     for price in (-1.5, 1e9):
         broken = [dict(o) for o in recorded.offers]
         broken[0] |= {"price_per_instance_hour_usd": price,
-                      "price_per_gpu_hour_usd": price / broken[0]["gpu_count"]}
+                      "price_per_gpu_hour_usd": price / broken[0]["n_gpus"]}
         monkeypatch.setattr(PriceSourcesResource, "collect", lambda self, provider, b=broken:
                             dataclasses.replace(recorded, offers=b))
         result = dg.materialize(ALL_ASSETS, resources=resources,

@@ -109,7 +109,7 @@ def test_below_capacity_the_rate_is_served_and_latency_is_close():
 README_PROFILE = TrafficProfile("readme example", 2.0, 4096, 4096, ttft_p95_ms=3000, tpot_ms=50)
 OFFERS = pl.DataFrame({  # one on-demand offer per GPU, as gpu_prices carries them
     "gpu_id": ["h100_sxm5_80gb", "l40s_48gb", "rtx_4090", "a100_sxm4_80gb"],
-    "gpu_count": [1, 1, 1, 1], "tier": ["on-demand"] * 4, "provider": ["p"] * 4,
+    "n_gpus": [1, 1, 1, 1], "tier": ["on-demand"] * 4, "provider": ["p"] * 4,
     "price_per_instance_hour_usd": [2.69, 0.86, 0.34, 1.64], "fractional": [False] * 4,
     "verified_at": ["2025-06-21"] * 4})
 

@@ -49,7 +49,7 @@ def _device(gpu_id: str) -> Device:
                   g["bandwidth_gb_s"], g["fp16_dense_tflops"], g["tdp_w"],
                   g["price_new_usd"], g["price_used_usd"],
                   engines=tuple(e for e in g["engines"].split(";") if e),
-                  gpu_count_options=tuple(int(n) for n in g["gpu_count_options"].split(";")))
+                  n_gpus_options=tuple(int(n) for n in g["n_gpus_options"].split(";")))
 
 
 def _matrix() -> tuple[pl.DataFrame, dict[tuple, bool]]:
@@ -88,7 +88,7 @@ def configurations(draw):
     gpu = mostly(GPUS.filter(pl.col("engines").str.contains(engine, literal=True))
                  .get_column("gpu_id").to_list(), GPUS.get_column("gpu_id").to_list())
     counts = [int(n) for n in GPUS.filter(pl.col("gpu_id") == gpu)
-              .get_column("gpu_count_options").item().split(";")]
+              .get_column("n_gpus_options").item().split(";")]
     c = Configuration(mostly(grid.FORMATS_BY_ENGINE[engine], FORMATS),
                       draw(st.sampled_from(_contexts(m))),
                       mostly(KV_DTYPES_BY_ENGINE[engine], KV_DTYPES), 1,

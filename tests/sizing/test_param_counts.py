@@ -49,9 +49,9 @@ def _bound(stated: float, step: float) -> float:
     return 0.005 * stated + step / 2
 
 
-@pytest.mark.parametrize("row", OFFICIAL, ids=[r["repo_id"] for r in OFFICIAL])
+@pytest.mark.parametrize("row", OFFICIAL, ids=[r["model_id"] for r in OFFICIAL])
 def test_total_and_non_embedding_parameters_match_the_vendor(row):
-    p = count_params(load_arch(row["repo_id"]))
+    p = count_params(load_arch(row["model_id"]))
     step = float(row["printed_step"])
     total = float(row["total_params"])
     assert abs(p.total - total) <= _bound(total, step)
@@ -63,12 +63,12 @@ def test_total_and_non_embedding_parameters_match_the_vendor(row):
 ACTIVE = [r for r in OFFICIAL if r["active_params"]]
 
 
-@pytest.mark.parametrize("row", ACTIVE, ids=[r["repo_id"] for r in ACTIVE])
+@pytest.mark.parametrize("row", ACTIVE, ids=[r["model_id"] for r in ACTIVE])
 def test_stated_active_parameters_lie_within_the_embedding_conventions(row):
     """Vendors count "active" with both embedding tables, without the input one (gpt-oss:
     20.91B total, 3.61B active), or without either (GLM-4.5); the stated figure must lie
     between our active count without and with the embedding tables."""
-    p = count_params(load_arch(row["repo_id"]))
+    p = count_params(load_arch(row["model_id"]))
     step = float(row["active_printed_step"] or row["printed_step"])
     stated, slack = float(row["active_params"]), _bound(float(row["active_params"]), step)
     assert p.active - p.embedding - slack <= stated <= p.active + slack

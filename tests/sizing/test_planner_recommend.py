@@ -88,7 +88,7 @@ def test_budget_bounds_every_answer_and_fastest_is_fastest():
 def test_rental_objectives_use_on_demand_offers_only():
     offers = pl.DataFrame({
         "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_pro_6000_blackwell"],
-        "gpu_count": [1, 1, 1], "tier": ["on-demand", "spot", "on-demand"],
+        "n_gpus": [1, 1, 1], "tier": ["on-demand", "spot", "on-demand"],
         "provider": ["p1", "p2", "p3"], "price_per_instance_hour_usd": [2.99, 0.5, 1.79],
         "fractional": [False] * 3, "verified_at": ["2025-06-21"] * 3})
     rent = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_to_rent",

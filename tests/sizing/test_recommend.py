@@ -35,7 +35,7 @@ def test_cheapest_cloud_offer_fits_and_is_on_demand():
     # gpu_prices rows (its documented columns); the fourth a fractional slice of an H100.
     offers = pl.DataFrame({
         "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090", "h100_sxm5_80gb"],
-        "gpu_count": [1, 1, 1, 1],
+        "n_gpus": [1, 1, 1, 1],
         "tier": ["secure on-demand", "secure spot", "on-demand", "on-demand"],
         "provider": ["p1", "p2", "p3", "p4"],
         "price_per_instance_hour_usd": [2.99, 0.9, 0.3, 0.5],
