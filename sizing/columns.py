@@ -39,6 +39,10 @@ MODEL: dict[str, pl.DataType] = {
     "sparse_ratio": pl.Int64(), "sparse_entry_elems": pl.Int64(),
     "n_indexer_layers": pl.Int64(), "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
     "n_hca_layers": pl.Int64(),
+    # Images: the F16 mmproj file's tensor bytes llama.cpp loads with --mmproj (null:
+    # text only, or a tower sizing.vision does not enumerate), and the MTP layers the
+    # checkpoint carries (sizing.mtp; counted only when asked for).
+    "multimodal": pl.Boolean(), "vision_projector_bytes": pl.Int64(), "mtp_layers": pl.Int64(),
 }
 
 FORMAT: dict[str, pl.DataType] = {

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
-from sizing.model_facts import format_row
+from sizing.model_facts import format_row, model_row
 from sizing.units import BYTES_PER_GIB
 from sizing.vision import CLIP_COMPUTE_BYTES, checkpoint_bytes, mmproj_bytes
 from tests.conftest import SNAPSHOT, load_arch
@@ -43,6 +43,15 @@ def test_mmproj_files_match_the_published_sizes():
         print(f"{r['mmproj_file']}: {ours:,} tensor bytes, published {r['size_value']} "
               f"{r['size_unit']} ({errors[-1]:+.4%})")
     print(f"n={len(errors)}, max |error| {max(map(abs, errors)):.4%}")
+
+
+def test_the_models_table_holds_the_f16_projector():
+    gemma = load_arch("google/gemma-3-4b-it")
+    assert model_row(gemma)["vision_projector_bytes"] == mmproj_bytes(gemma.vision, "F16")
+    text = model_row(load_arch("Qwen/Qwen3-8B"))
+    assert text["vision_projector_bytes"] is None and not text["multimodal"]
+    unsized = model_row(load_arch("google/gemma-4-26B-A4B"))
+    assert unsized["multimodal"] and unsized["vision_projector_bytes"] is None
 
 
 def test_the_clip_compute_buffer_is_the_published_one():
