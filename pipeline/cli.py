@@ -260,6 +260,9 @@ def estimate_command(args: argparse.Namespace) -> int:
           f"{r['params_active'] / 1e9:.2f} B active")
     print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
           f"{r['weights_gpu_gib']:.2f} GiB per GPU  ({r['weights_basis']})")
+    if conf.engine == "vllm" and r.get("vision_bytes"):
+        print(f"  vision tower      {r['vision_bytes'] / 2**30:.2f} GiB (BF16), loaded by vLLM "
+              "with the weights: in the per-GPU figure above")
     for label, key, basis in (
             ("KV cache & state", "kv_cache_gib", "kv_cache_basis"),
             ("runtime buffers", "runtime_gib", "runtime_basis"),
