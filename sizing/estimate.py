@@ -347,7 +347,7 @@ def _draft_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
     """Each query's draft model sized as its own configuration on the same GPUs (same
     context, batch, KV type and engine), by the same expressions; None without a draft."""
     asked = [(i, (c.draft_model, replace(c, weight_format=c.draft_format or c.weight_format,
-                                         draft_model=None, draft_format=None,
+                                         draft_model=None, draft_format=None, mmproj=None,
                                          n_cpu_moe=0), d, u))
              for i, (_, c, d, u) in enumerate(queries) if c.draft_model is not None]
     rows: list[dict[str, Any] | None] = [None] * len(queries)
