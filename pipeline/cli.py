@@ -144,7 +144,10 @@ ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_to
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
                   "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                   "decode_j_per_token", "decode_tokens_per_kwh", "draft_gib", "draft_model",
-                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis")
+                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis",
+                  "mmproj_gib", "mmproj_type", "mmproj_weights_gib", "mmproj_basis", "mtp_gib",
+                  "mtp_weights_gib", "mtp_kv_cache_gib", "decode_tok_s_with_mtp",
+                  "mtp_speedup_basis")
 
 
 class QueryError(ValueError):
@@ -213,6 +216,8 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                          args.offload / 100, args.prompt_tokens,
                          n_cpu_moe=args.n_cpu_moe or 0, draft_model=draft,
                          draft_format=draft_quant,
+                         mmproj=args.mmproj.upper() if getattr(args, "mmproj", None) else None,
+                         mtp=bool(getattr(args, "mtp", False)),
                          host_bandwidth_gb_s=args.host_bandwidth_gb_s,
                          rope_scaling=args.rope_scaling, vllm=vllm)
     price, source = _price_for(args, gpu["gpu_id"], offers)
@@ -255,6 +260,9 @@ def estimate_command(args: argparse.Namespace) -> int:
           f"{r['params_active'] / 1e9:.2f} B active")
     print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
           f"{r['weights_gpu_gib']:.2f} GiB per GPU  ({r['weights_basis']})")
+    if conf.engine == "vllm" and r.get("vision_bytes"):
+        print(f"  vision tower      {r['vision_bytes'] / 2**30:.2f} GiB (BF16), loaded by vLLM "
+              "with the weights: in the per-GPU figure above")
     for label, key, basis in (
             ("KV cache & state", "kv_cache_gib", "kv_cache_basis"),
             ("runtime buffers", "runtime_gib", "runtime_basis"),
@@ -284,6 +292,14 @@ def estimate_command(args: argparse.Namespace) -> int:
               f"{r['draft_kv_cache_gib']:.2f} KV cache), in the total above; decode "
               f"{_fmt(r['decode_tok_s_with_draft'], '.1f')} tok/s with it, "
               f"{r['draft_speedup_basis']}")
+    if r.get("mmproj_type"):
+        print(f"  vision projector  {r['mmproj_gib']:.2f} GiB on one GPU "
+              f"({r['mmproj_weights_gib']:.2f} weights), in the total above: {r['mmproj_basis']}")
+    if conf.mtp:
+        print(f"  MTP layers        {r['mtp_gib']:.2f} GiB per GPU ({r['mtp_weights_gib']:.2f} "
+              f"weights, {r['mtp_kv_cache_gib']:.2f} KV cache), in the total above; decode "
+              f"{_fmt(r['decode_tok_s_with_mtp'], '.1f')} tok/s with them, "
+              f"{r['mtp_speedup_basis']}")
     if conf.n_cpu_moe:
         print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
               f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
@@ -597,6 +613,12 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--draft-model", help="llama.cpp --model-draft: a small model of the same "
                                          "vocabulary for speculative decoding (repository id)")
     e.add_argument("--draft-quant", help="the draft's weight format (default: --quant)")
+    e.add_argument("--mmproj", type=str.lower, choices=("f16", "bf16", "q8_0"),
+                   help="llama.cpp --mmproj: count the vision projector file of this type "
+                        "(multimodal models; vLLM counts the tower in the weights)")
+    e.add_argument("--mtp", action="store_true",
+                   help="speculative decoding with the model's own MTP layers (llama.cpp "
+                        "--spec-type draft-mtp, vLLM --speculative-config method mtp)")
     e.add_argument("--prompt-tokens", type=_count, default=4096)
     e.add_argument("--price-per-hour", type=_amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")

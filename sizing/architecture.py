@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from sizing.vision import VisionTower, parse_vision
+
 
 class ConfigError(ValueError):
     """A config.json that cannot be sized, with the model and the reason."""
@@ -225,6 +227,11 @@ class ModelArch:
     sparse_indexer: SparseIndexer | None = None
     # A documented recipe reaching past max_context (None: the native maximum is all).
     rope_recipe: RopeRecipe | None = None
+    # A vision_config: the model reads images (its tower where sizing.vision enumerates it).
+    multimodal: bool = False
+    vision: VisionTower | None = None
+    # Multi-token-prediction layers the checkpoint carries beside the model (sizing.mtp).
+    mtp_layers: int = 0
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""
@@ -496,6 +503,7 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
         raise ConfigError(name, "config.json is not a JSON object")
     t = _text_config(config)
     _check_counts(name, t)
+    multimodal, vision = parse_vision(config, int(_first(t, "hidden_size", default=0) or 0))
     blocks = t.get("layers_block_type")
     if isinstance(blocks, list) and "hybrid_override_pattern" not in t:
         # Newer Nemotron-H configs name each block instead of giving one letter per block.
@@ -627,6 +635,10 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
         compressed=compressed,
         sparse_indexer=sparse,
         rope_recipe=_recipe_for(rope_recipe, max_ctx),
+        multimodal=multimodal,
+        vision=vision,
+        mtp_layers=int(_first(t, "num_nextn_predict_layers", "mtp_num_hidden_layers",
+                              "num_mtp_modules", default=0) or 0),
     )
 
 

@@ -39,11 +39,18 @@ MODEL: dict[str, pl.DataType] = {
     "sparse_ratio": pl.Int64(), "sparse_entry_elems": pl.Int64(),
     "n_indexer_layers": pl.Int64(), "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
     "n_hca_layers": pl.Int64(),
+    # Images: the F16 mmproj file's tensor bytes llama.cpp loads with --mmproj (null:
+    # text only, or a tower sizing.vision does not enumerate), and the MTP layers the
+    # checkpoint carries (sizing.mtp; counted only when asked for).
+    "multimodal": pl.Boolean(), "vision_projector_bytes": pl.Int64(), "mtp_layers": pl.Int64(),
 }
 
 FORMAT: dict[str, pl.DataType] = {
     "model_id": pl.String(), "weight_format": pl.String(), "weights_bytes": pl.Int64(),
     "input_embd_bytes": pl.Int64(), "expert_bytes": pl.Int64(), "vllm_copy_bytes": pl.Int64(),
+    # The vision tower and projector as the checkpoint holds them, which vLLM loads with
+    # the weights (sizing.vision; 0 for text-only models, GGUF formats and unsized towers).
+    "vision_bytes": pl.Int64(),
 }
 
 DEVICE: dict[str, pl.DataType] = {
@@ -66,8 +73,10 @@ CONFIGURATION: dict[str, pl.DataType] = {
     "offload_frac": pl.Float64(), "prompt_tokens": pl.Int64(), "rope_scaling": pl.String(),
     "host_bandwidth_gb_s": pl.Float64(),
     # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
-    # (sizing.offload), and a draft model's bytes per GPU (sizing.draft); 0 in the matrix.
-    "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
+    # (sizing.offload), and per GPU a draft model's bytes (sizing.draft), llama.cpp's
+    # vision projector (sizing.vision) and MTP layers (sizing.mtp); 0 in the matrix.
+    "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(),
+    "mmproj_gpu_bytes": pl.Float64(), "mtp_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,

@@ -25,6 +25,14 @@ from sizing.engines.vllm import (
 from sizing.evaluation import derive_inputs, evaluate
 from sizing.finetune import finetune_memory
 from sizing.model_facts import format_row, model_row
+from sizing.mtp import (
+    MTP_SPEEDUP,
+    MTP_SPEEDUP_SOURCE,
+    mtp_block,
+    mtp_gpu_bytes,
+    mtp_sized,
+    mtp_tensors,
+)
 from sizing.offload import cpu_moe_expert_share
 from sizing.rules import refusals
 from sizing.speed import (
@@ -32,7 +40,13 @@ from sizing.speed import (
     DEFAULT_PROMPT_TOKENS,
 )
 from sizing.units import gib
-from sizing.weights import WEIGHT_FORMATS
+from sizing.vision import (
+    CLIP_COMPUTE_BYTES,
+    CLIP_COMPUTE_SOURCE,
+    MMPROJ_TYPES,
+    mmproj_bytes,
+)
+from sizing.weights import WEIGHT_FORMATS, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,11 @@ class Configuration:
     # (the main model's unless given): sizing.draft.
     draft_model: ModelArch | None = None
     draft_format: str | None = None
+    # llama.cpp's --mmproj: the vision projector file's type ("F16", "BF16", "Q8_0";
+    # None: text only), sizing.vision. vLLM loads the tower with the weights.
+    mmproj: str | None = None
+    # MTP speculative decoding with the checkpoint's own MTP layers (sizing.mtp).
+    mtp: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +166,7 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
             f"({m.vocab:,}); llama.cpp needs compatible vocabularies")
     if c.draft_format is not None and c.draft_format not in WEIGHT_FORMATS:
         raise InvalidConfiguration(f"unknown draft weight format {c.draft_format!r}")
+    _validate_extras(m, c)
     if c.n_cpu_moe and c.engine != LLAMA_CPP:
         raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
                                    "expert on the GPUs")
@@ -155,6 +175,30 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
     reasons = refusals(_rule_row(m, c, d))
     if reasons:
         raise InvalidConfiguration("; ".join(reasons))
+
+
+def _validate_extras(m: ModelArch, c: Configuration) -> None:
+    """A projector only for a model that reads images, with its tower enumerated, on
+    llama.cpp; MTP only where the checkpoint has MTP layers of a sized family."""
+    if c.mmproj is not None:
+        if c.engine != LLAMA_CPP:
+            raise InvalidConfiguration("--mmproj is llama.cpp's; vLLM loads the vision tower "
+                                       "with the weights (counted in them)")
+        if c.mmproj not in MMPROJ_TYPES:
+            raise InvalidConfiguration(f"unknown mmproj type {c.mmproj!r}; known: "
+                                       f"{', '.join(MMPROJ_TYPES)}")
+        if not m.multimodal:
+            raise InvalidConfiguration(f"{m.name} has no vision tower (no vision_config)")
+        if m.vision is None:
+            raise InvalidConfiguration(f"{m.name}'s vision tower is not sized (families "
+                                       "sized: Gemma 3 SigLIP, Pixtral, Qwen3-VL/Qwen3.5)")
+    if c.mtp:
+        if not m.mtp_layers:
+            raise InvalidConfiguration(f"{m.name} has no MTP layers")
+        if not mtp_sized(m):
+            raise InvalidConfiguration(f"{m.name}'s MTP layers ({m.model_type}) are not sized")
+        if c.draft_model is not None:
+            raise InvalidConfiguration("one speculative method at a time: a draft model or MTP")
 
 
 def checkpoint_format(m: ModelArch) -> str:
@@ -170,7 +214,7 @@ Query = tuple[ModelArch, Configuration, Device, Usage]
 
 
 def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
-                       facts: dict, draft_gpu: float = 0.0) -> dict[str, Any]:
+                       facts: dict, extra: Mapping[str, float]) -> dict[str, Any]:
     """One configuration's input columns; `facts` caches each model's and format's
     columns across the rows of one evaluation (tensor sums are the costly part)."""
     key = (id(m), c.weight_format, c.engine == LLAMA_CPP)
@@ -180,7 +224,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "engine": c.engine, "context": c.context, "kv_dtype": c.kv_dtype, "batch": c.batch,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
         "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
-        "draft_gpu_bytes": draft_gpu,
+        **{k: extra.get(k, 0.0) for k in EXTRA_GPU_BYTES},
         "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
@@ -200,14 +244,18 @@ _USAGE_SCHEMA = {k: pl.Float64 for k in ("purchase_usd", "purchase_used_usd",
                                          "electricity_usd_per_kwh", "host_power_w")}
 
 
-def configuration_frame(queries: list[Query], draft_gpu: list[float] | None = None
+# What a query adds per GPU beside its model, the matrix holding 0 (sizing.columns).
+EXTRA_GPU_BYTES = ("draft_gpu_bytes", "mmproj_gpu_bytes", "mtp_gpu_bytes")
+
+
+def configuration_frame(queries: list[Query], extra: list[dict[str, float]] | None = None
                         ) -> pl.DataFrame:
     """The input columns of every query, one row each, as the matrix's rows carry them;
-    `draft_gpu`: bytes per GPU of each query's draft model (sizing.draft), 0 without."""
+    `extra`: each query's EXTRA_GPU_BYTES (a draft model, a projector, MTP layers), 0
+    where absent."""
     facts: dict = {}
-    rows = [_configuration_row(m, c, d, u, facts, extra)
-            for (m, c, d, u), extra in zip(queries, draft_gpu or [0.0] * len(queries),
-                                           strict=True)]
+    rows = [_configuration_row(m, c, d, u, facts, e)
+            for (m, c, d, u), e in zip(queries, extra or [{}] * len(queries), strict=True)]
     schema = MODEL | FORMAT | DEVICE | CONFIGURATION | _USAGE_SCHEMA
     frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
     # V0's profile batch follows the context asked for (the matrix serves V1's defaults).
@@ -227,8 +275,12 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
     drafts = _draft_rows(queries)
-    frame = evaluate(configuration_frame(
-        queries, [draft_gpu_bytes(r) if r else 0.0 for r in drafts]))
+    mtp = _mtp_rows(queries)
+    extra = [{"draft_gpu_bytes": draft_gpu_bytes(r) if r else 0.0,
+              "mmproj_gpu_bytes": _mmproj_bytes(m, c)[0],
+              "mtp_gpu_bytes": mtp_gpu_bytes(t) if t else 0.0}
+             for r, t, (m, c, _, _) in zip(drafts, mtp, queries, strict=True)]
+    frame = evaluate(configuration_frame(queries, extra))
     finetune: dict[int, dict] = {}
     out = [_finish(row, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
            for row, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
@@ -241,14 +293,61 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
                     "draft_kv_cache_gib": draft["kv_cache_gib"],
                     "decode_tok_s_with_draft": speed * DEFAULT_DRAFT_SPEEDUP if speed else None,
                     "draft_speedup_basis": DRAFT_SPEEDUP_SOURCE}
+    for row, t, (m, c, _, _) in zip(out, mtp, queries, strict=True):
+        if c.mmproj is not None:
+            row |= _mmproj_parts(m, c)
+        if t is not None:
+            speed = row["decode_tok_s"]
+            row |= {"mtp_weights_gib": t["mtp_weights_gpu_gib"],
+                    "mtp_kv_cache_gib": t["kv_cache_gib"],
+                    "decode_tok_s_with_mtp": speed * MTP_SPEEDUP[c.engine] if speed else None,
+                    "mtp_speedup_basis": MTP_SPEEDUP_SOURCE[c.engine]}
     return out
+
+
+def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:
+    """(Bytes the projector adds on the GPU that holds it, of which its clip compute
+    buffer where published); 0 without --mmproj."""
+    if c.mmproj is None or m.vision is None:
+        return 0.0, 0.0
+    compute = CLIP_COMPUTE_BYTES.get(m.vision.kind, 0.0)
+    return mmproj_bytes(m.vision, c.mmproj) + compute, compute
+
+
+def _mmproj_parts(m: ModelArch, c: Configuration) -> dict[str, Any]:
+    total, compute = _mmproj_bytes(m, c)
+    buffer = (f"{gib(compute):.2f} GiB clip compute buffer ({CLIP_COMPUTE_SOURCE})" if compute
+              else "its clip compute buffer not counted (no published figure for this "
+                   "projector; it grows with the largest image)")
+    return {"mmproj_type": c.mmproj, "mmproj_weights_gib": gib(total - compute),
+            "mmproj_basis": f"{c.mmproj} mmproj of the {m.vision.kind} tower, tensor by "
+                            f"tensor as llama.cpp's converter writes it (sizing/vision.py), "
+                            f"on one GPU; {buffer}"}
+
+
+def _mtp_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
+    """Each query's MTP blocks sized as a one-layer model on the same GPUs (their KV
+    cache by the same expressions), with their weights per GPU; None without MTP."""
+    asked = [(i, (mtp_block(m), replace(c, mtp=False, mmproj=None, draft_model=None,
+                                        n_cpu_moe=0), d, u))
+             for i, (m, c, d, u) in enumerate(queries) if c.mtp]
+    rows: list[dict[str, Any] | None] = [None] * len(queries)
+    if asked:
+        frame = evaluate(configuration_frame([q for _, q in asked]), through="memory")
+        for (i, (_, c, _, _)), row in zip(asked, frame.iter_rows(named=True), strict=True):
+            m = queries[i][0]
+            w = weight_bytes(m, mtp_tensors(m), c.weight_format, gguf=c.engine == LLAMA_CPP)
+            layers = m.mtp_layers  # the one-layer block's cache, once per MTP layer
+            rows[i] = {"mtp_weights_gpu_gib": gib(w.total) / c.n_gpus,
+                       "kv_cache_gib": row["kv_cache_gib"] * layers}
+    return rows
 
 
 def _draft_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
     """Each query's draft model sized as its own configuration on the same GPUs (same
     context, batch, KV type and engine), by the same expressions; None without a draft."""
     asked = [(i, (c.draft_model, replace(c, weight_format=c.draft_format or c.weight_format,
-                                         draft_model=None, draft_format=None,
+                                         draft_model=None, draft_format=None, mmproj=None,
                                          n_cpu_moe=0), d, u))
              for i, (_, c, d, u) in enumerate(queries) if c.draft_model is not None]
     rows: list[dict[str, Any] | None] = [None] * len(queries)
@@ -304,6 +403,11 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         c.offload_frac) if c.engine == LLAMA_CPP else None)
     if out["launch_llama_cpp"] and c.draft_model is not None:
         out["launch_llama_cpp"] += f" \\\n  --model-draft <{c.draft_model.name} GGUF> -ngld 999"
+    if out["launch_llama_cpp"] and c.mmproj is not None:
+        out["launch_llama_cpp"] += f" \\\n  --mmproj <{m.name} mmproj {c.mmproj} GGUF>"
+    if out["launch_llama_cpp"] and c.mtp:
+        # llama.cpp PR #22673: a GGUF converted with its MTP layers (nextn_predict_layers)
+        out["launch_llama_cpp"] += " \\\n  --spec-type draft-mtp"
     if out["launch_llama_cpp"] and c.n_cpu_moe:
         out["launch_llama_cpp"] += f" \\\n  --n-cpu-moe {c.n_cpu_moe}"
     if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
@@ -320,6 +424,9 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
                                        out["max_num_batched_tokens"], c.vllm.enforce_eager,
                                        repo)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
+    if command and c.mtp:  # vLLM's MTP drafter, one speculative token (PR #12755)
+        command += (" \\\n  --speculative-config "
+                    "'{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'")
     out["launch_vllm"], out["launch_vllm_reason"] = command, reason
     out["launch_build"] = engines.MODULES[c.engine].build(d.vendor)
     return out

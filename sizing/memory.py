@@ -181,7 +181,9 @@ def memory_columns() -> list[pl.Expr]:
     kv_gpu = kv_cache_bytes_held() * (1 - col("offload_frac")) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
-    draft = col("draft_gpu_bytes")  # a speculative-decoding draft model (sizing.draft)
+    # What the user adds: a draft model (sizing.draft), llama.cpp's vision projector
+    # (sizing.vision), MTP layers (sizing.mtp).
+    draft = col("draft_gpu_bytes") + col("mmproj_gpu_bytes") + col("mtp_gpu_bytes")
     required = weights_gpu + kv_gpu + runtime + draft
     usable = usable_bytes_per_gpu()
     headroom = usable - required
@@ -211,7 +213,9 @@ def memory_columns() -> list[pl.Expr]:
         (weights_gpu / BYTES_PER_GIB).alias("weights_gpu_gib"),
         (kv_gpu / BYTES_PER_GIB).alias("kv_cache_gib"),
         (runtime / BYTES_PER_GIB).alias("runtime_gib"),
-        (draft / BYTES_PER_GIB).alias("draft_gib"),
+        (col("draft_gpu_bytes") / BYTES_PER_GIB).alias("draft_gib"),
+        (col("mmproj_gpu_bytes") / BYTES_PER_GIB).alias("mmproj_gib"),
+        (col("mtp_gpu_bytes") / BYTES_PER_GIB).alias("mtp_gib"),
         (offload / BYTES_PER_GIB).alias("offload_gib"),
         (required / BYTES_PER_GIB).alias("total_gib"),
         (usable / BYTES_PER_GIB).alias("usable_gib"),

@@ -12,6 +12,7 @@ from typing import Any
 from sizing.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
 from sizing.engines import vllm
 from sizing.tensors import count_params, enumerate_tensors
+from sizing.vision import checkpoint_bytes, mmproj_bytes
 from sizing.weights import weight_bytes
 
 
@@ -196,6 +197,9 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "vllm_fp8_entries_per_token": float(fp8_entries),
         "vllm_fp8_entry_extra_bytes": fp8_extra,
         **sparse,
+        "multimodal": m.multimodal,
+        "vision_projector_bytes": mmproj_bytes(m.vision) if m.vision is not None else None,
+        "mtp_layers": m.mtp_layers,
     }
 
 
@@ -213,4 +217,5 @@ def format_row(m: ModelArch, fmt: str, imatrix: bool = False,
         "input_embd_bytes": 0 if m.tied_embeddings else w.token_embd,
         "expert_bytes": w.experts,
         "vllm_copy_bytes": w.held_twice_by_vllm,
+        "vision_bytes": checkpoint_bytes(m.vision) if m.vision is not None and not gguf else 0,
     }

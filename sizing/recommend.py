@@ -59,6 +59,7 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
         pl.lit(batch).alias("batch"), pl.lit(0.0).alias("offload_frac"),
         pl.lit(0.0).alias("cpu_moe_expert_share"), pl.lit(0.0).alias("draft_gpu_bytes"),
+        pl.lit(0.0).alias("mmproj_gpu_bytes"), pl.lit(0.0).alias("mtp_gpu_bytes"),
         pl.lit(prompt_tokens).alias("prompt_tokens"),
         pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
         pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals())

@@ -143,6 +143,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
                            .otherwise(pl.lit("auto")),
                            offload_frac=pl.lit(0.0), cpu_moe_expert_share=pl.lit(0.0),
                            draft_gpu_bytes=pl.lit(0.0),
+                           mmproj_gpu_bytes=pl.lit(0.0), mtp_gpu_bytes=pl.lit(0.0),
                            max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
                            context=pl.when(decode).then(pl.col("n_prompt")

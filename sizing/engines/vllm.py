@@ -289,8 +289,9 @@ def full_layer_replication() -> pl.Expr:
 
 def weights_held_bytes() -> pl.Expr:
     """The checkpoint's tensors plus the copies vLLM makes at load (`vllm_copy_bytes`:
-    Gemma 4's k_proj again as v_proj)."""
-    return col("weights_bytes") + col("vllm_copy_bytes")
+    Gemma 4's k_proj again as v_proj), and a multimodal model's vision tower, which vLLM
+    loads with the language model (`vision_bytes`, sizing.vision)."""
+    return col("weights_bytes") + col("vllm_copy_bytes") + col("vision_bytes")
 
 
 def weights_on_device_bytes() -> pl.Expr:

@@ -1,0 +1,71 @@
+"""Multi-token-prediction layers (sizing.mtp): left out by default as both engines do,
+counted with --mtp, checked against DeepSeek's published MTP parameter count
+(deepseek-ai/DeepSeek-V3 README_WEIGHTS.md: "Parameters: 11.5B unique parameters
+(excluding the shared 0.9B Embedding and 0.9B output Head)")."""
+
+import pytest
+
+from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+from sizing.mtp import MTP_SPEEDUP, mtp_sized, mtp_tensors
+from sizing.tensors import count_params
+from sizing.units import BYTES_PER_GIB
+from sizing.weights import weight_bytes
+from tests.conftest import load_arch
+
+H200 = Device("h200_141gb", 141.0, vendor="NVIDIA", bandwidth_gb_s=4800.0)
+CARD = Device("test_48gb", 48.0, vendor="NVIDIA", bandwidth_gb_s=1000.0)
+DEEPSEEK = load_arch("deepseek-ai/DeepSeek-V3")
+
+
+def test_deepseek_v3_mtp_layer_against_the_published_count():
+    """One MLA + MoE block (256 experts), its 2 x 7168 -> 7168 projection and three norms:
+    11.61 B against the published "11.5B" (a figure given to 0.1 B): +1.0 %."""
+    assert DEEPSEEK.mtp_layers == 1 and mtp_sized(DEEPSEEK)
+    n = sum(t.n_elems for t in mtp_tensors(DEEPSEEK))
+    print(f"DeepSeek-V3 MTP: {n / 1e9:.3f} B, {n / 11.5e9 - 1:+.1%} against 11.5 B")
+    assert abs(n / 11.5e9 - 1) < 0.02
+    assert not any(t.kind in ("token_embd", "output") for t in mtp_tensors(DEEPSEEK))
+
+
+def test_mtp_layers_are_not_in_the_default_count():
+    """Both engines skip them unless asked: the 671 B DeepSeek-V3 counts 61 layers, and an
+    estimate without --mtp adds nothing."""
+    assert count_params(DEEPSEEK).total == pytest.approx(671e9, rel=0.005)
+    r = estimate(DEEPSEEK, Configuration("FP8", 8192, "auto", n_gpus=8, engine="vllm"), H200)
+    assert r["mtp_gib"] == 0 and "mtp_speedup_basis" not in r
+
+
+@pytest.mark.parametrize(("repo", "conf", "device"), [
+    ("deepseek-ai/DeepSeek-V3", Configuration("FP8", 8192, "auto", n_gpus=8, engine="vllm"),
+     H200),
+    ("Qwen/Qwen3.6-35B-A3B", Configuration("Q4_K_M", 8192, "f16"), CARD),
+])
+def test_mtp_is_counted_when_asked(repo, conf, device):
+    m = load_arch(repo)
+    alone = estimate(m, conf, device)
+    conf_mtp = Configuration(**{**conf.__dict__, "mtp": True})
+    both = estimate(m, conf_mtp, device)
+    weights = weight_bytes(m, mtp_tensors(m), conf.weight_format,
+                           gguf=conf.engine == "llama.cpp").total / BYTES_PER_GIB / conf.n_gpus
+    assert both["mtp_weights_gib"] == pytest.approx(weights)
+    assert both["mtp_kv_cache_gib"] > 0
+    assert both["mtp_gib"] == pytest.approx(weights + both["mtp_kv_cache_gib"])
+    assert both["total_gib"] == pytest.approx(alone["total_gib"] + both["mtp_gib"])
+    assert both["decode_tok_s_with_mtp"] == pytest.approx(
+        both["decode_tok_s"] * MTP_SPEEDUP[conf.engine])
+    launch = both["launch_vllm"] if conf.engine == "vllm" else both["launch_llama_cpp"]
+    assert ('"method": "mtp"' if conf.engine == "vllm" else "--spec-type draft-mtp") in launch
+    assert "PR #" in both["mtp_speedup_basis"]
+
+
+def test_mtp_needs_mtp_layers_of_a_sized_family():
+    with pytest.raises(InvalidConfiguration, match="no MTP layers"):
+        estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16", mtp=True),
+                 CARD)
+    with pytest.raises(InvalidConfiguration, match="not sized"):
+        estimate(load_arch("MiniMaxAI/MiniMax-M2.5"),
+                 Configuration("Q4_K_M", 8192, "f16", n_gpus=8, mtp=True), H200)
+    with pytest.raises(InvalidConfiguration, match="one speculative method"):
+        estimate(load_arch("Qwen/Qwen3.6-35B-A3B"),
+                 Configuration("Q4_K_M", 8192, "f16", mtp=True,
+                               draft_model=load_arch("Qwen/Qwen3.6-35B-A3B")), CARD)
