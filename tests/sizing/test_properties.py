@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sizing.architecture import ConfigError, parse_config
-from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+from sizing.estimate import (
+    Configuration,
+    Device,
+    InvalidConfiguration,
+    Usage,
+    estimate,
+    estimate_many,
+    validate,
+)
 
 
 @st.composite
@@ -44,10 +52,13 @@ DEVICE = Device("test", memory_gib=80.0)
 def test_memory_monotone_and_non_negative(cfg, fmt, engine_kv, ctx, batch):
     m = parse_config(cfg, "generated")
     engine, kv = engine_kv
-    base = estimate(m, Configuration(fmt, ctx, kv, batch, engine=engine), DEVICE)
-    longer = estimate(m, Configuration(fmt, min(2 * ctx, 131072), kv, batch, engine=engine),
-                      DEVICE)
-    wider = estimate(m, Configuration(fmt, ctx, kv, batch + 1, engine=engine), DEVICE)
+    asked = [Configuration(fmt, ctx, kv, batch, engine=engine),
+             Configuration(fmt, min(2 * ctx, 131072), kv, batch, engine=engine),
+             Configuration(fmt, ctx, kv, batch + 1, engine=engine)]
+    for c in asked:
+        validate(m, c, DEVICE)
+    # One evaluation of the three (estimate() evaluates one configuration at a time).
+    base, longer, wider = estimate_many([(m, c, DEVICE, Usage()) for c in asked])
     for r in (base, longer, wider):
         assert min(r["weights_gpu_gib"], r["kv_cache_gib"], r["runtime_gib"]) >= 0
     assert longer["total_gib"] >= base["total_gib"]
