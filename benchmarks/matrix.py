@@ -31,8 +31,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from assets.catalogs.readers import load_gpus  # noqa: E402
 from assets.catalogs.tables import gpus as gpus_asset  # noqa: E402
-from assets.catalogs.tables import load_gpus  # noqa: E402
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource  # noqa: E402
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
@@ -94,8 +94,7 @@ def run(n_models: int) -> dict:
             "rows_per_s": round(rows / wall), "steps_s": _step_seconds(result),
             "bytes_on_disk": disk,
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus(
-                CatalogResource())), 1)}
+            "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus()), 1)}
 
 
 def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
