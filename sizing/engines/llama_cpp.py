@@ -40,15 +40,16 @@ DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
 # their last use, free blocks reused best-fit) over the worst-case graph llama_context
 # reserves (src/llama-context.cpp sched_reserve): one micro-batch of n_ubatch tokens, each
 # an output unless the caller caps n_outputs_max. The peak is either at the output (the
-# F32 logits, n_vocab per output, beside two hidden-state rows per token: the last layer's
-# output and the input-embedding slot) or in a layer's feed-forward (four hidden-state
-# rows, three FFN-wide rows: gate, up, their product; a MoE layer also holds the k
-# experts' outputs and the router's row, k + 1 more hidden rows) while the F16
-# flash-attention mask, n_kv x n_ubatch, is live. Counts read from a dry run of
-# llama.cpp's own allocator on this graph (data/catalogs/research/llama_cpp_compute_buffer.md).
+# F32 logits, n_vocab per output, beside one hidden-state row per token, the last layer's
+# output: graph inputs such as the unused input-embedding slot live in host memory,
+# ggml-backend.cpp) or in a layer's feed-forward (four hidden-state rows, three FFN-wide
+# rows: gate, up, their product; a MoE layer also holds the k experts' outputs and the
+# router's row, k + 1 more hidden rows) while the F16 flash-attention mask, n_kv x
+# n_ubatch, is live. Counts read from dry runs of llama.cpp's own allocator on this graph
+# (data/catalogs/research/llama_cpp_compute_buffer.md).
 ACTIVATION_BYTES = 4  # F32 activations and logits
 MASK_BYTES = 2  # the KQ mask is F16 with flash attention
-OUTPUT_PEAK_HIDDEN_ROWS = 2
+OUTPUT_PEAK_HIDDEN_ROWS = 1
 LAYER_PEAK_HIDDEN_ROWS = 4
 LAYER_PEAK_FFN_ROWS = 3
 
@@ -177,9 +178,9 @@ def cache_allocation_tokens() -> int:
 
 
 def runtime_basis() -> pl.Expr:
-    """Estimated: the device context is Ollama's per-GPU minimum, and the compute buffer
-    follows the 2026 allocator, which older builds' logs exceed by 9-30 %
-    (tests/sizing/test_compute_buffer.py)."""
+    """Estimated: the device context is Ollama's per-GPU minimum, and the compute buffer,
+    exact on the llama-family logs of 2025 and 2026, is exceeded by up to a third by
+    some older builds' (tests/sizing/test_compute_buffer.py)."""
     return pl.lit("estimated")
 
 
