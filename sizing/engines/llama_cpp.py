@@ -43,9 +43,9 @@ DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
 # F32 logits, n_vocab per output, beside one hidden-state row per token, the last layer's
 # output: graph inputs such as the unused input-embedding slot live in host memory,
 # ggml-backend.cpp) or in a layer's feed-forward (four hidden-state rows, three FFN-wide
-# rows: gate, up, their product; a MoE layer also holds the k experts' outputs and the
-# router's row, k + 1 more hidden rows) while the F16 flash-attention mask, n_kv x
-# n_ubatch, is live. Counts read from dry runs of llama.cpp's own allocator on this graph
+# rows: gate, up, their product; a MoE layer whose experts are narrower than the hidden
+# state also holds the k experts' outputs above them, k + 1 more hidden rows) while the
+# F16 flash-attention mask, n_kv x n_ubatch, is live. Counts read from dry runs of llama.cpp's own allocator on this graph
 # (data/catalogs/research/llama_cpp_compute_buffer.md).
 ACTIVATION_BYTES = 4  # F32 activations and logits
 MASK_BYTES = 2  # the KQ mask is F16 with flash attention
@@ -137,7 +137,8 @@ def compute_buffer_bytes(outputs: pl.Expr, ubatch: pl.Expr, kv_cells: pl.Expr) -
     output_peak = (col("vocab") * outputs + OUTPUT_PEAK_HIDDEN_ROWS * col("hidden") * ubatch) \
         * ACTIVATION_BYTES
     k = col("n_experts_active")
-    moe_rows = pl.when(k > 0).then((k + 1) * col("hidden")).otherwise(0.0)
+    narrow_experts = (k > 0) & (col("hidden") * k > col("ffn_active_width"))
+    moe_rows = pl.when(narrow_experts).then((k + 1) * col("hidden")).otherwise(0.0)
     layer_width = LAYER_PEAK_HIDDEN_ROWS * col("hidden") \
         + LAYER_PEAK_FFN_ROWS * col("ffn_active_width") + moe_rows
     layer_peak = layer_width * ubatch * ACTIVATION_BYTES + kv_cells * ubatch * MASK_BYTES
