@@ -45,8 +45,8 @@ DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
 # ggml-backend.cpp) or in a layer's feed-forward (four hidden-state rows, three FFN-wide
 # rows: gate, up, their product; a MoE layer whose experts are narrower than the hidden
 # state also holds the k experts' outputs above them, k + 1 more hidden rows) while the
-# F16 flash-attention mask, n_kv x n_ubatch, is live. Counts read from dry runs of llama.cpp's own allocator on this graph
-# (data/catalogs/research/llama_cpp_compute_buffer.md).
+# F16 flash-attention mask, n_kv x n_ubatch, is live. Counts read from dry runs of
+# llama.cpp's own allocator on this graph (data/catalogs/research/llama_cpp_compute_buffer.md).
 ACTIVATION_BYTES = 4  # F32 activations and logits
 MASK_BYTES = 2  # the KQ mask is F16 with flash attention
 OUTPUT_PEAK_HIDDEN_ROWS = 1
