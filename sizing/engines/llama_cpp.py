@@ -36,9 +36,22 @@ FIT_MARGIN_BYTES = 1024 * BYTES_PER_MIB
 # Memory a CUDA device context and cuBLAS take before any tensor: Ollama's measured
 # per-GPU minimum for the CUDA backend, 457 MiB (ollama llm/memory.go).
 DEVICE_CONTEXT_BYTES = 457 * BYTES_PER_MIB
-# The logits of one micro-batch are computed in F32 on the device; with flash attention
-# this is the largest compute-buffer tensor (n_vocab x n_ubatch x 4 bytes).
-LOGITS_BYTES_PER_VALUE = 4
+# The compute buffer is ggml-alloc's peak (ggml/src/ggml-alloc.c: tensors freed after
+# their last use, free blocks reused best-fit) over the worst-case graph llama_context
+# reserves (src/llama-context.cpp sched_reserve): one micro-batch of n_ubatch tokens, each
+# an output unless the caller caps n_outputs_max. The peak is either at the output (the
+# F32 logits, n_vocab per output, beside one hidden-state row per token, the last layer's
+# output: graph inputs such as the unused input-embedding slot live in host memory,
+# ggml-backend.cpp) or in a layer's feed-forward (four hidden-state rows, three FFN-wide
+# rows: gate, up, their product; a MoE layer whose experts are narrower than the hidden
+# state also holds the k experts' outputs above them, k + 1 more hidden rows) while the
+# F16 flash-attention mask, n_kv x n_ubatch, is live. Counts read from dry runs of
+# llama.cpp's own allocator on this graph (data/catalogs/research/llama_cpp_compute_buffer.md).
+ACTIVATION_BYTES = 4  # F32 activations and logits
+MASK_BYTES = 2  # the KQ mask is F16 with flash attention
+OUTPUT_PEAK_HIDDEN_ROWS = 1
+LAYER_PEAK_HIDDEN_ROWS = 4
+LAYER_PEAK_FFN_ROWS = 3
 
 # Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per vendor; ""
 # is the engine's fit pooled over vendors. Apple's Metal builds pay 2.5x NVIDIA's per-layer
@@ -117,10 +130,31 @@ def full_layer_replication() -> pl.Expr:
     return pl.lit(1.0)
 
 
+def compute_buffer_bytes(outputs: pl.Expr, ubatch: pl.Expr, kv_cells: pl.Expr) -> pl.Expr:
+    """One device's compute buffer with flash attention and the whole model on it: the
+    larger of the output peak (`outputs` rows of logits) and the feed-forward peak (with
+    the mask over `kv_cells` cached tokens)."""
+    output_peak = (col("vocab") * outputs + OUTPUT_PEAK_HIDDEN_ROWS * col("hidden") * ubatch) \
+        * ACTIVATION_BYTES
+    k = col("n_experts_active")
+    narrow_experts = (k > 0) & (col("hidden") * k > col("ffn_active_width"))
+    moe_rows = pl.when(narrow_experts).then((k + 1) * col("hidden")).otherwise(0.0)
+    layer_width = LAYER_PEAK_HIDDEN_ROWS * col("hidden") \
+        + LAYER_PEAK_FFN_ROWS * col("ffn_active_width") + moe_rows
+    layer_peak = layer_width * ubatch * ACTIVATION_BYTES + kv_cells * ubatch * MASK_BYTES
+    return pl.max_horizontal(output_peak, layer_peak)
+
+
 def runtime_bytes() -> pl.Expr:
-    """The device context plus the compute buffer, whose largest tensor with flash
-    attention is the F32 logits of one micro-batch."""
-    return DEVICE_CONTEXT_BYTES + col("vocab") * UBATCH * LOGITS_BYTES_PER_VALUE
+    """The device context plus the compute buffer of llama-server's defaults in the
+    matrix: flash attention on, n_ubatch = UBATCH, every micro-batch token an output (what
+    llama.cpp reserves unless the caller caps n_outputs_max: llama-cli, llama-bench, and
+    llama-server before PR #23861, 2026-05; since then llama-server reserves one output
+    per slot, so this bounds it from above). The runtime depends on no context, so the
+    mask (MASK_BYTES x UBATCH per cached token, live only at the feed-forward peak) is
+    left out."""
+    return DEVICE_CONTEXT_BYTES + compute_buffer_bytes(pl.lit(UBATCH), pl.lit(UBATCH),
+                                                       pl.lit(0.0))
 
 
 def weights_held_bytes() -> pl.Expr:
@@ -145,7 +179,9 @@ def cache_allocation_tokens() -> int:
 
 
 def runtime_basis() -> pl.Expr:
-    """The compute buffer is an estimate (logs too heterogeneous to fit it)."""
+    """Estimated: the device context is Ollama's per-GPU minimum, and the compute buffer,
+    exact on the llama-family logs of 2025 and 2026, is exceeded by up to a third by
+    some older builds' (tests/sizing/test_compute_buffer.py)."""
     return pl.lit("estimated")
 
 

@@ -3,7 +3,8 @@
 vLLM's budget is checked against its own start-up logs in tests/sizing/test_vllm_budget.py.
 llama.cpp: the output buffer on the host is n_vocab x 4 bytes per output row
 ("CUDA_Host output buffer size = 0.58 MiB" for Qwen2.5-3B, n_vocab 151936, LLamaSharp#1099);
-the device logits of one micro-batch are 512 such rows.
+the device logits of one micro-batch are 512 such rows, beside one hidden-state row per
+token (the compute buffer against published logs: tests/sizing/test_compute_buffer.py).
 """
 
 import pytest
@@ -19,7 +20,7 @@ def test_llama_cpp_logits_buffer_row():
     assert 151936 * 4 / BYTES_PER_MIB == pytest.approx(0.58, abs=0.005)
     m = load_arch("Qwen/Qwen2.5-7B-Instruct")  # same 151936-token vocabulary
     r = estimate(m, Configuration("Q4_K_M", 4096, "f16"), Device("x", 24.0))
-    logits = m.vocab * 4 * LLAMA_CPP_UBATCH / BYTES_PER_GIB
+    logits = (m.vocab + m.hidden) * 4 * LLAMA_CPP_UBATCH / BYTES_PER_GIB
     assert r["runtime_gib"] == pytest.approx(logits + 457 / 1024, rel=1e-6)
 
 
