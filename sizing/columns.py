@@ -68,6 +68,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
     # (sizing.offload), and a draft model's bytes per GPU (sizing.draft); 0 in the matrix.
     "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
+    # The engine's backend (llama.cpp: CUDA, ROCm, Vulkan, Metal, SYCL, MUSA; null: the
+    # default for the GPU's vendor, resolved by sizing.speed.efficiency_columns).
+    "backend": pl.String(),
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,
@@ -81,7 +84,7 @@ STAGES = ("inputs", "memory", "prefill", "speed", "energy", "cost")
 OUTPUTS: dict[str, pl.DataType] = {
     "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(), "usable_gib": pl.Float32(),
     "memory_basis": pl.String(), "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
-    "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
+    "speed_fit": pl.String(), "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
     "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(), "headroom_gib": pl.Float32(),
     "verdict": pl.String(), "max_context_tokens": pl.Int32(),
     "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),

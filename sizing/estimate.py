@@ -76,6 +76,8 @@ class Configuration:
     # (the main model's unless given): sizing.draft.
     draft_model: ModelArch | None = None
     draft_format: str | None = None
+    # The engine's backend (sizing.engines.<engine>.BACKENDS; None: the vendor's default).
+    backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,10 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
     if c.n_cpu_moe and c.engine != LLAMA_CPP:
         raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
                                    "expert on the GPUs")
+    backends = engines.MODULES[c.engine].BACKENDS
+    if c.backend is not None and c.backend not in backends:
+        raise InvalidConfiguration(f"unknown {c.engine} backend {c.backend!r}; known: "
+                                   f"{', '.join(backends)}")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))
@@ -181,7 +187,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
         "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
         "draft_gpu_bytes": draft_gpu,
-        "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
+        "rope_scaling": c.rope_scaling, "backend": c.backend, **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
         "unified_memory": d.unified_memory,
@@ -321,5 +327,5 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
                                        repo)
                     if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
     out["launch_vllm"], out["launch_vllm_reason"] = command, reason
-    out["launch_build"] = engines.MODULES[c.engine].build(d.vendor)
+    out["launch_build"] = engines.MODULES[c.engine].build(out["backend"])
     return out

@@ -101,7 +101,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
                           pl.lit(0.0).alias("offload_frac"),
                           pl.lit(0.0).alias("cpu_moe_expert_share"),
-                          pl.lit(0.0).alias("draft_gpu_bytes"), *settings_literals())
+                          pl.lit(0.0).alias("draft_gpu_bytes"),
+                          pl.lit(None, pl.String).alias("backend"), *settings_literals())
             .with_columns(configuration_inputs())
             .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 

@@ -61,7 +61,8 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         pl.lit(0.0).alias("cpu_moe_expert_share"), pl.lit(0.0).alias("draft_gpu_bytes"),
         pl.lit(prompt_tokens).alias("prompt_tokens"),
         pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
-        pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals())
+        pl.lit(None, pl.String).alias("rope_scaling"), pl.lit(None, pl.String).alias("backend"),
+        *settings_literals())
     ).filter(tensor_parallel_possible())
 
 

@@ -50,6 +50,8 @@ SAME_SHAPES = {
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "zai-org/GLM-4.5-Air": "zai-org/GLM-4.5-Air",
 }
 GPU_IDS = {
     "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
@@ -82,7 +84,8 @@ GPU_IDS = {
     "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
 }
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
-          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
+          "UD-Q4_K_XL": "UD-Q4_K_XL"}
 VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
                "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
                "fp8 (online dynamic, --quantization fp8)": "FP8",
@@ -97,6 +100,10 @@ def measurements(raw: pl.DataFrame) -> pl.DataFrame:
     test = pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 1)
     llama = pl.col("engine") == "llama.cpp"
     m = raw.with_columns(
+        # The build, as the fits key it: "ROCm (HIP)" and "ROCm,RPC" (RPC compiled in, one
+        # device) are ROCm builds; the printed label stays in `backend_printed`.
+        backend_printed=pl.col("backend"),
+        backend=pl.col("backend").str.extract(r"^(CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)", 1),
         kind=test.replace_strict({"pp": "prefill", "tg": "decode"}, default=None),
         tokens=pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64),
         gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
@@ -172,7 +179,7 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
 
 def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
     """Each GPU's measurements predicted with the constants fitted without that GPU (the
-    engine and vendor's own fit where the rest still has one, else the engine's): decode
+    engine and backend's own fit where the rest still has one, else the engine's): decode
     as roofline time / efficiency + layers x per-layer overhead, prefill as the roofline x
     the capped share of peak (sizing.speed.prefill_share)."""
     parts = []
@@ -180,9 +187,9 @@ def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
         data = rows.filter(pl.col("kind") == kind)
         for gpu in data.get_column("gpu_id").unique().sort():
             constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
-            for (engine, vendor), held in data.filter(pl.col("gpu_id") == gpu) \
-                    .group_by("engine", "vendor", maintain_order=True):
-                c = constants.get(f"{engine}|{vendor}", constants.get(engine))
+            for (engine, backend), held in data.filter(pl.col("gpu_id") == gpu) \
+                    .group_by("engine", "backend", maintain_order=True):
+                c = constants.get(f"{engine}|{backend}", constants.get(engine))
                 if c is None:
                     continue
                 if kind == "prefill":

@@ -71,10 +71,14 @@ ALLREDUCE_LATENCY_S = 10e-6
 # weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
 # half its per-layer overhead, and prefills at half the dense FP16 peak (its FP8 runs are
 # timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
-DECODE_FIT = {"NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
+DECODE_FIT = {"CUDA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
               "": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
-PREFILL_FIT = {"NVIDIA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"NVIDIA": 0.299, "": 0.299}
+PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.299, "": 0.299}
+# The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
+# GPUs run its hardware plugins, named by the vendor.
+DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
+BACKENDS = ("CUDA", "ROCm", "XPU")
 
 VLLM_V1, VLLM_V1_019, VLLM_V0 = "v1", "v1-0.19", "v0"
 VLLM_VERSIONS = (VLLM_V1, VLLM_V1_019, VLLM_V0)
@@ -427,6 +431,11 @@ def decode_comm_seconds() -> pl.Expr:
         .then(ALLREDUCES_PER_LAYER * col("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
 
 
+def default_backend() -> pl.Expr:
+    return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=pl.col("vendor"),
+                                           return_dtype=pl.String)
+
+
 def sparse_kernels() -> pl.Expr:
     """FlashMLA's sparse kernels skip the entries the indexer did not pick."""
     return pl.lit(True)
@@ -447,9 +456,9 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
-def build(vendor: str) -> str:
-    return "vLLM's CUDA wheels (pip install vllm)" if vendor == "NVIDIA" \
-        else f"vLLM's {vendor or 'vendor'} build"
+def build(backend: str) -> str:
+    return "vLLM's CUDA wheels (pip install vllm)" if backend == "CUDA" \
+        else f"vLLM's {backend or 'vendor'} build"
 
 
 def serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
