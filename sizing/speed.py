@@ -114,7 +114,8 @@ def kv_bytes_read_per_step() -> pl.Expr:
 def efficiency_columns() -> list[pl.Expr]:
     """The row's `backend` (the one asked for, else the vendor's default) and the fitted
     constants for its engine and backend, as the input columns `decode_efficiency`,
-    `decode_layer_seconds`, `prefill_efficiency` and, where the fit has them, `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
+    `decode_layer_seconds`, `prefill_efficiency` and, where the fit has them,
+    `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
     `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
     1, 1, null and null to get the bare roofline.)"""
     return [engines.backend().alias("backend"),
