@@ -53,6 +53,8 @@ class Device:
     gpu_count_options: tuple[int, ...] | None = None
     # Total memory as CUDA reports it (torch.cuda.mem_get_info), where known.
     memory_cuda_gib: float | None = None
+    # The link between the GPUs ("NVLink 4 (900 GB/s)", "PCIe 4.0 x16"; None: not known).
+    interconnect: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "unified_memory": d.unified_memory,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
+        "interconnect": d.interconnect,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
         "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,

@@ -108,7 +108,7 @@ GPUS = TableContract(
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "gpu_count_options": pl.String(),
-            "compute_capability": pl.Float64()} | VERIFIED_AT,
+            "compute_capability": pl.Float64(), "interconnect": pl.String()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
     rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
            ("bandwidth between 50 and 20000 GB/s",

@@ -140,7 +140,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
                                 | {"model": k, "fmt": f, "engine": e}
                                 for k, f, e in triples]).drop("model_id", "weight_format")
     gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s", "fp16_dense_tflops",
-                              "tdp_w")
+                              "tdp_w", "interconnect")
     # A decode test's running context is its prompt plus half its generated tokens.
     decode = pl.col("kind") == "decode"
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])

@@ -228,3 +228,38 @@ def test_backend_picks_its_own_fit():
     sycl = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device(arc))
     assert (sycl["backend"], sycl["speed_basis"], sycl["speed_fit"]) == (
         "SYCL", "transferred", "llama.cpp pooled")
+
+
+def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
+    """vLLM's tensor-parallel decode: each GPU reads 1/TP of the weights and every layer
+    pays two all-reduces, whose latency is the link's (published, not fitted: NVLink 9 us,
+    PCIe 22 us; sizing.engines.vllm.ALLREDUCE_SECONDS). The 6 gathered runs at TP 2 and 4
+    (A100 SXM4, H100 SXM5: NVLink) are printed with their held-out error; the same
+    configuration over PCIe is slower by exactly the latency difference."""
+    from sizing.engines import vllm
+    from sizing.estimate import Configuration, Device, estimate
+
+    tp = held_out.filter(pl.col("kind") == "decode", pl.col("engine") == "vllm",
+                         pl.col("n_gpus") > 1).with_columns(
+        error=pl.col("held_out_error").abs())
+    with pl.Config(tbl_rows=10):
+        print(tp.select("gpu_id", "n_gpus", "model", "fmt", "batch", "measured_tok_s",
+                        "held_out_tok_s", "held_out_error"))
+    print(f"\nvLLM tensor-parallel decode, {tp.height} runs held out by device: median "
+          f"{tp.get_column('error').median():.1%}, max {tp.get_column('error').max():.1%}")
+    assert tp.height >= 6 and tp.get_column("error").median() <= DECODE_BOUND
+
+    gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
+    g = gpus["h100_sxm5_80gb"]
+    assert g["interconnect"].startswith("NVLink")
+    m = load_arch("meta-llama/Llama-3.3-70B-Instruct")
+    conf = Configuration("BF16", 4096, "auto", 1, 4, engine="vllm")
+
+    def step(link: str | None) -> float:
+        d = Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
+                   g["fp16_dense_tflops"], interconnect=link)
+        return 1 / estimate(m, conf, d)["decode_tok_s"]
+
+    extra = 2 * m.n_layers * (vllm.ALLREDUCE_SECONDS["pcie"] - vllm.ALLREDUCE_SECONDS["fabric"])
+    assert step("PCIe 5.0 x16") - step(g["interconnect"]) == pytest.approx(extra, rel=1e-6)
+    assert step(None) == pytest.approx(step("PCIe 5.0 x16"))  # unknown: the slower link
