@@ -74,6 +74,8 @@ FP8_EXTRA_BYTES_MLA, FP8_EXTRA_BYTES_V4 = 656 - 576, 584 - 512
 #   19.4 to 24.2 us for 4 to 32 KB inside a CUDA graph on 4 GPUs behind a PCIe switch
 #   (haohervchb/sglang-V100 PR #2, 2026-09-12: "4 KB | 19.4 us", "32 KB | 24.2 us").
 ALLREDUCES_PER_LAYER = 2
+# NVLink bridges join 2 ("pairs") or 4 ("4-way") cards: more GPUs than that cross PCIe,
+# where vLLM's custom all-reduce is off (it needs every pair of GPUs linked).
 ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
@@ -438,7 +440,11 @@ def decode_parallelism() -> pl.Expr:
 
 def allreduce_seconds() -> pl.Expr:
     """One decode all-reduce's latency over the GPUs' link (ALLREDUCE_SECONDS)."""
-    fabric = pl.col("interconnect").str.contains(FABRIC_LINKS).fill_null(False)
+    link = pl.col("interconnect")
+    bridged = link.str.extract(r"(\d+)-way", 1).cast(pl.Float64) \
+        .fill_null(pl.when(link.str.contains("pairs")).then(2.0))
+    fabric = (link.str.contains(FABRIC_LINKS)
+              & (bridged.is_null() | (col("n_gpus") <= bridged))).fill_null(False)
     return pl.when(fabric).then(ALLREDUCE_SECONDS["fabric"]) \
         .otherwise(ALLREDUCE_SECONDS["pcie"])
 

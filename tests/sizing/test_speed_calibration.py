@@ -263,3 +263,7 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     extra = 2 * m.n_layers * (vllm.ALLREDUCE_SECONDS["pcie"] - vllm.ALLREDUCE_SECONDS["fabric"])
     assert step("PCIe 5.0 x16") - step(g["interconnect"]) == pytest.approx(extra, rel=1e-6)
     assert step(None) == pytest.approx(step("PCIe 5.0 x16"))  # unknown: the slower link
+    # An NVLink bridge joins pairs: four GPUs cross PCIe, two do not.
+    assert step("NVLink bridge (pairs, 600 GB/s)") == pytest.approx(step("PCIe 5.0 x16"))
+    conf = Configuration("BF16", 4096, "auto", 1, 2, engine="vllm")
+    assert step("NVLink bridge (pairs, 600 GB/s)") == pytest.approx(step(g["interconnect"]))
