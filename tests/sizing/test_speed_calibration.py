@@ -164,17 +164,37 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
 
 def test_decode_on_measurements_never_fitted(unseen):
     """Decode's error on the 2026 measurements no decode constant saw, printed by subset:
-    within its bound overall; MoE decode off CUDA (ROCm, Vulkan) is far off, stated."""
+    within its bound overall. MoE runs on ROCm and Vulkan (Strix Halo: Qwen3-30B-A3B,
+    Llama 4 Scout, GLM-4.5-Air) are within the bound too; what the ROCm and Vulkan builds
+    miss (every run predicted too fast, by a median of 78 %, dense models by 2.5x to 4.7x)
+    is decoding at a running context of 2,048 tokens or more with flash attention off, a
+    configuration the estimate does not size (its launch command sets `-fa on`)."""
     r = unseen.with_columns(error=(pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1),
-                            moe=pl.col("n_experts") > 0)
+                            moe=pl.col("n_experts") > 0,
+                            fa=pl.col("flash_attn").str.starts_with("1"),
+                            long=pl.col("context") >= 2048)
     with pl.Config(tbl_rows=40):
         print(r.group_by("vendor", "backend", "moe", "n_gpus").agg(
             n=pl.len(), median=pl.col("error").abs().median(), bias=pl.col("error").median(),
             p90=pl.col("error").abs().quantile(0.9)).sort("vendor", "backend", "moe", "n_gpus"))
+    off_cuda = r.filter(pl.col("backend").is_in(["ROCm", "Vulkan"]))
+    with pl.Config(tbl_rows=40):
+        print(off_cuda.group_by("backend", "fa", "long").agg(
+            n=pl.len(), median=pl.col("error").abs().median(), bias=pl.col("error").median())
+            .sort("backend", "fa", "long"))
     decode = r.get_column("error").abs()
     print(f"\nunseen decode: n {decode.len()}, median {decode.median():.1%}, "
           f"p90 {decode.quantile(0.9):.1%}")
     assert decode.len() >= 300 and decode.median() <= 0.10
+    moe = off_cuda.filter(pl.col("moe")).get_column("error").abs()
+    assert moe.len() >= 25 and moe.median() <= DECODE_BOUND
+    sized = off_cuda.filter(pl.col("fa") | ~pl.col("long")).get_column("error").abs()
+    assert sized.median() <= DECODE_BOUND
+    no_fa_long = off_cuda.filter(~pl.col("fa") & pl.col("long")).get_column("error")
+    print(f"ROCm and Vulkan, flash attention off, context >= 2048: n {no_fa_long.len()}, "
+          f"predicted too fast by {no_fa_long.min():.0%} to {no_fa_long.max():.0%}, "
+          f"median {no_fa_long.median():.0%}")
+    assert no_fa_long.len() >= 5 and no_fa_long.min() > 0  # every one too fast: stated
 
 
 def test_prefill_error_on_devices_left_out_of_the_fit(held_out):
