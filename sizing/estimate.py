@@ -154,10 +154,14 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
     if c.n_cpu_moe and c.engine != LLAMA_CPP:
         raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
                                    "expert on the GPUs")
-    backends = engines.MODULES[c.engine].BACKENDS
-    if c.backend is not None and c.backend not in backends:
+    module = engines.MODULES[c.engine]
+    if c.backend is not None and c.backend not in module.BACKENDS:
         raise InvalidConfiguration(f"unknown {c.engine} backend {c.backend!r}; known: "
-                                   f"{', '.join(backends)}")
+                                   f"{', '.join(module.BACKENDS)}")
+    targets = module.BACKEND_VENDORS.get(c.backend) if c.backend else None
+    if targets is not None and d is not None and d.vendor and d.vendor not in targets:
+        raise InvalidConfiguration(f"{c.engine}'s {c.backend} backend runs on "
+                                   f"{', '.join(targets)} GPUs, not {d.vendor}'s")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))

@@ -48,6 +48,11 @@ DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Apple": "Metal", "Intel": 
                     "Moore Threads": "MUSA"}
 OTHER_BACKEND = "Vulkan"
 BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
+# The devices each backend targets (README "Supported backends": CUDA "Nvidia GPU", HIP
+# "AMD GPU", Metal "Apple Silicon", SYCL "Intel GPU", MUSA "Moore Threads GPU", Vulkan
+# "GPU"; None: any vendor's).
+BACKEND_VENDORS = {"CUDA": ("NVIDIA",), "ROCm": ("AMD",), "Metal": ("Apple",),
+                   "SYCL": ("Intel",), "MUSA": ("Moore Threads",), "Vulkan": None}
 BUILDS = {
     "CUDA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
     "ROCm": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",

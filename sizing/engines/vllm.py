@@ -79,7 +79,7 @@ ALLREDUCES_PER_LAYER = 2
 ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
-# Speed fits (sizing.calibration), per vendor; "" is the engine's pooled fit. vLLM reads
+# Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. vLLM reads
 # weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
 # half its per-layer overhead, and prefills at half the dense FP16 peak (its FP8 runs are
 # timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
@@ -91,6 +91,7 @@ DECODE_HELD_OUT_ERROR = {"CUDA": 0.301, "": 0.301}
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
 BACKENDS = ("CUDA", "ROCm", "XPU")
+BACKEND_VENDORS = {b: (v,) for v, b in DEFAULT_BACKENDS.items()}
 
 VLLM_V1, VLLM_V1_019, VLLM_V0 = "v1", "v1-0.19", "v0"
 VLLM_VERSIONS = (VLLM_V1, VLLM_V1_019, VLLM_V0)

@@ -220,7 +220,7 @@ def test_backend_picks_its_own_fit():
     picks another's fit (Vulkan on the same card), names it and its build; a backend
     with no measurement (SYCL on Intel) is transferred the pooled fit, named."""
     from sizing.engines import llama_cpp
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
 
     gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
 
@@ -244,6 +244,9 @@ def test_backend_picks_its_own_fit():
         m.n_layers * (fits["ROCm"]["layer_seconds"] - fits["Vulkan"]["layer_seconds"])
         + (step["ROCm"] - m.n_layers * fits["ROCm"]["layer_seconds"])
         * (1 - fits["ROCm"]["efficiency"] / fits["Vulkan"]["efficiency"]), rel=1e-3)
+    with pytest.raises(InvalidConfiguration, match="Metal backend runs on Apple"):
+        estimate(m, Configuration("Q4_K_M", 4096, "f16", backend="Metal"),
+                 device("rx_7900_xtx"))
     arc = next(g for g, r in gpus.items() if r["vendor"] == "Intel" and r["bandwidth_gb_s"])
     sycl = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device(arc))
     assert (sycl["backend"], sycl["speed_basis"], sycl["speed_fit"]) == (
