@@ -179,7 +179,8 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
 
 def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
     """Each GPU's measurements predicted with the constants fitted without that GPU (the
-    engine and backend's own fit where the rest still has one, else the engine's): decode
+    engine and backend's own fit where the rest still has one, else, for decode only, the
+    engine's): decode
     as roofline time / efficiency + layers x per-layer overhead, prefill as the roofline x
     the capped share of peak (sizing.speed.prefill_share)."""
     parts = []
@@ -189,7 +190,9 @@ def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
             constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
             for (engine, backend), held in data.filter(pl.col("gpu_id") == gpu) \
                     .group_by("engine", "backend", maintain_order=True):
-                c = constants.get(f"{engine}|{backend}", constants.get(engine))
+                # Prefill has a figure only from the backend's own fit (as in the estimate).
+                c = constants.get(f"{engine}|{backend}",
+                                  None if kind == "prefill" else constants.get(engine))
                 if c is None:
                     continue
                 if kind == "prefill":
@@ -238,7 +241,12 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
         .join(held, on=["file", "row"], how="left")
     skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()],
                         how="diagonal_relaxed")
+    # Prefill is predicted only where the engine has a fit for the backend (CUDA).
+    unfitted = pl.col("not_compared").is_null() & pl.col("predicted_tok_s").is_null()
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
+        not_compared=pl.when(unfitted)
+        .then(pl.format("no {} fit for {} on {}", "kind", "engine", "backend"))
+        .otherwise(pl.col("not_compared"))).with_columns(
         in_fit=pl.col("not_compared").is_null()
         & ((pl.col("file") == FITTED) | (pl.col("kind") == "prefill")),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
