@@ -180,9 +180,8 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
 def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
     """Each GPU's measurements predicted with the constants fitted without that GPU (the
     engine and backend's own fit where the rest still has one, else, for decode only, the
-    engine's): decode
-    as roofline time / efficiency + layers x per-layer overhead, prefill as the roofline x
-    the capped share of peak (sizing.speed.prefill_share)."""
+    engine's): decode as roofline time / efficiency + layers x per-layer overhead, prefill
+    as the roofline x the capped share of peak (sizing.speed.prefill_share)."""
     parts = []
     for kind in ("decode", "prefill"):
         data = rows.filter(pl.col("kind") == kind)
