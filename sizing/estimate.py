@@ -305,7 +305,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out["prefill_tok_s_reason"] = (
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
-            else f"prefill not calibrated for {c.engine} on {d.vendor or 'this vendor'}'s GPUs")
+            else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
     if id(m) not in finetune:
         finetune[id(m)] = finetune_memory(m)
     ft = finetune[id(m)]
