@@ -139,7 +139,7 @@ ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib"
     "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
     "launch_vllm", "launch_vllm_reason", "launch_build", "rope_scaling", "rope_scaling_note")
 ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_tok_s_reason",
-                  "speed_basis", "decode_error_band", "memory_basis",
+                  "speed_basis", "speed_fit", "backend", "decode_error_band", "memory_basis",
                   "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
                   "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
                   "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
@@ -208,8 +208,13 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                     gpu["price_new_usd"], gpu["price_used_usd"],
                     engines=tuple(e for e in gpu["engines"].split(";") if e),
                     n_gpus_options=tuple(int(n) for n in gpu["n_gpus_options"].split(";")),
-                    memory_cuda_gib=gpu["memory_gib_cuda"])
+                    memory_cuda_gib=gpu["memory_gib_cuda"], interconnect=gpu["interconnect"])
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
+    backend = getattr(args, "backend", None)
+    if backend is not None:  # any case: vulkan, VULKAN -> Vulkan
+        from sizing.engines import MODULES
+        backend = next((b for b in MODULES[args.engine].BACKENDS
+                        if b.lower() == backend.lower()), backend)
     vllm = VllmSettings(args.vllm_version, args.gpu_memory_utilization, args.max_num_seqs,
                         args.max_num_batched_tokens, args.enforce_eager)
     conf = Configuration(quant, args.context, kv, args.batch, args.gpus, args.engine,
@@ -219,7 +224,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                          mmproj=args.mmproj.upper() if getattr(args, "mmproj", None) else None,
                          mtp=bool(getattr(args, "mtp", False)),
                          host_bandwidth_gb_s=args.host_bandwidth_gb_s,
-                         rope_scaling=args.rope_scaling, vllm=vllm)
+                         rope_scaling=args.rope_scaling, vllm=vllm, backend=backend)
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
         validate(m, conf, device)
@@ -496,11 +501,10 @@ class _QueryParser(argparse.ArgumentParser):
 def _speed_basis(r: dict, conf, gpu: dict) -> str:
     """What a decode figure rests on, in words."""
     if r["speed_basis"] == "calibrated":
-        return (f"calibrated on {conf.engine} measurements on {gpu['vendor']} GPUs, "
+        return (f"calibrated on {conf.engine} measurements with its {r['backend']} backend, "
                 f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
-    return (f"transferred: {conf.engine}'s fit pooled over other vendors, no "
-            f"{gpu['vendor']} measurement; its median error elsewhere is "
-            f"{r['decode_error_band']:.0%}")
+    return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
+            f"measurement; its median error elsewhere is {r['decode_error_band']:.0%}")
 
 
 def _finite(value):
@@ -589,6 +593,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
                    help="catalog id, name or alias, any case ('RTX 4090', h100_sxm5_80gb)")
     e.add_argument("--gpus", type=_count, default=1, help="number of GPUs")
     e.add_argument("--engine", default="llama.cpp", choices=("llama.cpp", "vllm"))
+    e.add_argument("--backend", help="the engine's backend, any case (llama.cpp: CUDA, ROCm, "
+                                     "Vulkan, Metal, SYCL, MUSA; default: the GPU vendor's "
+                                     "own, Vulkan for others)")
     e.add_argument("--rope-scaling", choices=("yarn", "dynamic", "linear", "llama3", "longrope"),
                    help="RoPE scaling as the model card documents it, for contexts past the "
                         "config's maximum (Qwen2.5, Qwen3: yarn)")

@@ -7,10 +7,11 @@ closed form. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS pe
 TDP / peak), per kind of weights (16-bit or quantized), fitted by grid search on the
 median absolute log error where a group has MIN_ROWS measurements of each kind on
 several GPUs; otherwise the median of measured / roofline, which keeps one outlier from
-moving it. Constants are fitted per "engine|vendor" where a vendor has at least MIN_ROWS
-measurements, and pooled over the engine's rows as its default.
+moving it. Constants are fitted per "engine|backend" (llama.cpp's CUDA, ROCm, Vulkan,
+Metal builds run different kernels on the same card) where a backend has at least
+MIN_ROWS measurements, and pooled over the engine's rows as its default.
 
-`rows` holds per measurement: `engine`, `vendor`, `kind` ("decode" or "prefill"),
+`rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap and no
 overhead), `n_layers`, `gpu_id`, `weight_format`, `tdp_w` and `fp16_dense_tflops`.
 """
@@ -21,10 +22,8 @@ import polars as pl
 
 from sizing.speed import UNQUANTIZED
 
-# A vendor gets its own constants from this many measurements; fewer take the engine's
-# pooled fit. (AMD's 3 prefill rows, one MI300X build of Oct 2024, reach 1.3 % of the dense
-# FP16 peak: too narrow a base for every AMD card, and the prefill efficiency also bounds
-# batched decode, so they stay in the pooled fit.)
+# A backend gets its own constants from this many measurements; fewer take the engine's
+# pooled fit.
 MIN_ROWS = 5
 
 
@@ -92,17 +91,17 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
-    """{"engine|vendor" or "engine": {"efficiency": ..., ["layer_seconds": ...]}}."""
+    """{"engine|backend" or "engine": {"efficiency": ..., ["layer_seconds": ...]}}."""
     data = rows.filter(pl.col("kind") == kind)
     if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
         return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
-    per_vendor = fitter(data, ["engine", "vendor"]).filter(pl.col("n") >= MIN_ROWS) \
-        .with_columns(key=pl.concat_str(["engine", "vendor"], separator="|"))
+    per_backend = fitter(data, ["engine", "backend"]).filter(pl.col("n") >= MIN_ROWS) \
+        .with_columns(key=pl.concat_str(["engine", "backend"], separator="|"))
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
     fields = ["efficiency", "layer_seconds"] if kind == "decode" else [
         "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
-    both = pl.concat([per_vendor, pooled], how="diagonal_relaxed")
+    both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
     return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
             for r in both.iter_rows(named=True)}
 

@@ -57,7 +57,7 @@ DEVICE: dict[str, pl.DataType] = {
     "gpu_id": pl.String(), "n_gpus": pl.Int64(), "engine": pl.String(),
     "gpu_memory_gib": pl.Float64(), "gpu_memory_cuda_gib": pl.Float64(),
     "unified_memory": pl.Boolean(), "vendor": pl.String(), "bandwidth_gb_s": pl.Float64(),
-    "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(),
+    "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(), "interconnect": pl.String(),
 }
 
 # vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved
@@ -77,6 +77,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # vision projector (sizing.vision) and MTP layers (sizing.mtp); 0 in the matrix.
     "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(),
     "mmproj_gpu_bytes": pl.Float64(), "mtp_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
+    # The engine's backend (llama.cpp: CUDA, ROCm, Vulkan, Metal, SYCL, MUSA; null: the
+    # default for the GPU's vendor, resolved by sizing.speed.efficiency_columns).
+    "backend": pl.String(),
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,
@@ -90,7 +93,7 @@ STAGES = ("inputs", "memory", "prefill", "speed", "energy", "cost")
 OUTPUTS: dict[str, pl.DataType] = {
     "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(), "usable_gib": pl.Float32(),
     "memory_basis": pl.String(), "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
-    "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
+    "speed_fit": pl.String(), "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
     "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(), "headroom_gib": pl.Float32(),
     "verdict": pl.String(), "max_context_tokens": pl.Int32(),
     "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),

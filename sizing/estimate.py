@@ -67,6 +67,8 @@ class Device:
     n_gpus_options: tuple[int, ...] | None = None
     # Total memory as CUDA reports it (torch.cuda.mem_get_info), where known.
     memory_cuda_gib: float | None = None
+    # The link between the GPUs ("NVLink 4 (900 GB/s)", "PCIe 4.0 x16"; None: not known).
+    interconnect: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class Configuration:
     mmproj: str | None = None
     # MTP speculative decoding with the checkpoint's own MTP layers (sizing.mtp).
     mtp: bool = False
+    # The engine's backend (sizing.engines.<engine>.BACKENDS; None: the vendor's default).
+    backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,14 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
     if c.n_cpu_moe and c.engine != LLAMA_CPP:
         raise InvalidConfiguration("--n-cpu-moe is llama.cpp's option; vLLM keeps every "
                                    "expert on the GPUs")
+    module = engines.MODULES[c.engine]
+    if c.backend is not None and c.backend not in module.BACKENDS:
+        raise InvalidConfiguration(f"unknown {c.engine} backend {c.backend!r}; known: "
+                                   f"{', '.join(module.BACKENDS)}")
+    targets = module.BACKEND_VENDORS.get(c.backend) if c.backend else None
+    if targets is not None and d is not None and d.vendor and d.vendor not in targets:
+        raise InvalidConfiguration(f"{c.engine}'s {c.backend} backend runs on "
+                                   f"{', '.join(targets)} GPUs, not {d.vendor}'s")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))
@@ -225,12 +237,13 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
         "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
         **{k: extra.get(k, 0.0) for k in EXTRA_GPU_BYTES},
-        "rope_scaling": c.rope_scaling, **settings_row(c.vllm),
+        "rope_scaling": c.rope_scaling, "backend": c.backend, **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
         "unified_memory": d.unified_memory,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
+        "interconnect": d.interconnect,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
         "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,
@@ -391,7 +404,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out["prefill_tok_s_reason"] = (
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
-            else f"prefill not calibrated for {c.engine} on {d.vendor or 'this vendor'}'s GPUs")
+            else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
     if id(m) not in finetune:
         finetune[id(m)] = finetune_memory(m)
     ft = finetune[id(m)]
@@ -428,5 +441,5 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         command += (" \\\n  --speculative-config "
                     "'{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'")
     out["launch_vllm"], out["launch_vllm_reason"] = command, reason
-    out["launch_build"] = engines.MODULES[c.engine].build(d.vendor)
+    out["launch_build"] = engines.MODULES[c.engine].build(out["backend"])
     return out

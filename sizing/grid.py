@@ -76,7 +76,8 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w"))
+                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
+                    "interconnect"))
 
 
 def tensor_parallel_possible() -> pl.Expr:
@@ -103,7 +104,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
                           pl.lit(0.0).alias("cpu_moe_expert_share"),
                           pl.lit(0.0).alias("draft_gpu_bytes"),
                           pl.lit(0.0).alias("mmproj_gpu_bytes"),
-                          pl.lit(0.0).alias("mtp_gpu_bytes"), *settings_literals())
+                          pl.lit(0.0).alias("mtp_gpu_bytes"),
+                          pl.lit(None, pl.String).alias("backend"), *settings_literals())
             .with_columns(configuration_inputs())
             .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 

@@ -62,7 +62,8 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         pl.lit(0.0).alias("mmproj_gpu_bytes"), pl.lit(0.0).alias("mtp_gpu_bytes"),
         pl.lit(prompt_tokens).alias("prompt_tokens"),
         pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
-        pl.lit(None, pl.String).alias("rope_scaling"), *settings_literals())
+        pl.lit(None, pl.String).alias("rope_scaling"), pl.lit(None, pl.String).alias("backend"),
+        *settings_literals())
     ).filter(tensor_parallel_possible())
 
 

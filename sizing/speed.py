@@ -8,7 +8,7 @@ Prefill is bound by dense tensor throughput: 2 FLOPs per active parameter per to
 plus attention, which grows with the square of the prompt.
 
 Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
-per-layer decode overhead are fitted per engine and vendor on
+per-layer decode overhead are fitted per engine and backend on
 data/catalogs/speed_measurements.csv by sizing.calibration; each engine's module
 (sizing.engines) holds that fit's output, and tests/sizing/test_speed_calibration.py refits them
 and checks they agree. The columns read are those sizing.columns names.
@@ -29,10 +29,10 @@ from sizing.memory import (
 )
 from sizing.offload import host_expert_bytes
 
-# Fitted on 123 decode and 67 prefill measurements (llama-bench 2023-2026; vLLM's
+# Fitted on the decode and prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
 # single-request time to first token from `vllm bench serve` runs), each engine's in its
-# module (sizing.engines), keyed here "engine|vendor" where a vendor has
+# module (sizing.engines), keyed here "engine|backend" where a backend has
 # sizing.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit. Prefill
 # has its own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16
 # peak) are too few, and Apple publishes no dense FP16 figure, so no prefill there. The
@@ -43,13 +43,13 @@ PREFILL_FIT = engines.fits("PREFILL_FIT")
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
 # An engine without a decode fit of its own takes llama.cpp's; prefill takes only an
-# engine|vendor fit (efficiency_columns).
+# engine|backend fit (efficiency_columns).
 # The median decode error of each fit on devices left out of it (recomputed by
-# tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A vendor with
-# no fit of its own is "transferred" the engine's pooled fit and carries its error.
+# tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A backend
+# with no fit of its own is "transferred" the engine's pooled fit and carries its error.
 DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
-# How a speed figure was obtained: `calibrated` on the engine's measurements on the
-# vendor's GPUs, `transferred` from the engine's fit pooled over other vendors, `none`
+# How a speed figure was obtained: `calibrated` on the engine's measurements with the
+# row's backend, `transferred` from the engine's fit pooled over other backends, `none`
 # where the catalog has no bandwidth for the GPU (no figure).
 SPEED_BASES = ("calibrated", "transferred", "none")
 FALLBACK_ENGINE = engines.LLAMA_CPP
@@ -61,17 +61,18 @@ _GB, _TFLOPS = 1e9, 1e12
 
 
 def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True) -> pl.Expr:
-    """The fitted constant for the row's engine and vendor, else (with `pooled`) the
-    engine's, else the fallback engine's; without `pooled`, null where the vendor has no
-    fit of its own. Evaluated on the small (GPU, engine) dimension table, not per row."""
-    per_vendor = {k: v.get(field) for k, v in table.items() if "|" in k}
+    """The fitted constant for the row's engine and backend (sizing.engines.backend), else
+    (with `pooled`) the engine's, else the fallback engine's; without `pooled`, null where
+    the backend has no fit of its own. Evaluated on the small (GPU, engine) dimension
+    table, not per row."""
+    per_backend = {k: v.get(field) for k, v in table.items() if "|" in k}
     per_engine = {k: v.get(field) for k, v in table.items() if "|" not in k}
     engine = pl.col("engine").replace_strict(per_engine,
                                              default=table[FALLBACK_ENGINE].get(field),
                                              return_dtype=pl.Float64)
-    key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
-    vendor = key.replace_strict(per_vendor, default=None, return_dtype=pl.Float64)
-    return vendor.fill_null(engine) if pooled else vendor
+    key = pl.concat_str([pl.col("engine"), engines.backend()], separator="|")
+    backend = key.replace_strict(per_backend, default=None, return_dtype=pl.Float64)
+    return backend.fill_null(engine) if pooled else backend
 
 
 def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
@@ -111,15 +112,17 @@ def kv_bytes_read_per_step() -> pl.Expr:
 
 
 def efficiency_columns() -> list[pl.Expr]:
-    """The fitted constants for a row's engine and vendor, as the input columns
-    `decode_efficiency`, `decode_layer_seconds`, `prefill_efficiency` and, where the fit
-    has them, `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
+    """The row's `backend` (the one asked for, else the vendor's default) and the fitted
+    constants for its engine and backend, as the input columns `decode_efficiency`,
+    `decode_layer_seconds`, `prefill_efficiency` and, where the fit has them,
+    `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
     `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
     1, 1, null and null to get the bare roofline.)"""
-    return [_fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
+    return [engines.backend().alias("backend"),
+            _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
             # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
-            # vendor's own fit is used (the pooled one predicted AMD's measured MI300X
+            # backend's own fit is used (the pooled one predicted AMD's measured MI300X
             # llama.cpp build 25x too fast), else no prefill figure.
             _fitted(PREFILL_FIT, "efficiency", pooled=False).alias("prefill_efficiency"),
             *(_fitted(PREFILL_FIT, f, pooled=False).alias(f"prefill_{f}")
@@ -142,9 +145,11 @@ def prefill_share() -> pl.Expr:
 
 
 def speed_basis_columns() -> list[pl.Expr]:
-    """`speed_basis` of the decode figures and their `decode_error_band` (the held-out
-    median error of the fit they come from); prefill has a figure only where calibrated."""
-    key = pl.concat_str([pl.col("engine"), pl.col("vendor")], separator="|")
+    """`speed_basis` of the decode figures, `speed_fit` (the fit they come from, e.g.
+    "llama.cpp ROCm", or "llama.cpp pooled" for a backend without measurements of its own)
+    and their `decode_error_band` (that fit's held-out median error); prefill has a figure
+    only where calibrated. Reads the resolved `backend` (efficiency_columns)."""
+    key = pl.concat_str([pl.col("engine"), pl.col("backend")], separator="|")
     own = [k for k in DECODE_FIT if "|" in k]
     pooled = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" not in k}
     band = key.replace_strict({k: DECODE_HELD_OUT_ERROR[k] for k in own}, default=None,
@@ -152,8 +157,14 @@ def speed_basis_columns() -> list[pl.Expr]:
         .fill_null(pl.col("engine").replace_strict(
             pooled, default=pooled[FALLBACK_ENGINE], return_dtype=pl.Float64))
     none = pl.col("bandwidth_gb_s").is_null()
-    return [pl.when(none).then(pl.lit("none")).when(key.is_in(own)).then(pl.lit("calibrated"))
+    calibrated = key.is_in(own)
+    fit = pl.when(calibrated).then(pl.concat_str([pl.col("engine"), pl.col("backend")],
+                                                  separator=" ")) \
+        .otherwise(pl.concat_str([pl.col("engine").replace_strict(
+            {e: e for e in pooled}, default=FALLBACK_ENGINE), pl.lit("pooled")], separator=" "))
+    return [pl.when(none).then(pl.lit("none")).when(calibrated).then(pl.lit("calibrated"))
             .otherwise(pl.lit("transferred")).alias("speed_basis"),
+            pl.when(none).then(None).otherwise(fit).alias("speed_fit"),
             pl.when(none).then(None).otherwise(band).alias("decode_error_band")]
 
 

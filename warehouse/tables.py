@@ -111,7 +111,7 @@ GPUS = TableContract(
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "n_gpus_options": pl.String(),
-            "compute_capability": pl.Float64()} | VERIFIED_AT,
+            "compute_capability": pl.Float64(), "interconnect": pl.String()} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
     renamed=(("gpu_count_options", "n_gpus_options"),),
     rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
@@ -126,7 +126,7 @@ FIT_CONFIGURATIONS = TableContract(
     keys=tuple(CONFIGURATION_KEY),
     schema=CONFIGURATION_KEY | outputs("weights_gpu_gib", "runtime_gib", "usable_gib",
                                        "memory_basis", "prefill_tok_s", "speed_basis",
-                                       "decode_error_band") | VERIFIED_AT,
+                                       "speed_fit", "decode_error_band") | VERIFIED_AT,
     not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis", "speed_basis"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (

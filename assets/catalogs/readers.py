@@ -29,6 +29,8 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("engines").fill_null(""),
         pl.col("n_gpus_options").fill_null("1"),
         pl.col("compute_capability").cast(pl.Float64),  # NVIDIA CUDA compute capability
+        # The link between GPUs of one node: "NVLink 4 (900 GB/s)", "PCIe 4.0 x16"...
+        pl.col("interconnect"),
     )
 
 

@@ -30,7 +30,8 @@ def _summary(errors: pl.LazyFrame, metric: str, evaluation: str,
 
 def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) -> pl.DataFrame:
     """Every metric x subset x evaluation with its error statistics."""
-    engine_vendor = pl.concat_str(["engine", "vendor"], separator="|")
+    # Speed is fitted per engine and backend (sizing.calibration): its errors are too.
+    engine_backend = pl.concat_str(["engine", "backend"], separator="|")
     sizes = gguf.lazy().filter(pl.col("computed_bytes").is_not_null()
                                & pl.col("deviation").is_null()) \
         .select(pl.col("relative_diff").alias("error"), "quant")
@@ -47,13 +48,13 @@ def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) 
     for kind in ("decode", "prefill"):
         rows = checked.filter(pl.col("kind") == kind)
         parts += [
-            _summary(rows.filter(pl.col("in_fit")).select("error", "engine", "vendor"),
-                     kind, "in fit", engine_vendor),
-            _summary(rows.filter(~pl.col("in_fit")).select("error", "engine", "vendor"),
-                     kind, "never fitted", engine_vendor),
+            _summary(rows.filter(pl.col("in_fit")).select("error", "engine", "backend"),
+                     kind, "in fit", engine_backend),
+            _summary(rows.filter(~pl.col("in_fit")).select("error", "engine", "backend"),
+                     kind, "never fitted", engine_backend),
             _summary(rows.filter(pl.col("held_out_error").is_not_null())
-                     .select(pl.col("held_out_error").alias("error"), "engine", "vendor"),
-                     kind, "held out by GPU", engine_vendor),
+                     .select(pl.col("held_out_error").alias("error"), "engine", "backend"),
+                     kind, "held out by GPU", engine_backend),
         ]
     return pl.concat(parts).filter(pl.col("n") > 0).select(
         *_KEYS, "n", "median_abs_error", "p90_abs_error", "max_abs_error").collect()

@@ -50,6 +50,8 @@ SAME_SHAPES = {
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "zai-org/GLM-4.5-Air": "zai-org/GLM-4.5-Air",
 }
 GPU_IDS = {
     "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
@@ -82,7 +84,8 @@ GPU_IDS = {
     "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
 }
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
-          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
+          "UD-Q4_K_XL": "UD-Q4_K_XL"}
 VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
                "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
                "fp8 (online dynamic, --quantization fp8)": "FP8",
@@ -97,6 +100,10 @@ def measurements(raw: pl.DataFrame) -> pl.DataFrame:
     test = pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 1)
     llama = pl.col("engine") == "llama.cpp"
     m = raw.with_columns(
+        # The build, as the fits key it: "ROCm (HIP)" and "ROCm,RPC" (RPC compiled in, one
+        # device) are ROCm builds; the printed label stays in `backend_printed`.
+        backend_printed=pl.col("backend"),
+        backend=pl.col("backend").str.extract(r"^(CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)", 1),
         kind=test.replace_strict({"pp": "prefill", "tg": "decode"}, default=None),
         tokens=pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64),
         gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
@@ -133,7 +140,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
                                 | {"model": k, "fmt": f, "engine": e}
                                 for k, f, e in triples]).drop("model_id", "weight_format")
     gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s", "fp16_dense_tflops",
-                              "tdp_w")
+                              "tdp_w", "interconnect")
     # A decode test's running context is its prompt plus half its generated tokens.
     decode = pl.col("kind") == "decode"
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
@@ -173,17 +180,19 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
 
 def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
     """Each GPU's measurements predicted with the constants fitted without that GPU (the
-    engine and vendor's own fit where the rest still has one, else the engine's): decode
-    as roofline time / efficiency + layers x per-layer overhead, prefill as the roofline x
-    the capped share of peak (sizing.speed.prefill_share)."""
+    engine and backend's own fit where the rest still has one, else, for decode only, the
+    engine's): decode as roofline time / efficiency + layers x per-layer overhead, prefill
+    as the roofline x the capped share of peak (sizing.speed.prefill_share)."""
     parts = []
     for kind in ("decode", "prefill"):
         data = rows.filter(pl.col("kind") == kind)
         for gpu in data.get_column("gpu_id").unique().sort():
             constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
-            for (engine, vendor), held in data.filter(pl.col("gpu_id") == gpu) \
-                    .group_by("engine", "vendor", maintain_order=True):
-                c = constants.get(f"{engine}|{vendor}", constants.get(engine))
+            for (engine, backend), held in data.filter(pl.col("gpu_id") == gpu) \
+                    .group_by("engine", "backend", maintain_order=True):
+                # Prefill has a figure only from the backend's own fit (as in the estimate).
+                c = constants.get(f"{engine}|{backend}",
+                                  None if kind == "prefill" else constants.get(engine))
                 if c is None:
                     continue
                 if kind == "prefill":
@@ -232,7 +241,12 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
         .join(held, on=["file", "row"], how="left")
     skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()],
                         how="diagonal_relaxed")
+    # Prefill is predicted only where the engine has a fit for the backend (CUDA).
+    unfitted = pl.col("not_compared").is_null() & pl.col("predicted_tok_s").is_null()
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
+        not_compared=pl.when(unfitted)
+        .then(pl.format("no {} fit for {} on {}", "kind", "engine", "backend"))
+        .otherwise(pl.col("not_compared"))).with_columns(
         in_fit=pl.col("not_compared").is_null()
         & ((pl.col("file") == FITTED) | (pl.col("kind") == "prefill")),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)

@@ -54,11 +54,11 @@ def code_fingerprint() -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in sources) + schemas).hexdigest()
 
 
-# The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill): a
-# price update does not recompute the matrix.
+# The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill; the
+# interconnect sets vLLM's all-reduce latency): a price update does not recompute the matrix.
 GRID_GPU_COLUMNS = ("gpu_id", "n_gpus_options", "engines", "memory_gib", "memory_gib_cuda",
                     "unified_memory",
-                    "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w")
+                    "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w", "interconnect")
 # Provenance columns of `models` that no formula reads.
 _MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check", "license",
                      "license_source")

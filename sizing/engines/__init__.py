@@ -24,7 +24,13 @@ def term(name: str, *args: pl.Expr) -> pl.Expr:
 
 
 def fits(table: str) -> dict[str, dict]:
-    """A speed-fit table of every engine, keyed "engine|vendor" (an engine's own fit for
-    that vendor's GPUs) or "engine" (pooled over vendors)."""
-    return {f"{e}|{v}" if v else e: fit for e, m in MODULES.items()
-            for v, fit in getattr(m, table).items()}
+    """A speed-fit table of every engine, keyed "engine|backend" (an engine's own fit for
+    that backend) or "engine" (pooled over backends)."""
+    return {f"{e}|{b}" if b else e: fit for e, m in MODULES.items()
+            for b, fit in getattr(m, table).items()}
+
+
+def backend() -> pl.Expr:
+    """The backend a row runs: the one asked for (`backend`), else the engine's default
+    for the GPU's vendor."""
+    return pl.col("backend").fill_null(term("default_backend"))

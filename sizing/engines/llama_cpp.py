@@ -53,37 +53,52 @@ OUTPUT_PEAK_HIDDEN_ROWS = 1
 LAYER_PEAK_HIDDEN_ROWS = 4
 LAYER_PEAK_FFN_ROWS = 3
 
-# Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per vendor; ""
-# is the engine's fit pooled over vendors. Apple's Metal builds pay 2.5x NVIDIA's per-layer
-# overhead, AMD's ROCm and Vulkan builds 2.3x.
-DECODE_FIT = {"NVIDIA": {"efficiency": 0.821, "layer_seconds": 67.4e-6},
-              "Apple": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
-              "AMD": {"efficiency": 0.879, "layer_seconds": 155.5e-6},
+# The backend a vendor's GPUs run unless told otherwise: the build of its published server
+# image (docs/docker.md: server-cuda, server-rocm, server-musa for Moore Threads,
+# server-intel for SYCL; server-vulkan for any other GPU); Metal is the default on macOS.
+# The estimate's --backend picks another (e.g. Vulkan on an AMD or NVIDIA card).
+DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Apple": "Metal", "Intel": "SYCL",
+                    "Moore Threads": "MUSA"}
+OTHER_BACKEND = "Vulkan"
+BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
+# The devices each backend targets (README "Supported backends": CUDA "Nvidia GPU", HIP
+# "AMD GPU", Metal "Apple Silicon", SYCL "Intel GPU", MUSA "Moore Threads GPU", Vulkan
+# "GPU"; None: any vendor's).
+BACKEND_VENDORS = {"CUDA": ("NVIDIA",), "ROCm": ("AMD",), "Metal": ("Apple",),
+                   "SYCL": ("Intel",), "MUSA": ("Moore Threads",), "Vulkan": None}
+BUILDS = {
+    "CUDA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
+    "ROCm": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",
+    "MUSA": "MUSA build (ghcr.io/ggml-org/llama.cpp:server-musa)",
+    "SYCL": "SYCL build (ghcr.io/ggml-org/llama.cpp:server-intel)",
+    "Metal": "Metal build (the default on macOS)",
+    "Vulkan": "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)",
+}
+
+# Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per backend; ""
+# is the engine's fit pooled over backends, which a backend without a fit of its own
+# (SYCL, MUSA: no measurement) is transferred. Decode on 97 runs: CUDA 61 on 14 GPUs, ROCm
+# 17 on 4, Metal 12 on 3, Vulkan 7 on 3 (RTX 3090, Radeon PRO W7900, Strix Halo). The
+# per-layer overhead is the backend's: ROCm pays 2.2x CUDA's, Metal 2.7x, Vulkan 1.2x (on
+# AMD cards Vulkan decodes faster than ROCm where layers dominate: small models).
+DECODE_FIT = {"CUDA": {"efficiency": 0.818, "layer_seconds": 68.2e-6},
+              "Metal": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
+              "ROCm": {"efficiency": 0.826, "layer_seconds": 153.2e-6},
+              "Vulkan": {"efficiency": 0.893, "layer_seconds": 79.2e-6},
               "": {"efficiency": 0.824, "layer_seconds": 89.0e-6}}
 # Prefill is fitted with a power cap per kind of weights on 316 measurements, 249 of them
 # llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
 # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
 # FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
 # TFLOPS per watt of its TDP.
-PREFILL_FIT = {"NVIDIA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
-                          "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
+PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
+                        "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
                "": {"efficiency": 0.35, "efficiency_quantized": 0.26,
                     "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {"NVIDIA": 0.090, "AMD": 0.131, "Apple": 0.150, "": 0.106}
-
-# The build a vendor's GPUs need, as the published server images (docs/docker.md:
-# server-cuda, server-rocm, server-musa for Moore Threads, server-intel for SYCL;
-# server-vulkan for any other GPU). Apple's Metal build is the default on macOS.
-BUILDS = {
-    "NVIDIA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
-    "AMD": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",
-    "Moore Threads": "MUSA build (ghcr.io/ggml-org/llama.cpp:server-musa)",
-    "Intel": "SYCL build (ghcr.io/ggml-org/llama.cpp:server-intel)",
-    "Apple": "Metal build (the default on macOS)",
-}
-OTHER_BUILD = "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)"
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.092, "ROCm": 0.137, "Vulkan": 0.087, "Metal": 0.150,
+                         "": 0.107}
 
 
 # Memory -----------------------------------------------------------------------------
@@ -212,9 +227,15 @@ def decode_comm_seconds() -> pl.Expr:
     return pl.lit(0.0)
 
 
+def default_backend() -> pl.Expr:
+    """The backend of the vendor's published build (DEFAULT_BACKENDS), else Vulkan."""
+    return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=OTHER_BACKEND,
+                                           return_dtype=pl.String)
+
+
 def sparse_kernels() -> pl.Expr:
     """Sparse attention skips the unpicked entries only in the CUDA build."""
-    return pl.col("vendor") == "NVIDIA"
+    return pl.col("backend") == "CUDA"
 
 
 def prefill_parallelism(p: pl.Expr) -> pl.Expr:
@@ -238,8 +259,8 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
-def build(vendor: str) -> str:
-    return BUILDS.get(vendor, OTHER_BUILD)
+def build(backend: str) -> str:
+    return BUILDS[backend]
 
 
 def server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,

@@ -62,19 +62,36 @@ INDEXER_BYTES_PER_ELEMENT = 132 / 128
 FP8_EXTRA_BYTES_MLA, FP8_EXTRA_BYTES_V4 = 656 - 576, 584 - 512
 
 # Tensor-parallel all-reduce: two per layer per decode step (after attention and after
-# the MLP, Megatron-LM's layout). The per-call latency is a labelled estimate of NCCL's
-# small-message latency on one node.
+# the MLP, Megatron-LM's layout), each of one hidden state per sequence (4 to 32 KB at
+# batch 1), whose latency depends on the link between the GPUs (the catalog's
+# `interconnect`). Published figures, not fitted (the 6 tensor-parallel decode runs
+# gathered are all on NVLink and their errors are dominated by other terms):
+# - a GPU fabric (NVLink, AMD Infinity Fabric): vLLM's custom all-reduce on H100s takes
+#   8.5 to 9.2 us for 4 to 32 KB at TP 2 and 4 (sgl-project/sglang PR #2904, 2025-01-15:
+#   "2/4/8 | 4096 | 0.0088/0.0085/0.0093", "2/4/8 | 32768 | 0.0087/0.0092/0.0118" ms);
+# - PCIe (or not known): vLLM turns its custom all-reduce off on more than two PCIe-only
+#   GPUs (custom_all_reduce.py, quoted in vllm-project/vllm issue #56128), and NCCL takes
+#   19.4 to 24.2 us for 4 to 32 KB inside a CUDA graph on 4 GPUs behind a PCIe switch
+#   (haohervchb/sglang-V100 PR #2, 2026-09-12: "4 KB | 19.4 us", "32 KB | 24.2 us").
 ALLREDUCES_PER_LAYER = 2
-ALLREDUCE_LATENCY_S = 10e-6
+# NVLink bridges join 2 ("pairs") or 4 ("4-way") cards: more GPUs than that cross PCIe,
+# where vLLM's custom all-reduce is off (it needs every pair of GPUs linked).
+ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
+FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
-# Speed fits (sizing.calibration), per vendor; "" is the engine's pooled fit. vLLM reads
+# Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. vLLM reads
 # weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
 # half its per-layer overhead, and prefills at half the dense FP16 peak (its FP8 runs are
 # timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
-DECODE_FIT = {"NVIDIA": {"efficiency": 0.661, "layer_seconds": 32.3e-6},
-              "": {"efficiency": 0.661, "layer_seconds": 32.3e-6}}
-PREFILL_FIT = {"NVIDIA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"NVIDIA": 0.299, "": 0.299}
+DECODE_FIT = {"CUDA": {"efficiency": 0.657, "layer_seconds": 31.5e-6},
+              "": {"efficiency": 0.657, "layer_seconds": 31.5e-6}}
+PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.301, "": 0.301}
+# The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
+# GPUs run its hardware plugins, named by the vendor.
+DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
+BACKENDS = ("CUDA", "ROCm", "XPU")
+BACKEND_VENDORS = {b: (v,) for v, b in DEFAULT_BACKENDS.items()}
 
 VLLM_V1, VLLM_V1_019, VLLM_V0 = "v1", "v1-0.19", "v0"
 VLLM_VERSIONS = (VLLM_V1, VLLM_V1_019, VLLM_V0)
@@ -423,9 +440,26 @@ def decode_parallelism() -> pl.Expr:
     return col("n_gpus")
 
 
+def allreduce_seconds() -> pl.Expr:
+    """One decode all-reduce's latency over the GPUs' link (ALLREDUCE_SECONDS)."""
+    link = pl.col("interconnect")
+    bridged = link.str.extract(r"(\d+)-way", 1).cast(pl.Float64) \
+        .fill_null(pl.when(link.str.contains("pairs")).then(2.0))
+    fabric = (link.str.contains(FABRIC_LINKS)
+              & (bridged.is_null() | (col("n_gpus") <= bridged))).fill_null(False)
+    return pl.when(fabric).then(ALLREDUCE_SECONDS["fabric"]) \
+        .otherwise(ALLREDUCE_SECONDS["pcie"])
+
+
 def decode_comm_seconds() -> pl.Expr:
+    """Tensor parallelism's all-reduces: two per layer per step, over the GPUs' link."""
     return pl.when(col("n_gpus") > 1) \
-        .then(ALLREDUCES_PER_LAYER * col("n_layers") * ALLREDUCE_LATENCY_S).otherwise(0.0)
+        .then(ALLREDUCES_PER_LAYER * col("n_layers") * allreduce_seconds()).otherwise(0.0)
+
+
+def default_backend() -> pl.Expr:
+    return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=pl.col("vendor"),
+                                           return_dtype=pl.String)
 
 
 def sparse_kernels() -> pl.Expr:
@@ -448,9 +482,9 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
-def build(vendor: str) -> str:
-    return "vLLM's CUDA wheels (pip install vllm)" if vendor == "NVIDIA" \
-        else f"vLLM's {vendor or 'vendor'} build"
+def build(backend: str) -> str:
+    return "vLLM's CUDA wheels (pip install vllm)" if backend == "CUDA" \
+        else f"vLLM's {backend or 'vendor'} build"
 
 
 def serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,

