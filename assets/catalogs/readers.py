@@ -35,8 +35,16 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 
 
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
-    """data/catalogs/gpu_aliases.csv: other names (providers', marketing) of catalog GPUs."""
+    """data/catalogs/gpu_aliases.csv: other names of catalog GPUs (providers', marketing,
+    and the device names benchmarks and start-up logs print)."""
     return pl.read_csv(Path(catalog_dir) / "gpu_aliases.csv", infer_schema_length=0)
+
+
+def gpu_alias_map(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, str]:
+    """Every other name of a catalog GPU -> its gpu_id: the one mapping that offers,
+    measurements and logs are read through."""
+    table = load_gpu_aliases(catalog_dir)
+    return dict(zip(table.get_column("alias"), table.get_column("gpu_id"), strict=True))
 
 
 def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRecipe]:

@@ -14,7 +14,7 @@ import os
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.readers import load_gpu_aliases
+from assets.catalogs.readers import gpu_alias_map
 from assets.prices.http import FetchError
 from assets.prices.parsers import LayoutChanged
 from assets.resources import (
@@ -94,8 +94,7 @@ PROVIDER_ASSETS = [_provider_asset(p) for p in PRICE_PROVIDERS]
 
 
 def aliases(catalog: CatalogResource) -> dict[str, str]:
-    table = load_gpu_aliases(catalog.path)
-    return dict(zip(table.get_column("alias"), table.get_column("gpu_id"), strict=True))
+    return gpu_alias_map(catalog.path)
 
 
 def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame

@@ -4,13 +4,13 @@ measurement with its source and the verbatim llama-bench line or benchmark outpu
 
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.ingest.models import sized_configs
 from assets.resources import (
@@ -53,36 +53,6 @@ SAME_SHAPES = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "zai-org/GLM-4.5-Air": "zai-org/GLM-4.5-Air",
 }
-GPU_IDS = {
-    "NVIDIA L40S": "l40s_48gb", "NVIDIA GeForce RTX 4090": "rtx_4090",
-    "NVIDIA GeForce RTX 3090": "rtx_3090", "RTX 3090": "rtx_3090", "NVIDIA A40": "a40_48gb",
-    "NVIDIA A100-SXM4-80GB": "a100_sxm4_80gb", "NVIDIA A100 80GB PCIe": "a100_pcie_80gb",
-    "NVIDIA GeForce RTX 3080": "rtx_3080", "NVIDIA RTX 3080": "rtx_3080",
-    "NVIDIA GeForce RTX 3080 Ti": "rtx_3080_ti", "NVIDIA GeForce RTX 3070": "rtx_3070",
-    "AMD Instinct MI300X": "mi300x_192gb", "RX 7900 XTX": "rx_7900_xtx",
-    "Radeon RX 7900 XTX": "rx_7900_xtx", "NVIDIA RTX 4000 Ada Generation": "rtx_4000_ada",
-    "NVIDIA RTX 6000 Ada Generation": "rtx_6000_ada", "NVIDIA RTX A6000": "rtx_a6000",
-    "NVIDIA H100 PCIe": "h100_pcie_80gb", "NVIDIA H100 80GB HBM3": "h100_sxm5_80gb",
-    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx_pro_6000_blackwell",
-    "AMD Radeon RX 7900 XTX": "rx_7900_xtx", "AMD Radeon PRO W7900": "radeon_pro_w7900_48gb",
-    "AMD Radeon Pro W7900": "radeon_pro_w7900_48gb",
-    # The Macs of XiongjieDai/GPU-Benchmarks-on-LLM-Inference (notebooks M1max_64GB,
-    # M2ultra_192GB, M3max_64GB) and ggml-org/llama.cpp PR #2917's M2 Ultra (its GPU variant
-    # unstated; both have 800 GB/s, which is all decode depends on).
-    "Apple M1 Max": "macbook_pro_m1_max_64gb", "Apple M2 Ultra": "mac_studio_m2_ultra_192gb",
-    "M2 Ultra": "mac_studio_m2_ultra_192gb", "Apple M3 Max": "macbook_pro_m3_max_64gb",
-    # vLLM sources that do not say SXM or PCIe (PCIe A100s have 5 % less bandwidth); PR
-    # #23197's H100s ran a 70B model at tensor-parallel 4, an SXM (HGX) node's setup.
-    "NVIDIA A100 80GB (SXM or PCIe not stated)": "a100_sxm4_80gb",
-    "NVIDIA H100 (variant not stated)": "h100_sxm5_80gb",
-    "NVIDIA H100 80GB HBM3 (GCP a3-highgpu-1g)": "h100_sxm5_80gb",
-    "H100 80GB (SXM, GCP a3-highgpu-1g)": "h100_sxm5_80gb",
-    "A100 80GB (form factor not stated)": "a100_sxm4_80gb",
-    "B200": "b200_180gb",
-    # The integrated GPU of the Ryzen AI Max+ 395 (Strix Halo), the only chip with it.
-    "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)": "ryzen_ai_max_395_128gb",
-    "Radeon 8060S Graphics (RADV GFX1151)": "ryzen_ai_max_395_128gb",
-}
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
           "UD-Q4_K_XL": "UD-Q4_K_XL"}
@@ -93,7 +63,7 @@ VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": 
 _KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
 
 
-def measurements(raw: pl.DataFrame) -> pl.DataFrame:
+def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     """Each measurement with what it is (decode or prefill, tokens, batch) and the catalog
     GPU, bundled model and weight format it maps to; `not_compared` says why a row cannot
     be reproduced (null: it can)."""
@@ -106,7 +76,7 @@ def measurements(raw: pl.DataFrame) -> pl.DataFrame:
         backend=pl.col("backend").str.extract(r"^(CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)", 1),
         kind=test.replace_strict({"pp": "prefill", "tg": "decode"}, default=None),
         tokens=pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64),
-        gpu_id=pl.col("gpu").replace_strict(GPU_IDS, default=None),
+        gpu_id=pl.col("gpu").replace_strict(gpu_ids, default=None),
         model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
         fmt=pl.when(llama).then(pl.col("quant").replace_strict(QUANTS, default=None))
         .otherwise(pl.col("quant").replace_strict(VLLM_QUANTS, default=None)),
@@ -226,9 +196,11 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
     """Every published measurement: the estimate's speed and error where it can be
     reproduced (its model in `known`, sized by `arch`), whether its kind was fitted on it,
     its error with its GPU left out of the fit, and otherwise why it is not compared."""
+    gpu_ids = gpu_alias_map(catalog_dir)
     raw = {f: measurements(pl.read_csv(catalog_dir / f, infer_schema_length=0)
                            .with_row_index("row", offset=1)
-                           .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)))
+                           .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)),
+                           gpu_ids)
            .with_columns(pl.when(pl.col("not_compared").is_null()
                                  & ~pl.col("model").is_in(list(known)))
                          .then(pl.lit("its config is not in the snapshot"))

@@ -1,11 +1,13 @@
 """Published vLLM start-up logs beside the KV-cache budget the estimate gives for the same
 model, GPU and flags (data/catalogs/engine_startup_logs.csv, quote and source per run)."""
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from assets.catalogs.readers import gpu_alias_map
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.ingest.models import sized_configs
 from assets.resources import (
@@ -19,10 +21,6 @@ from sizing.engines.vllm import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
 from sizing.estimate import Configuration, Device, Usage, estimate_many
 from sizing.units import BYTES_PER_GIB
 
-# Log GPU names -> catalog ids ("NVIDIA H100 80GB HBM3" is the SXM part, the only H100
-# with HBM3 at 80 GB).
-GPU_IDS = {"NVIDIA H100 80GB HBM3": "h100_sxm5_80gb", "NVIDIA GeForce RTX 3090": "rtx_3090",
-           "NVIDIA GeForce RTX 4090": "rtx_4090"}
 # Checkpoint dtypes and vLLM quantizations as logged -> the weight format sized.
 FORMATS = {"bfloat16": "BF16", "bf16": "BF16", "bf16 (default dtype)": "BF16",
            "float16": "BF16", "bfloat16 / quantization=fp8": "FP8",
@@ -57,14 +55,14 @@ def _number(column: str) -> pl.Expr:
         .cast(pl.Float64).alias(column)
 
 
-def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path],
-                      gpus: pl.DataFrame) -> pl.DataFrame:
+def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.DataFrame,
+                      gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     """Every logged run, and for those the estimate can reproduce (model in `configs`,
     catalog GPU, sized format, modelled version, flags logged) the KV pool and token
     capacity it gives with the run's own flags."""
     runs = logs.with_row_index("log_id", offset=1).with_columns(
         pl.col("log_id").cast(pl.Int32),
-        pl.col("gpu").str.replace(r" \(.*$", "").replace_strict(GPU_IDS, default=None)
+        pl.col("gpu").str.replace(r" \(.*$", "").replace_strict(gpu_ids, default=None)
         .alias("gpu_id"),
         pl.col("weight_format").replace_strict(FORMATS, default=None).alias("format"),
         pl.col("engine_version").replace_strict(VERSIONS, default=None).alias("version"),
@@ -125,7 +123,7 @@ def vllm_startup_checks(context: dg.AssetExecutionContext, catalog: CatalogResou
                         warehouse: WarehouseResource) -> dg.MaterializeResult:
     logs = pl.read_csv(Path(catalog.path) / "engine_startup_logs.csv", infer_schema_length=0)
     configs = sized_configs(snapshot, warehouse.read("models"))
-    df = startup_log_frame(logs, configs, warehouse.read("gpus"))
+    df = startup_log_frame(logs, configs, warehouse.read("gpus"), gpu_alias_map(catalog.path))
     result = warehouse.publish(context, "vllm_startup_checks", df, CATALOGS_VERIFIED,
                                "data/catalogs/engine_startup_logs.csv")
     compared = df.filter(pl.col("kv_pool_error").is_not_null())

@@ -77,15 +77,15 @@ BUILDS = {
 
 # Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per backend; ""
 # is the engine's fit pooled over backends, which a backend without a fit of its own
-# (SYCL, MUSA: no measurement) is transferred. Decode on 97 runs: CUDA 61 on 14 GPUs, ROCm
+# (SYCL, MUSA: no measurement) is transferred. Decode on 101 runs: CUDA 65 on 16 GPUs, ROCm
 # 17 on 4, Metal 12 on 3, Vulkan 7 on 3 (RTX 3090, Radeon PRO W7900, Strix Halo). The
 # per-layer overhead is the backend's: ROCm pays 2.2x CUDA's, Metal 2.7x, Vulkan 1.2x (on
 # AMD cards Vulkan decodes faster than ROCm where layers dominate: small models).
-DECODE_FIT = {"CUDA": {"efficiency": 0.818, "layer_seconds": 68.2e-6},
+DECODE_FIT = {"CUDA": {"efficiency": 0.826, "layer_seconds": 68.7e-6},
               "Metal": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "ROCm": {"efficiency": 0.826, "layer_seconds": 153.2e-6},
               "Vulkan": {"efficiency": 0.893, "layer_seconds": 79.2e-6},
-              "": {"efficiency": 0.824, "layer_seconds": 89.0e-6}}
+              "": {"efficiency": 0.832, "layer_seconds": 89.3e-6}}
 # Prefill is fitted with a power cap per kind of weights on 316 measurements, 249 of them
 # llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
 # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
@@ -93,12 +93,12 @@ DECODE_FIT = {"CUDA": {"efficiency": 0.818, "layer_seconds": 68.2e-6},
 # TFLOPS per watt of its TDP.
 PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
                         "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
-               "": {"efficiency": 0.35, "efficiency_quantized": 0.26,
+               "": {"efficiency": 0.35, "efficiency_quantized": 0.255,
                     "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.092, "ROCm": 0.137, "Vulkan": 0.087, "Metal": 0.150,
-                         "": 0.107}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.083, "ROCm": 0.137, "Vulkan": 0.079, "Metal": 0.150,
+                         "": 0.101}
 
 
 # Memory -----------------------------------------------------------------------------

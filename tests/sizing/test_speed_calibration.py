@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import assets.quality.speed_checks as checks
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.paths import CATALOG_DIR
 from sizing import speed
 from sizing.architecture import parse_config
@@ -30,7 +30,7 @@ def _arch(repo_id: str):
 def _compared(file: str) -> pl.DataFrame:
     raw = pl.read_csv(CATALOG_DIR / file, infer_schema_length=0) \
         .with_row_index("row", offset=1).with_columns(pl.lit(file).alias("file"))
-    return checks.predicted(checks.measurements(raw), _arch)
+    return checks.predicted(checks.measurements(raw, gpu_alias_map()), _arch)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import sizing.engines.vllm as budget
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.quality.startup_logs import startup_log_frame
 from sizing.engines.vllm import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
 from sizing.estimate import Configuration, Device
@@ -30,7 +30,8 @@ GPUS = load_gpus()
 
 def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
     """The runs the estimate reproduces, with its figures (assets.quality.startup_logs)."""
-    return startup_log_frame(logs, CONFIGS, GPUS).filter(pl.col("not_compared").is_null())
+    return startup_log_frame(logs, CONFIGS, GPUS, gpu_alias_map()) \
+        .filter(pl.col("not_compared").is_null())
 
 
 RUNS = _compared()
