@@ -1,7 +1,7 @@
 """llama.cpp's aggregate decode of several sequences at once (llama-server's slots; the fit
 matrix's `decode_aggregate_tok_s`) against published `llama-batched-bench` runs
-(data/catalogs/batched_decode_measurements.csv, none of them in any speed fit: the batch-1
-fits saw no DGX Spark).
+(data/catalogs/batched_decode_measurements.csv: ggml-org's own runs on a DGX Spark and a
+Mac Studio M2 Ultra, none of them in any speed fit).
 
 What the benchmark measures: B sequences, each with its own prompt of PP tokens (N_KV =
 B x (PP + TG)), then TG decode steps of all B at once; S_TG = B x TG / T_TG. The estimate
@@ -61,48 +61,62 @@ def _summary(frame: pl.DataFrame) -> dict[str, float]:
 
 
 def _line(label: str, s: dict[str, float]) -> str:
-    return (f"{label:44} n={s['n']:3}  median |error| {s['median']:.0%}  p90 {s['p90']:.0%}"
-            f"  max {s['max']:.0%}")
+    return (f"{label:58} n={s['n']:3}  median |error| {s['median']:4.0%}  p90 "
+            f"{s['p90']:4.0%}  max {s['max']:4.0%}")
+
+
+def _kinds(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    batched = frame.filter(pl.col("batch") > 1)
+    return {"one sequence (B = 1)": frame.filter(pl.col("batch") == 1),
+            "several sequences, dense models": batched.filter(~pl.col("moe")),
+            "several sequences, MoE (identical routing)": batched.filter(pl.col("moe"))}
 
 
 def test_aggregate_decode_against_llama_batched_bench(compared):
-    """Printed with -s: every point, then the errors by kind. The bounds are regression
-    guards set from what is measured (a 2025-11 build on a DGX Spark), not targets:
-    - one sequence (B = 1): median 4 %, max 10 % (the batch-1 fit transfers to this GPU);
-    - dense models at B > 1 (Qwen2.5-7B Q8_0, Gemma 3 4B Q4_0): median 19 %, max 55 %,
-      always too fast, by 3 % at B = 2 up to 55 % at B = 32 (Gemma at 8,192 tokens):
-      each extra sequence costs the GB10 about 0.4 ms a step beyond the bytes it reads,
-      which a bandwidth-bound step does not have (and the catalog has no FP16 peak for
-      the GB10, so no compute bound applies either);
-    - MoE models at B > 1: median 18 %, max 47 %; too fast by about 20 % at B = 2, where
-      the measured aggregate barely rises over one sequence's, and mostly too slow from
-      B = 8 (the identical sequences above: at B = 32 the estimate reads 64 % to 99 % of
-      the experts, the benchmark a single token's share)."""
+    """Printed with -s: every point, then the errors by GPU and kind. The bounds are
+    regression guards set from what is measured, not targets. Measured:
+    - one sequence (B = 1): median 6 %, max 27 % (the batch-1 fits transfer: GB10 within
+      10 %; M2 Ultra within 27 %, too slow for the two dense models);
+    - several sequences: the estimate is too fast, and more so the larger the batch,
+      wherever the step stops being bound by the bytes it reads: on the GB10 each extra
+      sequence of a dense model costs about 0.4 to 0.9 ms a step beyond its bytes (+3 %
+      at B = 2 to +55 % at B = 32); on the M2 Ultra the step time triples from B = 1 to
+      B = 8 and the estimate is 1.5x to 3x too fast from B = 8, MoE or not (Metal's
+      matrix kernels past the small-batch ones; B = 16 is often no faster than B = 8).
+      The catalog has no FP16 peak for either device, so no compute bound applies: the
+      estimate at B > 1 is a bandwidth bound there;
+    - MoE models on the GB10 are the exception from B = 8: too slow (median -20 %), the
+      benchmark's identical sequences sharing their experts (at B = 32 the estimate reads
+      64 % to 99 % of the experts, the benchmark a single token's share)."""
     assert compared.get_column("predicted").null_count() == 0
-    for r in compared.sort("model_repo", "prompt_tokens", "batch").iter_rows(named=True):
-        print(f"{r['model_repo']:36} {r['weight_format']:9} {r['gpu_id']:15} "
-              f"PP {r['prompt_tokens']:>5} TG {r['gen_tokens']:>3} B {r['batch']:>2}  "
-              f"S_TG {r['measured']:7.1f}  estimate {r['predicted']:7.1f} "
-              f"({r['error']:+.0%})")
-    single = compared.filter(pl.col("batch") == 1)
-    batched = compared.filter(pl.col("batch") > 1)
-    dense, moe = batched.filter(~pl.col("moe")), batched.filter(pl.col("moe"))
-    kinds = {"all": _summary(compared), "one sequence (B = 1)": _summary(single),
-             "several sequences, dense models": _summary(dense),
-             "several sequences, MoE (identical routing)": _summary(moe)}
-    print("\n".join(_line(k, s) for k, s in kinds.items()))
-    assert kinds["one sequence (B = 1)"]["median"] < 0.07
-    assert kinds["one sequence (B = 1)"]["max"] < 0.12
-    assert kinds["several sequences, dense models"]["median"] < 0.22
-    assert kinds["several sequences, dense models"]["max"] < 0.60
-    assert kinds["all"]["median"] < 0.20 and kinds["all"]["p90"] < 0.40
-    assert kinds["all"]["max"] < 0.60
+    for r in compared.sort("gpu_id", "model_repo", "prompt_tokens", "batch") \
+            .iter_rows(named=True):
+        print(f"{r['gpu_id']:26} {r['model_repo']:34} {r['weight_format']:9} "
+              f"PP {r['prompt_tokens']:>5} B {r['batch']:>2}  S_TG {r['measured']:7.1f}  "
+              f"estimate {r['predicted']:7.1f} ({r['error']:+.0%})")
+    lines = [_line("all", _summary(compared))]
+    for kind, part in _kinds(compared).items():
+        lines.append(_line(kind, _summary(part)))
+        for gpu, by_gpu in part.group_by("gpu_id", maintain_order=True):
+            lines.append(_line(f"  {gpu[0]}", _summary(by_gpu)))
+    print("\n".join(lines))
+    kinds = {k: _summary(v) for k, v in _kinds(compared).items()} | {
+        "all": _summary(compared)}
+    assert kinds["one sequence (B = 1)"]["median"] < 0.08
+    assert kinds["one sequence (B = 1)"]["max"] < 0.30
+    assert kinds["several sequences, dense models"]["median"] < 0.30
+    assert kinds["all"]["median"] < 0.25 and kinds["all"]["p90"] < 1.05
+    assert kinds["all"]["max"] < 2.2
 
 
 def test_the_known_biases_keep_their_sign(compared):
     """The systematic misses above, pinned so that a change to the batch term shows here:
-    dense models at B >= 8 are estimated faster than measured, every one of them; MoE
-    models at B >= 8, whose benchmark sequences share their experts, slower (median)."""
+    every dense model at B >= 8 and every model on the M2 Ultra at B >= 4 is estimated
+    faster than measured; MoE models on the GB10 at B >= 8 slower (median)."""
     large = compared.filter(pl.col("batch") >= 8)
     assert (large.filter(~pl.col("moe")).get_column("error") > 0).all()
-    assert large.filter(pl.col("moe")).get_column("error").median() < -0.10
+    metal = compared.filter((pl.col("gpu_id") == "mac_studio_m2_ultra_192gb")
+                            & (pl.col("batch") >= 4))
+    assert metal.height and (metal.get_column("error") > 0).all()
+    spark_moe = large.filter(pl.col("moe") & (pl.col("gpu_id") == "dgx_spark_gb10"))
+    assert spark_moe.get_column("error").median() < -0.10
