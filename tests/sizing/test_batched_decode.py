@@ -1,7 +1,8 @@
 """llama.cpp's aggregate decode of several sequences at once (llama-server's slots; the fit
 matrix's `decode_aggregate_tok_s`) against published `llama-batched-bench` runs
 (data/catalogs/batched_decode_measurements.csv: ggml-org's own runs on a DGX Spark and a
-Mac Studio M2 Ultra, none of them in any speed fit).
+Mac Studio M2 Ultra, none of them in any speed fit; the M2 Ultra is one of the devices of
+the Apple batch-1 decode fit, the GB10 of none).
 
 What the benchmark measures: B sequences, each with its own prompt of PP tokens (N_KV =
 B x (PP + TG)), then TG decode steps of all B at once; S_TG = B x TG / T_TG. The estimate
