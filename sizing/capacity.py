@@ -26,7 +26,10 @@ The serving model (continuous batching, as vLLM and llama-server run it):
 Not modelled: prefix caching, speculative decoding, preemption and swapping, request
 length spread (every request has exactly P and O tokens), network and tokenizer time.
 The error of the throughput curve against published `vllm bench serve` sweeps is
-measured by tests/sizing/test_capacity.py (data/catalogs/serving_benchmarks.csv).
+measured by tests/sizing/test_capacity.py (data/catalogs/serving_benchmarks.csv), and
+that of llama.cpp's decode step at batch B against `llama-batched-bench` by
+tests/sizing/test_batched_decode.py: too fast at large B on GPUs without an FP16 peak in
+the catalog (the step is then a bandwidth bound), so llama.cpp plans there are optimistic.
 """
 
 from __future__ import annotations

@@ -78,13 +78,16 @@ def test_serving_throughput_against_published_vllm_sweeps():
         lines.append(line)
         if not (b["mode"] == "request_rate" and b["request_rate_per_s"] != "inf"):
             errors.append(abs(err))  # a finite rate below capacity is met by definition
-    median = sorted(errors)[len(errors) // 2]
+    e = pl.Series(errors)
+    median, p90 = e.median(), e.quantile(0.9, "nearest")
     print("\n" + "\n".join(lines))
     print(f"throughput at saturation or fixed concurrency: n={len(errors)}, median |error| "
-          f"{median:.0%}, max {max(errors):.0%}")
-    # The vLLM decode fit's own held-out median error is 30 % (sizing.speed); the serving
-    # curve adds prefill and queueing on top of it.
-    assert median < 0.35, median
+          f"{median:.0%}, p90 {p90:.0%}, max {e.max():.0%}")
+    # Regression guards from what is measured (n = 7: median 18 %, max 86 %). The vLLM
+    # decode fit's own held-out median error is 30 % (sizing.speed); the serving curve
+    # adds prefill and queueing on top of it.
+    assert median < 0.25, median
+    assert e.max() < 1.0, e.max()
 
 
 def test_below_capacity_the_rate_is_served_and_latency_is_close():
