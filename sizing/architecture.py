@@ -462,7 +462,7 @@ _COUNT_FIELDS = {
                      "ssm_state_size"), 10_000_000),
     **dict.fromkeys(("num_attention_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
                      "n_routed_experts", "num_experts", "num_local_experts",
-                     "num_experts_per_tok"), 100_000),
+                     "num_experts_per_tok", "moe_topk", "num_shared_expert"), 100_000),
     "vocab_size": 100_000_000,
     "max_position_embeddings": 1_000_000_000,
 }

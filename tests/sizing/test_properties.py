@@ -106,3 +106,5 @@ def test_per_layer_counts_that_agree_are_read_once():
 def test_per_layer_counts_that_differ_are_refused():
     with pytest.raises(ConfigError, match="moe_intermediate_size varies by layer"):
         parse_config(_hunyuan_like([32, 48, 32]), "tiny/hunyuan")
+    with pytest.raises(ConfigError, match="moe_topk varies by layer"):
+        parse_config(_hunyuan_like([32, 32]) | {"moe_topk": [2, 1]}, "tiny/hunyuan")
