@@ -265,6 +265,7 @@ _DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "ge
           "qwen3_5_text", "gemma4_text"}
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
         "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
+        "hunyuan",
         "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
         "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
         "glm_moe_dsa", "step3p7", "kimi_linear", "deepseek_v4"}
@@ -388,8 +389,11 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         expert_ffn = expert_ffn[0]
     if expert_ffn is None:  # Mixtral, gpt-oss, MiniMax, Llama 4: experts use intermediate_size
         expert_ffn = _require(name, t, "intermediate_size")
-    n_shared = int(_first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
-                          "num_shared_expert", default=0) or 0)
+    n_shared = _first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
+                      "num_shared_expert", default=0)
+    if isinstance(n_shared, list):  # Hunyuan lists it per layer
+        n_shared = n_shared[0]
+    n_shared = int(n_shared or 0)
     shared_ffn = int(_first(t, "shared_expert_intermediate_size",
                             "moe_shared_expert_intermediate_size", "share_expert_dim",
                             default=0) or 0)
@@ -458,7 +462,7 @@ _COUNT_FIELDS = {
                      "ssm_state_size"), 10_000_000),
     **dict.fromkeys(("num_attention_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
                      "n_routed_experts", "num_experts", "num_local_experts",
-                     "num_experts_per_tok"), 100_000),
+                     "num_experts_per_tok", "moe_topk", "num_shared_expert"), 100_000),
     "vocab_size": 100_000_000,
     "max_position_embeddings": 1_000_000_000,
 }
@@ -470,6 +474,10 @@ def _check_counts(name: str, t: Mapping[str, Any]) -> None:
         v = t.get(key)
         if v is None:
             continue
+        if isinstance(v, list) and v:  # Hunyuan gives some counts once per layer
+            if any(x != v[0] for x in v):
+                raise ConfigError(name, f"field {key} varies by layer, which is not modelled")
+            v = v[0]
         if isinstance(v, bool) or not isinstance(v, int):
             raise ConfigError(name, f"field {key} must be a whole number, got {v!r}")
         if not 0 <= v <= most:

@@ -96,3 +96,26 @@ def test_context_above_model_maximum_is_rejected():
                       "max_position_embeddings": 4096}, "tiny")
     with pytest.raises(InvalidConfiguration, match="maximum"):
         estimate(m, Configuration("Q8_0", 8192, "f16"), DEVICE)
+
+
+def _hunyuan_like(per_layer_ffn: list[int]) -> dict:
+    """Hunyuan's remote-code configs (Tencent-Hunyuan/Hunyuan-A13B models/config.json) give
+    moe_topk, num_shared_expert and moe_intermediate_size once per layer."""
+    n = len(per_layer_ffn)
+    return {"model_type": "hunyuan", "hidden_size": 64, "num_hidden_layers": n,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+            "intermediate_size": 32, "max_position_embeddings": 64, "num_experts": 4,
+            "moe_topk": [2] * n, "num_shared_expert": [1] * n,
+            "moe_intermediate_size": per_layer_ffn}
+
+
+def test_per_layer_counts_that_agree_are_read_once():
+    m = parse_config(_hunyuan_like([32, 32, 32]), "tiny/hunyuan")
+    assert (m.moe.n_experts, m.moe.n_active, m.moe.expert_ffn, m.moe.shared_ffn) == (4, 2, 32, 32)
+
+
+def test_per_layer_counts_that_differ_are_refused():
+    with pytest.raises(ConfigError, match="moe_intermediate_size varies by layer"):
+        parse_config(_hunyuan_like([32, 48, 32]), "tiny/hunyuan")
+    with pytest.raises(ConfigError, match="moe_topk varies by layer"):
+        parse_config(_hunyuan_like([32, 32]) | {"moe_topk": [2, 1]}, "tiny/hunyuan")
