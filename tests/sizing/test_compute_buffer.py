@@ -66,7 +66,7 @@ def _compared() -> tuple[pl.DataFrame, list[tuple[str, str]]]:
             skipped.append((f"{row['model_repo']} ({row['source_url']})", reason))
             continue
         rows.append({"model": row["model_repo"], "backend": row["backend"],
-                     "build": row["build"], **_dimensions(row),
+                     "build": row["build"], "year": row["source_date"][:4], **_dimensions(row),
                      "n_ubatch": int(row["n_ubatch"]), "n_ctx": int(row["n_ctx"]),
                      "logged_mib": float(row["compute_buffer_mib_device0"])})
     frame = pl.DataFrame(rows).with_columns(
@@ -77,22 +77,28 @@ def _compared() -> tuple[pl.DataFrame, list[tuple[str, str]]]:
 
 
 def test_compute_buffer_against_published_logs():
-    """The rule never states more than a log printed; the Qwen3 logs (2025 and 2026 builds)
-    it matches, the others (GLM-4 and Llama on 2025 builds, one on Vulkan) held one or
-    more FFN rows, or the mask, below the logits (their errors printed here)."""
+    """The rule never states more than a log printed. The logs of 2026 builds (the era of
+    the 0c1e570 dry run) it reproduces within one hidden row; of the 2025 builds, Qwen3 and
+    TinyLlama exactly, GLM-4 and Llama (one on Vulkan) held one or more FFN rows, or the
+    mask, below the logits (errors printed here, split by year and backend)."""
     frame, skipped = _compared()
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
-        print(frame.select("model", "backend", "build", "n_ubatch", "n_ctx",
+        print(frame.select("model", "backend", "year", "n_ubatch", "n_ctx",
                            "logged_mib", "rule_mib", "error"))
+        for by in ("year", "backend"):
+            print(frame.group_by(by).agg(
+                pl.len().alias("n"), pl.col("error").abs().median().alias("median_abs"),
+                pl.col("error").abs().max().alias("max_abs")).sort(by))
     for what, why in skipped:
         print(f"not compared: {what}: {why}")
     err = frame["error"].abs()
     print(f"n = {frame.height}, median |error| {err.median():.1%}, "
           f"p90 {err.quantile(0.9, 'linear'):.1%}, max {err.max():.1%}")
     assert frame.height + len(skipped) == pl.read_csv(LOGS, infer_schema_length=0).height
-    assert frame.height >= 5
+    assert frame.height >= 7
     assert (frame["rule_mib"] <= frame["logged_mib"] + 0.05).all()
-    assert err.median() < 0.15 and err.max() < 0.35
+    assert err.median() < 0.02 and err.max() < 0.35
+    assert frame.filter(pl.col("year") == "2026")["error"].abs().max() < 0.01
 
 
 def test_qwen3_logs_are_reproduced():
@@ -113,6 +119,30 @@ def test_glm_z1_log_holds_one_ffn_row_more():
     assert glm["rule_mib"].item() == pytest.approx(308.0, abs=0.005)
     assert glm["logged_mib"].item() - glm["rule_mib"].item() == pytest.approx(
         512 * 4 * 23040 / BYTES_PER_MIB, abs=0.005)
+
+
+def test_tinyllama_log_at_a_small_ubatch_is_reproduced():
+    """TinyLlama 1.1B on CUDA with a 64-token micro-batch (a 2025-09 build): 64 x 4 x
+    (32000 + 2048) bytes = 8.3125 MiB, printed 8.31."""
+    frame, _ = _compared()
+    tiny = frame.filter(pl.col("model").str.contains("TinyLlama"))
+    assert tiny["n_ubatch"].item() == 64
+    assert tiny["rule_mib"].item() == pytest.approx(8.3125, abs=1e-9)
+    assert tiny["logged_mib"].item() == pytest.approx(tiny["rule_mib"].item(), abs=0.005)
+
+
+def test_metal_log_holds_one_hidden_row_more():
+    """Qwen2.5-0.5B on an Apple M4 (Metal, a 2026 build, n_ubatch 512): printed 300.25 MiB,
+    the rule's 512 x 4 x (151936 + 896) bytes = 298.50 MiB plus one hidden row (1.75 MiB),
+    the layout of the CPU dry run (the CUDA logs of 2026 builds hold none). Whether that is
+    Metal's or this model's (tied embeddings, n_embd 896), one log cannot tell: recorded,
+    not modelled."""
+    frame, _ = _compared()
+    metal = frame.filter(pl.col("backend") == "Metal")
+    assert metal.height == 1
+    assert metal["rule_mib"].item() == pytest.approx(298.5, abs=1e-9)
+    assert metal["logged_mib"].item() - metal["rule_mib"].item() == pytest.approx(
+        512 * 4 * 896 / BYTES_PER_MIB, abs=0.005)
 
 
 def test_the_matrix_uses_the_same_rule():
