@@ -25,7 +25,7 @@ FALLBACK_KV = {"llama.cpp": "q8_0", "vllm": "fp8"}
 HEADLINE_CONTEXT = 8192
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
           "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "gguf_published_sizes",
-          "finetune")
+          "finetune", "quantized_releases")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
                 "headroom_gib", "verdict", "max_context_tokens",
@@ -48,6 +48,7 @@ class SiteData:
     weights: dict[str, list[dict]] = field(default_factory=dict)
     published: dict[str, list[dict]] = field(default_factory=dict)
     finetune: dict[str, list[dict]] = field(default_factory=dict)
+    releases: dict[str, list[dict]] = field(default_factory=dict)
     configs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     fits: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
@@ -105,6 +106,8 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
     d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
     d.finetune = _group(scan("finetune").collect(), h, "finetune", "model_id")
+    d.releases = _group(scan("quantized_releases").sort("release_repo").collect(), h,
+                        "releases", "model_id")
     # Configurations the pages show: every format on one GPU, the headline formats on more.
     d.configs = _group(scan("fit_configurations").filter(
         (pl.col("n_gpus") == 1) | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))

@@ -8,9 +8,11 @@ price-only refresh renders the cost parts and nothing else.
 """
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from assets.publish import words
 from assets.publish.data import (
     ALL,
     DEFAULT_KV,
@@ -21,7 +23,7 @@ from assets.publish.data import (
 )
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-              "fit_matrix", "gguf_published_sizes", "finetune")
+              "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
 COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
 # Engines in the order a page prefers them for its headline.
 ENGINE_ORDER = ("llama.cpp", "vllm")
@@ -76,7 +78,7 @@ def all_pages(d: SiteData) -> list[Page]:
             "and cost", "pair",
             {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
                      ("weights", m), ("published", m), ("finetune", m), ("formats", ALL),
-                     ("engines", ALL)),
+                     ("engines", ALL), ("releases", m)),
              "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
                       ("gpus", g), ("models", m)),
              "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
@@ -88,7 +90,7 @@ def all_pages(d: SiteData) -> list[Page]:
             model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
             "model",
             {"fit": (("models", m), ("weights", m), ("formats", ALL), ("published", m),
-                     ("fits_by_model", m), ("gpus", ALL)),
+                     ("fits_by_model", m), ("gpus", ALL), ("releases", m)),
              "cost": (("models", m), ("cheapest", m), ("gpus", ALL))},
             functools.partial(lambda m: model_parts(d, m, summary(m)), m)))
     for g in sorted(d.gpus):
@@ -175,6 +177,8 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "published": published, "engine_row": d.engines.get(engine),
             "finetune": sorted(d.finetune.get(m, []), key=lambda r: r["total_gib"]),
             "kv_types": sorted({r["kv_dtype"] for r in contexts}),
+            "releases": releases(d, m), "offload": offload(head, conf.get((fmt, engine, 1)),
+                                                         weights.get(fmt), engine, model),
         }
 
     def cost() -> dict:
@@ -200,6 +204,43 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
         Part("alternatives", "alternatives.html.j2", FIT_TABLES + COST_TABLES,
              lambda: {"model": model, "gpu_id": g, **summary()}),
     ]
+
+
+def releases(d: SiteData, m: str) -> dict[str, list[dict]]:
+    """The model's published checkpoints per vLLM weight format (quantized_releases)."""
+    out: dict[str, list[dict]] = {}
+    for r in d.releases.get(m, []):
+        out.setdefault(r["weight_format"], []).append(r)
+    return out
+
+
+def offload(head: dict, conf: dict | None, weights: dict | None, engine: str,
+            model: dict) -> dict | None:
+    """What must leave the GPU for the headline to load (total - usable) and to fit with
+    5 % to spare, from the tables' own figures; the share of what can move that it is
+    (llama.cpp moves whole layers, their weights and cache; vLLM's --cpu-offload-gb
+    moves weights only); and for a MoE model on llama.cpp, the routed experts' GiB
+    (`weights.expert_bytes`) that --n-cpu-moe / --cpu-moe keep in host memory. None when
+    the headline loads."""
+    if head["verdict"] != "exceeds" or not conf:
+        return None
+    usable = conf["usable_gib"]
+    need = head["total_gib"] - usable
+    comfortable = head["total_gib"] - (1 - words.TIGHT_SHARE) * usable
+    movable = conf["weights_gpu_gib"] + (head["kv_cache_gib"] if engine == "llama.cpp" else 0)
+    share = comfortable / movable if movable else math.inf
+    experts = (weights or {}).get("expert_bytes") or 0
+    expert_gib = experts / 2**30 / head["n_gpus"] if engine == "llama.cpp" else 0
+    moe = None
+    if expert_gib:
+        moe = {"expert_gib": expert_gib, "all_total_gib": head["total_gib"] - expert_gib,
+               "enough": expert_gib >= comfortable}
+        if moe["enough"]:
+            # The first N layers hold at most N / n_layers of the experts (a dense layer
+            # holds none), so N below this cannot be enough.
+            moe["n_cpu_moe"] = math.ceil(comfortable / expert_gib * model["n_layers"])
+    return {"need_gib": need, "comfortable_gib": comfortable, "movable_gib": movable,
+            "percent": math.ceil(100 * share) if share < 1 else None, "moe": moe}
 
 
 def _context_grid(contexts: list[dict]) -> list[tuple[int, dict]]:
@@ -262,6 +303,7 @@ def model_parts(d: SiteData, m: str, summary: dict) -> list[Part]:
     weights = sorted(d.weights.get(m, []), key=lambda w: (-w["weights_bytes"], w["weight_format"]))
     fit = {"model": model, "formats": {f: d.formats.get(f) for f in
                                        (w["weight_format"] for w in weights)},
+           "releases": releases(d, m),
            "weights": weights, "published": d.published.get(m, []),
            "runs": summary["runs"], "hctx": summary["hctx"]}
     return [Part("fit", "model_fit.html.j2", FIT_TABLES, lambda: fit),
