@@ -56,7 +56,7 @@ def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
 
 def _timed(root: str, out: Path, subset: list[str] | None) -> tuple[build.BuildStats, float]:
     started = time.monotonic()
-    stats = build.build(data.load(root, models=subset), out)
+    stats = build.build(data.load(root, models=subset, cache_dir=out), out)
     return stats, round(time.monotonic() - started, 2)
 
 

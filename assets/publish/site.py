@@ -21,7 +21,8 @@ def site(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.
     versions = data.table_versions(warehouse.root, warehouse.storage_options())
     stats = build.current(out, versions)
     if stats is None:
-        stats = build.build(data.load(warehouse.root, warehouse.storage_options()), out)
+        stats = build.build(data.load(warehouse.root, warehouse.storage_options(),
+                                              cache_dir=out), out)
     context.log.info(f"site: {stats.pages} pages, {stats.written} written, "
                      f"{stats.parts_rendered} parts rendered, {stats.seconds} s")
     return dg.MaterializeResult(metadata={

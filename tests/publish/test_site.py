@@ -262,7 +262,8 @@ def test_pages_are_valid_html_and_accessible(built, server, browser):
 def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(built, tmp_path):
     """A price-only refresh: new versions of cost_basis and cost_matrix in which one GPU's
     offer is 10 % dearer, released as a run releases them. Only that GPU's cost parts (and
-    nothing else) are rendered."""
+    nothing else) are rendered, and the fit rows are not read (the site keeps what the
+    other parts need of them, keyed by the fit tables' versions)."""
     root, site = built
     copy, out = tmp_path / "warehouse", tmp_path / "site"
     shutil.copytree(root, copy)
@@ -283,7 +284,9 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
             table, df, verified_at=df["verified_at"].max(),
             commit_info={"dagster_run_id": "price-run"}, base=str(copy)).version
     store.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
-    changed = build.build(data.load(str(copy)), out)
+    prices = data.load(str(copy), cache_dir=out)
+    changed = build.build(prices, out)
+    assert not prices.fits.loaded and not prices.configs.loaded
     manifest = json.loads((out / "manifest.json").read_text())
     assert changed.site_version == again.site_version + 1
     before = json.loads((site / "manifest.json").read_text())["pages"]
@@ -298,6 +301,14 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     assert manifest["tables"]["cost_matrix"]["version"] == 1
     page = (out / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
     assert "<code>cost_matrix</code> version 1" in page
+    # The same pages as a build that reads every table (but for the stamps of the parts
+    # kept: they name the versions they were rendered from).
+    fresh = tmp_path / "fresh"
+    build.build(data.load(str(copy)), fresh)
+    stamps = re.compile(r'<p class="stamp">.*?</p>')
+    for path in manifest["pages"]:
+        assert stamps.sub("", (fresh / path).read_text()) == \
+            stamps.sub("", (out / path).read_text()), path
 
 
 def test_site_serve_needs_no_dagster_and_serves_the_build(built):
