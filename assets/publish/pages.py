@@ -104,8 +104,8 @@ def _pick(rows: list[dict], **keys) -> list[dict]:
 def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list[Part]:
     """The three parts of a pair page; each gathers its rows only when rendered (a
     price-only change renders the cost part and never assembles the memory part)."""
-    model, gpu, head = d.models[m], d.gpus[g], d.heads[(m, g)]
-    engine, fmt, kvs = head["engine"], head["fmt"], head["kvs"]
+    model, gpu, top = d.models[m], d.gpus[g], d.heads[(m, g)]
+    engine, fmt, kvs = top["engine"], top["fmt"], top["kvs"]
     kv, hctx = kvs[engine], _hctx(model)
 
     def fit() -> dict:
