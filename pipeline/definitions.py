@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets.catalogs.tables import engines, gpus, weight_formats
+from assets.catalogs.tables import engines, gpus, quantized_releases, weight_formats
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
@@ -40,10 +40,10 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-TABLE_ASSETS = [gpus, weight_formats, engines, hub_models, models, weights, fit_matrix_shards,
-                fit_matrix, cost_matrix, coverage, param_checks, gguf_published_sizes,
-                vllm_startup_checks, speed_checks, accuracy, capacity_plans, finetune,
-                *PROVIDER_ASSETS, gpu_prices]
+TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, hub_models, models, weights,
+                fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
+                gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,
+                capacity_plans, finetune, *PROVIDER_ASSETS, gpu_prices]
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.
 release = build_release(TABLE_ASSETS)
@@ -56,10 +56,11 @@ refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
 record_job = dg.define_asset_job(
     "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS))
+# The daily price run ends with the site: a price-only rebuild renders the cost parts.
 prices_job = dg.define_asset_job(
     "refresh_prices", tags=WRITES_TAG,
     selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
-                                       capacity_plans, release))
+                                       capacity_plans, release, site))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

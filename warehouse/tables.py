@@ -99,6 +99,15 @@ WEIGHTS = TableContract(
     rules=(("weights take a positive number of bytes", pl.col("weights_bytes") > 0),),
 )
 
+# Each GPU fact and the column that names its source (data/catalogs/gpus.csv's own).
+GPU_FACT_SOURCES = {
+    "memory_gib": "source_memory", "memory_gb_marketed": "source_memory",
+    "memory_gib_cuda": "source_memory_cuda", "bandwidth_gb_s": "source_bandwidth",
+    "fp16_dense_tflops": "source_fp16", "fp8_dense_tflops": "source_fp8", "tdp_w": "source_tdp",
+    "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
+    "compute_capability": "source_compute_capability", "interconnect": "source_interconnect",
+}
+
 GPUS = TableContract(
     "gpus",
     keys=("gpu_id",),
@@ -111,12 +120,28 @@ GPUS = TableContract(
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "n_gpus_options": pl.String(),
-            "compute_capability": pl.Float64(), "interconnect": pl.String()} | VERIFIED_AT,
+            "compute_capability": pl.Float64(), "interconnect": pl.String()}
+    | {s: pl.String() for s in sorted(set(GPU_FACT_SOURCES.values()))} | VERIFIED_AT,
     not_null=("gpu_id", "memory_gib"),
     renamed=(("gpu_count_options", "n_gpus_options"),),
     rules=(("memory between 1 and 2048 GiB", pl.col("memory_gib").is_between(1, 2048)),
            ("bandwidth between 50 and 20000 GB/s",
-            pl.col("bandwidth_gb_s").is_between(50, 20_000))),
+            pl.col("bandwidth_gb_s").is_between(50, 20_000)),
+           ("every fact names its source", pl.all_horizontal(
+               pl.col(f).is_null() | pl.col(s).is_not_null()
+               for f, s in GPU_FACT_SOURCES.items()))),
+)
+
+# Public checkpoints of a model in a vLLM weight format (data/catalogs/quantized_releases.csv).
+QUANTIZED_RELEASES = TableContract(
+    "quantized_releases",
+    keys=("model_id", "weight_format", "release_repo"),
+    schema={"model_id": pl.String(), "weight_format": pl.String(), "release_repo": pl.String(),
+            "source_url": pl.String(), "quote": pl.String(), "notes": pl.String()}
+    | VERIFIED_AT,
+    not_null=("model_id", "weight_format", "release_repo", "source_url"),
+    rules=(("a release is a Hub repository id, owner/name",
+            pl.col("release_repo").str.contains(r"^[\w.-]+/[\w.-]+$")),),
 )
 
 # What depends on the configuration only; the fit matrix carries the rest, and readers
@@ -422,7 +447,7 @@ FINETUNE = TableContract(
 CONTRACTS = {c.name: c for c in (
     COST_BASIS, COST_MATRIX, CAPACITY_PLANS, FINETUNE, HUB_MODELS, GGUF_FILES, MODELS,
     MODEL_QUARANTINE,
-    WEIGHTS, GPUS,
+    WEIGHTS, GPUS, QUANTIZED_RELEASES,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}

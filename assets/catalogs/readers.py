@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.paths import CATALOG_DIR
 from sizing.architecture import RopeRecipe
+from warehouse.tables import GPU_FACT_SOURCES
 
 
 def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
@@ -31,7 +32,17 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("compute_capability").cast(pl.Float64),  # NVIDIA CUDA compute capability
         # The link between GPUs of one node: "NVLink 4 (900 GB/s)", "PCIe 4.0 x16"...
         pl.col("interconnect"),
+        # Where each fact was read: a URL or repo@commit:path, often with a note.
+        *sorted(set(GPU_FACT_SOURCES.values())),
     )
+
+
+def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """data/catalogs/quantized_releases.csv: public checkpoints of a model in a vLLM
+    weight format (AWQ, GPTQ, ...), each with the source that names it."""
+    raw = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
+    return raw.select(pl.col("model_repo").alias("model_id"), "weight_format", "release_repo",
+                      "source_url", "quote", "notes")
 
 
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
@@ -70,7 +81,7 @@ def load_checkpoint_repos(catalog_dir: Path | str = CATALOG_DIR) -> dict[tuple[s
                            .then(0).when(pl.col("gguf_repo").str.starts_with("bartowski/"))
                            .then(1).otherwise(2))
              .sort("rank", "gguf_repo").unique(["model_repo", "quant"], keep="first"))
-    releases = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
+    releases = load_quantized_releases(catalog_dir)
     return {(m, q): r for m, q, r in ggufs.select("model_repo", "quant", "gguf_repo").iter_rows()} \
-        | {(m, f): r for m, f, r in releases.select("model_repo", "weight_format",
+        | {(m, f): r for m, f, r in releases.select("model_id", "weight_format",
                                                      "release_repo").iter_rows()}

@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import load_gpus, load_quantized_releases
 from assets.resources import CatalogResource, WarehouseResource, table_asset
 from sizing.catalog import engine_catalog_rows, format_catalog_rows
 
@@ -21,6 +21,16 @@ def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
          warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = load_gpus(catalog.path)
     return warehouse.publish(context, "gpus", df, CATALOGS_VERIFIED, "data/catalogs/gpus.csv")
+
+
+@table_asset("quantized_releases", group="catalogs", eager=False,
+          description="Public checkpoints of a model in a vLLM weight format (AWQ, GPTQ): the "
+                      "repository vLLM loads, each named by a sourced benchmark or report.")
+def quantized_releases(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                       warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = load_quantized_releases(catalog.path)
+    return warehouse.publish(context, "quantized_releases", df, CATALOGS_VERIFIED,
+                             "data/catalogs/quantized_releases.csv")
 
 
 @table_asset("weight_formats", group="catalogs", eager=False,

@@ -7,25 +7,22 @@ more than the rendering itself.
 """
 
 import hashlib
+import json
+import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
+from assets.publish import heads as hd
+from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from warehouse import store
 
-# What the seed page headlines: 4-bit GGUF on llama.cpp at 8K with an f16 cache; vLLM's
-# 4-bit checkpoint where a GPU runs vLLM only.
-HEADLINE_FORMAT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ"}
-DEFAULT_KV = {"llama.cpp": "f16", "vllm": "auto"}
-# Where the engine cannot use its default cache for a model (vLLM runs DeepSeek-V4 with an
-# FP8 cache only), pages fall back to this one.
-FALLBACK_KV = {"llama.cpp": "q8_0", "vllm": "fp8"}
-HEADLINE_CONTEXT = 8192
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
           "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "gguf_published_sizes",
-          "finetune")
+          "finetune", "quantized_releases")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
                 "headroom_gib", "verdict", "max_context_tokens",
@@ -48,8 +45,13 @@ class SiteData:
     weights: dict[str, list[dict]] = field(default_factory=dict)
     published: dict[str, list[dict]] = field(default_factory=dict)
     finetune: dict[str, list[dict]] = field(default_factory=dict)
-    configs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
-    fits: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    releases: dict[str, list[dict]] = field(default_factory=dict)
+    configs: Mapping[tuple[str, str], list[dict]] = field(default_factory=dict)
+    fits: Mapping[tuple[str, str], list[dict]] = field(default_factory=dict)
+    # What other parts need of the fit rows (heads.summarize): per pair its headline.
+    heads: dict[tuple[str, str], dict] = field(default_factory=dict)
+    best_contexts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    engine_formats: dict[str, list[str]] = field(default_factory=dict)
     costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
@@ -81,11 +83,20 @@ def table_versions(base: str | None = None,
     return versions
 
 
+# The fit rows are most of a build's reading (20 M rows scanned, some 400 k grouped) and
+# a price-only refresh changes none of them: their group hashes and what other parts need
+# of them (heads.summarize) are kept in the site folder, keyed by the versions they come
+# from; while those hold, the fit rows are read only when a part showing them is rendered.
+FIT_CACHE = "fit-rows-cache.json"
+_FIT_SOURCES = ("fit_matrix", "fit_configurations", "models", "weight_formats")
+
+
 def load(base: str | None = None, storage_options: Mapping[str, str] | None = None,
-         models: list[str] | None = None) -> SiteData:
+         models: list[str] | None = None, cache_dir: Path | None = None) -> SiteData:
     """Every row the site shows, from each table's current version (pinned, so that the
     versions stamped on the pages are the ones read). `models` limits the site to a
-    subset (tests, benchmarks of a part)."""
+    subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
+    fit rows give beside the pages (FIT_CACHE)."""
     opts = dict(storage_options or {})
     versions = table_versions(base, opts)
 
@@ -105,15 +116,40 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
     d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
     d.finetune = _group(scan("finetune").collect(), h, "finetune", "model_id")
-    # Configurations the pages show: every format on one GPU, the headline formats on more.
-    d.configs = _group(scan("fit_configurations").filter(
-        (pl.col("n_gpus") == 1) | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))
-    ).collect(), h, "configs", "model_id", "gpu_id")
+    d.releases = _group(scan("quantized_releases").sort("release_repo").collect(), h,
+                        "releases", "model_id")
     hctx = m.lazy().select("model_id", pl.min_horizontal(
         pl.col("max_context"), pl.lit(HEADLINE_CONTEXT)).cast(pl.Int32).alias("hctx"))
-    d.fits = _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
-                    .select(_FIT_COLUMNS).collect(engine="streaming"), h, "fits",
-                    "model_id", "gpu_id")
+
+    def configs(into: dict) -> dict:
+        # Configurations the pages show: every format on one GPU, the headline formats on more.
+        return _group(scan("fit_configurations").filter(
+            (pl.col("n_gpus") == 1)
+            | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))
+        ).collect(), into, "configs", "model_id", "gpu_id")
+
+    def fits(into: dict) -> dict:
+        return _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
+                      .select(_FIT_COLUMNS).collect(engine="streaming"), into, "fits",
+                      "model_id", "gpu_id")
+
+    key = {"tables": {t: versions[t]["version"] for t in _FIT_SOURCES}, "models": models,
+           "code": _code_digest()}
+    cached = _read_fit_cache(cache_dir, key)
+    if cached is None:
+        d.configs, d.fits = configs(h), fits(h)
+        bits = {f: r["nominal_bits_per_weight"] for f, r in d.formats.items()}
+        summary = hd.summarize(d.fits, d.models, bits)
+        _write_fit_cache(cache_dir, key, h, summary)
+    else:
+        for name in ("configs", "fits"):
+            h[name] = {ALL if k == [ALL] else tuple(k): v for *k, v in cached["hashes"][name]}
+        d.configs = Lazy([k for k in h["configs"] if k != ALL], lambda: configs({}))
+        d.fits = Lazy([k for k in h["fits"] if k != ALL], lambda: fits({}))
+        summary = cached["summary"]
+    d.heads = {(m_, g): v for m_, g, v in summary["heads"]}
+    d.best_contexts = {(m_, g): v for m_, g, v in summary["best"]}
+    d.engine_formats = summary["formats"]
     for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
         h[name] = _combine(h["fits"], pick)
     cost = scan("cost_matrix")
@@ -130,6 +166,64 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
 
 _KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
          "n_gpus")
+
+
+class Lazy(Mapping):
+    """Groups of rows read on first use; their keys are known beforehand."""
+
+    def __init__(self, keys: list, read: Callable[[], dict]):
+        self._keys, self._read, self._rows = keys, read, None
+        self._key_set = set(keys)
+
+    @property
+    def loaded(self) -> bool:
+        return self._rows is not None
+
+    def _data(self) -> dict:
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
+
+    def __getitem__(self, key):
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key) -> bool:
+        return key in self._key_set
+
+
+def _code_digest() -> str:
+    """The code that selects the fit rows and summarizes them (and Polars, whose row
+    hashes the group hashes rest on)."""
+    h = hashlib.sha256(pl.__version__.encode())
+    for module in (Path(hd.__file__), Path(__file__)):
+        h.update(module.read_bytes())
+    return h.hexdigest()
+
+
+def _read_fit_cache(cache_dir: Path | None, key: dict) -> dict | None:
+    try:
+        cached = json.loads((cache_dir / FIT_CACHE).read_text()) if cache_dir else None
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return cached if cached and cached.get("key") == key else None
+
+
+def _write_fit_cache(cache_dir: Path | None, key: dict, hashes: dict, summary: dict) -> None:
+    if cache_dir is None:
+        return
+    groups = {n: [[*(k if isinstance(k, tuple) else [k]), v] for k, v in hashes[n].items()]
+              for n in ("configs", "fits")}
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / (FIT_CACHE + ".tmp")
+    tmp.write_text(json.dumps({"key": key, "hashes": groups, "summary": summary},
+                              separators=(",", ":")))
+    os.replace(tmp, cache_dir / FIT_CACHE)
 
 
 def _shown() -> pl.Expr:

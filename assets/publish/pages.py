@@ -8,23 +8,18 @@ price-only refresh renders the cost parts and nothing else.
 """
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from assets.publish.data import (
-    ALL,
-    DEFAULT_KV,
-    FALLBACK_KV,
-    HEADLINE_CONTEXT,
-    HEADLINE_FORMAT,
-    SiteData,
-)
+from assets.publish import words
+from assets.publish.data import ALL, SiteData
+from assets.publish.heads import ENGINE_ORDER, cache_types
+from assets.publish.heads import hctx as _hctx
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-              "fit_matrix", "gguf_published_sizes", "finetune")
+              "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
 COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
-# Engines in the order a page prefers them for its headline.
-ENGINE_ORDER = ("llama.cpp", "vllm")
 
 
 @dataclass
@@ -67,7 +62,6 @@ def model_name(model_id: str) -> str:
 
 def all_pages(d: SiteData) -> list[Page]:
     summary = functools.cache(lambda m: _model_summary(d, m))
-    formats = functools.cache(lambda: engine_formats(d))
     pages = []
     for m, g in sorted(d.fits):
         pair = (m, g)
@@ -76,7 +70,7 @@ def all_pages(d: SiteData) -> list[Page]:
             "and cost", "pair",
             {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
                      ("weights", m), ("published", m), ("finetune", m), ("formats", ALL),
-                     ("engines", ALL)),
+                     ("engines", ALL), ("releases", m)),
              "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
                       ("gpus", g), ("models", m)),
              "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
@@ -88,56 +82,34 @@ def all_pages(d: SiteData) -> list[Page]:
             model_path(m), f"{model_name(m)}: formats, memory and the GPUs that run it",
             "model",
             {"fit": (("models", m), ("weights", m), ("formats", ALL), ("published", m),
-                     ("fits_by_model", m), ("gpus", ALL)),
+                     ("fits_by_model", m), ("gpus", ALL), ("releases", m)),
              "cost": (("models", m), ("cheapest", m), ("gpus", ALL))},
-            functools.partial(lambda m: model_parts(d, m, summary(m)), m)))
+            functools.partial(lambda m: model_parts(d, m, functools.partial(summary, m)), m)))
     for g in sorted(d.gpus):
         pages.append(Page(
             gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
             "gpu",
             {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
              "cost": (("gpus", g), ("offers", g), ("cost_basis", g))},
-            functools.partial(lambda g: gpu_parts(d, g, formats()), g)))
+            functools.partial(lambda g: gpu_parts(d, g), g)))
     pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
                       {"fit": (("models", ALL), ("gpus", ALL))}, lambda: index_parts(d)))
     return pages
-
-
-def _headline(rows: list[dict]) -> tuple[str, str]:
-    """The engine and format a pair page leads with: the seed's 4-bit GGUF on llama.cpp,
-    else vLLM's 4-bit checkpoint, else whatever the rows hold (a pair has rows)."""
-    engine = next(e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows))
-    formats = {r["weight_format"] for r in rows if r["engine"] == engine}
-    fmt = HEADLINE_FORMAT[engine]
-    return engine, fmt if fmt in formats else sorted(formats)[0]
-
-
-def cache_types(rows: list[dict]) -> dict[str, str]:
-    """The KV-cache type a page shows per engine: the engine's default where the rows
-    hold it, else its fallback (an engine that takes only an FP8 cache for the model)."""
-    held = {(r["engine"], r["kv_dtype"]) for r in rows}
-    return {e: DEFAULT_KV[e] if (e, DEFAULT_KV[e]) in held else FALLBACK_KV[e]
-            for e in DEFAULT_KV}
 
 
 def _pick(rows: list[dict], **keys) -> list[dict]:
     return [r for r in rows if all(r[k] == v for k, v in keys.items())]
 
 
-def _hctx(model: dict) -> int:
-    return min(model["max_context"], HEADLINE_CONTEXT)
-
-
 def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list[Part]:
     """The three parts of a pair page; each gathers its rows only when rendered (a
     price-only change renders the cost part and never assembles the memory part)."""
-    model, gpu = d.models[m], d.gpus[g]
-    rows, configs = d.fits[(m, g)], d.configs.get((m, g), [])
-    engine, fmt = _headline(rows)
-    kvs = cache_types(rows)
+    model, gpu, top = d.models[m], d.gpus[g], d.heads[(m, g)]
+    engine, fmt, kvs = top["engine"], top["fmt"], top["kvs"]
     kv, hctx = kvs[engine], _hctx(model)
 
     def fit() -> dict:
+        rows, configs = d.fits[(m, g)], d.configs.get((m, g), [])
         one = [r for r in rows if r["n_gpus"] == 1 and r["batch"] == 1]
         head = _pick(one, engine=engine, weight_format=fmt, context=hctx, kv_dtype=kv)[0]
         conf = {(c["weight_format"], c["engine"], c["n_gpus"]): c for c in configs}
@@ -175,6 +147,8 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "published": published, "engine_row": d.engines.get(engine),
             "finetune": sorted(d.finetune.get(m, []), key=lambda r: r["total_gib"]),
             "kv_types": sorted({r["kv_dtype"] for r in contexts}),
+            "releases": releases(d, m), "offload": offload(head, conf.get((fmt, engine, 1)),
+                                                         weights.get(fmt), engine, model),
         }
 
     def cost() -> dict:
@@ -202,6 +176,43 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
     ]
 
 
+def releases(d: SiteData, m: str) -> dict[str, list[dict]]:
+    """The model's published checkpoints per vLLM weight format (quantized_releases)."""
+    out: dict[str, list[dict]] = {}
+    for r in d.releases.get(m, []):
+        out.setdefault(r["weight_format"], []).append(r)
+    return out
+
+
+def offload(head: dict, conf: dict | None, weights: dict | None, engine: str,
+            model: dict) -> dict | None:
+    """What must leave the GPU for the headline to load (total - usable) and to fit with
+    5 % to spare, from the tables' own figures; the share of what can move that it is
+    (llama.cpp moves whole layers, their weights and cache; vLLM's --cpu-offload-gb
+    moves weights only); and for a MoE model on llama.cpp, the routed experts' GiB
+    (`weights.expert_bytes`) that --n-cpu-moe / --cpu-moe keep in host memory. None when
+    the headline loads."""
+    if head["verdict"] != "exceeds" or not conf:
+        return None
+    usable = conf["usable_gib"]
+    need = head["total_gib"] - usable
+    comfortable = head["total_gib"] - (1 - words.TIGHT_SHARE) * usable
+    movable = conf["weights_gpu_gib"] + (head["kv_cache_gib"] if engine == "llama.cpp" else 0)
+    share = comfortable / movable if movable else math.inf
+    experts = (weights or {}).get("expert_bytes") or 0
+    expert_gib = experts / 2**30 / head["n_gpus"] if engine == "llama.cpp" else 0
+    moe = None
+    if expert_gib:
+        moe = {"expert_gib": expert_gib, "all_total_gib": head["total_gib"] - expert_gib,
+               "enough": expert_gib >= comfortable}
+        if moe["enough"]:
+            # The first N layers hold at most N / n_layers of the experts (a dense layer
+            # holds none), so N below this cannot be enough.
+            moe["n_cpu_moe"] = math.ceil(comfortable / expert_gib * model["n_layers"])
+    return {"need_gib": need, "comfortable_gib": comfortable, "movable_gib": movable,
+            "percent": math.ceil(100 * share) if share < 1 else None, "moe": moe}
+
+
 def _context_grid(contexts: list[dict]) -> list[tuple[int, dict]]:
     """Context rows as (context, {kv type: row, "rope_scaled": bool}), contexts ascending."""
     grid: dict[int, dict] = {}
@@ -225,16 +236,9 @@ def _model_summary(d: SiteData, m: str) -> dict:
     cheapest configurations per format."""
     model = d.models[m]
     hctx = _hctx(model)
-    runs = []
-    for g, gpu in d.gpus.items():
-        rows = d.fits.get((m, g), [])
-        kvs = cache_types(rows)
-        for r in rows:
-            if (r["n_gpus"] == 1 and r["batch"] == 1 and r["context"] == hctx
-                    and r["weight_format"] == HEADLINE_FORMAT.get(r["engine"])
-                    and r["kv_dtype"] == kvs[r["engine"]]):
-                runs.append({"gpu_id": g, "name": gpu["name"], "memory_gib": gpu["memory_gib"],
-                             "price_new_usd": gpu["price_new_usd"], **_slim(r)})
+    runs = [{"gpu_id": g, "name": gpu["name"], "memory_gib": gpu["memory_gib"],
+             "price_new_usd": gpu["price_new_usd"], **r}
+            for g, gpu in d.gpus.items() for r in d.heads.get((m, g), {}).get("runs", [])]
     fitting: dict[str, dict] = {}  # one row per GPU: llama.cpp's where both engines fit
     for r in sorted(runs, key=lambda r: ENGINE_ORDER.index(r["engine"])):
         if r["verdict"] == "fits":
@@ -251,54 +255,40 @@ def _model_summary(d: SiteData, m: str) -> dict:
             "buy": by_price, "cheapest": cheapest}
 
 
-def _slim(r: dict) -> dict:
-    return {k: r[k] for k in ("engine", "weight_format", "kv_dtype", "context", "verdict",
-                              "total_gib", "headroom_gib", "decode_tok_s",
-                              "max_context_tokens")}
-
-
-def model_parts(d: SiteData, m: str, summary: dict) -> list[Part]:
+def model_parts(d: SiteData, m: str, summary: Callable[[], dict]) -> list[Part]:
     model = d.models[m]
     weights = sorted(d.weights.get(m, []), key=lambda w: (-w["weights_bytes"], w["weight_format"]))
-    fit = {"model": model, "formats": {f: d.formats.get(f) for f in
-                                       (w["weight_format"] for w in weights)},
-           "weights": weights, "published": d.published.get(m, []),
-           "runs": summary["runs"], "hctx": summary["hctx"]}
-    return [Part("fit", "model_fit.html.j2", FIT_TABLES, lambda: fit),
+    return [Part("fit", "model_fit.html.j2", FIT_TABLES, lambda: {
+                "model": model, "weights": weights, "published": d.published.get(m, []),
+                "formats": {f: d.formats.get(f) for f in (w["weight_format"] for w in weights)},
+                "releases": releases(d, m), "runs": summary()["runs"], "hctx": _hctx(model)}),
             Part("cost", "model_cost.html.j2", COST_TABLES,
-                 lambda: {"model": model, "cheapest": summary["cheapest"]})]
+                 lambda: {"model": model, "cheapest": summary()["cheapest"]})]
 
 
-def gpu_parts(d: SiteData, g: str, formats: dict[str, list[str]]) -> list[Part]:
+def gpu_parts(d: SiteData, g: str) -> list[Part]:
     gpu = d.gpus[g]
-    fmts = [(e, f) for e in ENGINE_ORDER if e in (gpu["engines"] or "").split(";")
-            for f in formats[e]]
-    grid = []
-    for m in sorted(d.models):
-        hctx = _hctx(d.models[m])
-        rows = d.fits.get((m, g), [])
-        kvs = cache_types(rows)
-        cells = {(r["engine"], r["weight_format"]): r["verdict"]
-                 for r in rows if r["n_gpus"] == 1 and r["batch"] == 1
-                 and r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]}
-        if cells:
-            grid.append({"model_id": m, "hctx": hctx,
-                         "cells": [cells.get(f) for f in fmts]})
-    return [Part("fit", "gpu_fit.html.j2", FIT_TABLES,
-                 lambda: {"gpu": gpu, "formats": fmts, "grid": grid}),
+
+    def fit() -> dict:
+        fmts = [(e, f) for e in ENGINE_ORDER if e in (gpu["engines"] or "").split(";")
+                for f in d.engine_formats[e]]
+        grid = []
+        for m in sorted(d.models):
+            hctx = _hctx(d.models[m])
+            rows = d.fits.get((m, g), [])
+            kvs = cache_types(rows)
+            cells = {(r["engine"], r["weight_format"]): r["verdict"]
+                     for r in rows if r["n_gpus"] == 1 and r["batch"] == 1
+                     and r["context"] == hctx and r["kv_dtype"] == kvs[r["engine"]]}
+            if cells:
+                grid.append({"model_id": m, "hctx": hctx,
+                             "cells": [cells.get(f) for f in fmts]})
+        return {"gpu": gpu, "formats": fmts, "grid": grid}
+
+    return [Part("fit", "gpu_fit.html.j2", FIT_TABLES, fit),
             Part("cost", "gpu_cost.html.j2", COST_TABLES,
                  lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
                           "basis": d.cost_basis.get(g, [])})]
-
-
-def engine_formats(d: SiteData) -> dict[str, list[str]]:
-    """Each engine's formats in the matrix, most bits per weight first."""
-    seen: dict[str, set[str]] = {e: set() for e in ENGINE_ORDER}
-    for rows in d.fits.values():
-        for r in rows:
-            seen[r["engine"]].add(r["weight_format"])
-    return {e: sorted(fs, key=lambda f: (-(d.formats.get(f, {}).get(
-        "nominal_bits_per_weight") or 0), f)) for e, fs in seen.items()}
 
 
 def index_parts(d: SiteData) -> list[Part]:

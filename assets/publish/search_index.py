@@ -3,32 +3,20 @@ time) so that the search works from a folder opened in the browser, without a se
 
 import json
 
-from assets.publish.data import HEADLINE_FORMAT, SiteData
-from assets.publish.pages import (
-    ENGINE_ORDER,
-    cache_types,
-    engine_formats,
-    model_path,
-    pair_path,
-)
+from assets.publish.data import SiteData
+from assets.publish.heads import ENGINE_ORDER, HEADLINE_FORMAT
+from assets.publish.pages import model_path, pair_path
 
 
 def search_data(d: SiteData) -> str:
     """Models, GPUs, formats (most bits first) and, per model and GPU, the largest context
     each format reaches on one GPU at batch 1 with the default cache (0: none)."""
-    formats = [f"{e} {f}" for e, fs in engine_formats(d).items() for f in fs]
-    column = {f: i for i, f in enumerate(formats)}
+    formats = [f"{e} {f}" for e, fs in d.engine_formats.items() for f in fs]
     models = sorted(d.models)
     gpus = sorted(d.gpus)
     m_index, g_index = {m: i for i, m in enumerate(models)}, {g: i for i, g in enumerate(gpus)}
-    pairs = []
-    for (m, g), rows in sorted(d.fits.items()):
-        best, kvs = [0] * len(formats), cache_types(rows)
-        for r in rows:
-            if r["n_gpus"] == 1 and r["batch"] == 1 and r["kv_dtype"] == kvs[r["engine"]]:
-                i = column[f"{r['engine']} {r['weight_format']}"]
-                best[i] = max(best[i], r["max_context_tokens"] or 0)
-        pairs.append([m_index[m], g_index[g], best])
+    pairs = [[m_index[m], g_index[g], [best.get(f, 0) for f in formats]]
+             for (m, g), best in sorted(d.best_contexts.items())]
     cheapest = [[m_index[c["model_id"]], f"{c['engine']} {c['weight_format']}",
                  g_index[c["gpu_id"]], c["n_gpus"], round(c["cost_per_mtok_usd"], 2)]
                 for m in models for c in d.cheapest.get(m, []) if c["use"] == "one user"]

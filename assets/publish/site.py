@@ -12,7 +12,7 @@ from assets.resources import WarehouseResource
           automation_condition=dg.AutomationCondition.eager(),
           deps=["release", "fit_matrix", "fit_configurations", "cost_matrix", "cost_basis",
                 "gpus", "models", "weights", "weight_formats", "engines",
-                "gguf_published_sizes", "gpu_prices"],
+                "gguf_published_sizes", "gpu_prices", "finetune", "quantized_releases"],
           description="Static pages for every model x GPU pair of the fit matrix, every "
                       "model and GPU, and a searchable index, rendered from the published "
                       "tables; a page is rendered again only when the rows it shows change.")
@@ -21,7 +21,8 @@ def site(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.
     versions = data.table_versions(warehouse.root, warehouse.storage_options())
     stats = build.current(out, versions)
     if stats is None:
-        stats = build.build(data.load(warehouse.root, warehouse.storage_options()), out)
+        stats = build.build(data.load(warehouse.root, warehouse.storage_options(),
+                                              cache_dir=out), out)
     context.log.info(f"site: {stats.pages} pages, {stats.written} written, "
                      f"{stats.parts_rendered} parts rendered, {stats.seconds} s")
     return dg.MaterializeResult(metadata={

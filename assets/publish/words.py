@@ -1,6 +1,8 @@
 """What a verdict means and what to change, in words a newcomer reads, plus number
 formats (units always written: GiB = 2^30 bytes, GB = 10^9 bytes)."""
 
+import re
+
 from markupsafe import Markup
 
 # The llama.cpp build each vendor's GPUs need.
@@ -40,6 +42,33 @@ def source_link(source: str | None, text: str | None = None) -> Markup:
         return Markup.escape(source)
     link = Markup('<a href="{}">{}</a>').format(url, text or "source")
     return link + (Markup(" ") + Markup.escape(note) if note else Markup(""))
+
+
+# A URL, or a file of a GitHub repository at a commit as the catalogs cite it
+# (`owner/name@<commit>:path`).
+_CITED = re.compile(r"(?P<url>https?://[^\s;,')]+)|(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40})"
+                    r"(?::(?P<path>[^\s;,')]+))?")
+
+
+def source_text(source: str | None) -> Markup:
+    """A free-text source (the GPU catalog's: URLs, `owner/name@commit:path` files,
+    notes) with every URL and repository file as a link and the rest as text."""
+    if not source:
+        return Markup("not sourced")
+    out, last = Markup(""), 0
+    for m in _CITED.finditer(source):
+        out += Markup.escape(source[last:m.start()])
+        if m["url"]:
+            url = m["url"].rstrip(".")
+            out += Markup('<a href="{}">{}</a>').format(url, url) + source[m.start() + len(url):
+                                                                          m.end()]
+        else:
+            tail = f"/blob/{m['commit']}/{m['path']}" if m["path"] else f"/tree/{m['commit']}"
+            shown = f"{m['repo']}@{m['commit'][:7]}" + (f":{m['path']}" if m["path"] else "")
+            out += Markup('<a href="{}">{}</a>').format(
+                f"https://github.com/{m['repo']}{tail}", shown)
+        last = m.end()
+    return out + Markup.escape(source[last:])
 
 
 def gib(value: float | None, digits: int = 2) -> str:

@@ -263,8 +263,11 @@ def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp
     base = str(tmp_path)
     gpus = load_gpus()
     contract = CONTRACTS["gpus"]
+    # (and without the rule that each fact, used prices among them, names its source)
     older = dataclasses.replace(contract, schema={c: t for c, t in contract.schema.items()
-                                                  if not c.startswith("price_used")})
+                                                  if not c.startswith("price_used")},
+                                rules=tuple(r for r in contract.rules
+                                            if r[0] != "every fact names its source"))
     monkeypatch.setitem(CONTRACTS, "gpus", older)
     store.publish("gpus", gpus, verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
     monkeypatch.setitem(CONTRACTS, "gpus", contract)

