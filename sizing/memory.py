@@ -178,7 +178,8 @@ def configuration_memory_columns() -> list[pl.Expr]:
 def memory_columns() -> list[pl.Expr]:
     """Every memory output column, per GPU, in GiB, plus the verdict."""
     n = col("n_gpus")
-    kv_gpu = kv_cache_bytes_held() * (1 - col("offload_frac")) / kv_split()
+    kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
+    kv_gpu = kv_cache_bytes_held() * (1 - kv_off) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
     # What the user adds: a draft model (sizing.draft), llama.cpp's vision projector
@@ -188,11 +189,11 @@ def memory_columns() -> list[pl.Expr]:
     usable = usable_bytes_per_gpu()
     headroom = usable - required
     offload = ((engine_weights_bytes() - host_expert_bytes()) * col("offload_frac")
-               + host_expert_bytes() + kv_cache_bytes() * col("offload_frac"))
+               + host_expert_bytes() + kv_cache_bytes() * kv_off)
     # Largest context whose cache still fits: the window layers are bounded, full
     # layers grow linearly, state does not grow at all.
     free_for_kv = (usable - weights_gpu - runtime - draft) * kv_split() \
-        / (1 - col("offload_frac")) - state_bytes_per_sequence() * col("batch")
+        / (1 - kv_off) - state_bytes_per_sequence() * col("batch")
     max_ctx = col("max_context")
     window_at_max = col("kv_window_bytes_per_cell") * kv_cells_window(max_ctx, col("batch"))
     full_rate = col("kv_full_bytes_per_cell") * col("batch") * full_layer_replication()

@@ -174,8 +174,9 @@ def decode_step_seconds() -> pl.Expr:
     kv = kv_bytes_read_per_step()
     # Experts kept in host memory (sizing.offload) are read there, by the CPU.
     host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
-    device_bytes = (weights - host_experts + kv) * (1 - col("offload_frac"))
-    host_bytes = (weights - host_experts + kv) * col("offload_frac") + host_experts
+    kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
+    device_bytes = (weights - host_experts) * (1 - col("offload_frac")) + kv * (1 - kv_off)
+    host_bytes = (weights - host_experts) * col("offload_frac") + kv * kv_off + host_experts
     eff = col("decode_efficiency")
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * eff

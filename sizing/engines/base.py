@@ -17,6 +17,7 @@ import polars as pl
 TERMS = (
     "kv_cells_full", "kv_cells_window", "full_cell_extra_bytes", "window_cell_extra_bytes",
     "sparse_entry_extra_bytes", "host_expert_bytes", "conv_state_bytes", "kv_split",
+    "kv_offload_share",
     "full_layer_replication", "runtime_bytes", "weights_held_bytes",
     "weights_on_device_bytes", "usable_bytes", "cache_allocation_tokens", "runtime_basis",
     "usable_basis", "kernel_refusal", "kernel_basis",

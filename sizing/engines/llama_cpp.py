@@ -141,6 +141,12 @@ def kv_split() -> pl.Expr:
     return col("n_gpus")
 
 
+def kv_offload_share() -> pl.Expr:
+    """The cache of a layer left on the CPU (`-ngl` below the layer count) stays in host
+    memory with it: the offloaded share of layers takes its share of the cache."""
+    return col("offload_frac")
+
+
 def full_layer_replication() -> pl.Expr:
     return pl.lit(1.0)
 

@@ -298,6 +298,13 @@ def kv_split() -> pl.Expr:
     return pl.min_horizontal(col("n_gpus"), col("kv_heads"))
 
 
+def kv_offload_share() -> pl.Expr:
+    """`--cpu-offload-gb` moves weights only (vLLM's engine arguments: "the space in GiB
+    to offload to CPU, per GPU", streamed in each forward pass; the feature's design,
+    vllm-project/vllm issue #3563, "cpu-offload-weight"): the KV cache stays on the GPUs."""
+    return pl.lit(0.0)
+
+
 def full_layer_replication() -> pl.Expr:
     """Gemma 4's full layers have fewer KV heads (`kv_heads_full`) than its others, so
     they are replicated more."""

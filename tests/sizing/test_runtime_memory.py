@@ -42,6 +42,22 @@ def test_offload_moves_weights_and_cache_to_host():
     assert half["decode_tok_s"] < full["decode_tok_s"] / 4  # host RAM is ~11x slower
 
 
+def test_vllm_offload_moves_weights_only():
+    """vLLM's `--cpu-offload-gb` is "the space in GiB to offload to CPU, per GPU" of the
+    model's weights (vLLM engine arguments; the feature's design: vllm-project/vllm issue
+    #3563, "cpu-offload-weight"): the KV cache stays on the GPU, unlike llama.cpp's
+    layers left on the CPU, which take their cache with them."""
+    m = load_arch("Qwen/Qwen3-8B")
+    gpu = Device("x", 24.0, False, "NVIDIA", 1008.0, 165.0)
+    full = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
+    part = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm", offload_frac=0.25),
+                    gpu)
+    assert part["kv_cache_gib"] == pytest.approx(full["kv_cache_gib"])
+    assert part["weights_gpu_gib"] == pytest.approx(full["weights_gpu_gib"] * 0.75)
+    assert part["offload_gib"] == pytest.approx(full["weights_gpu_gib"] * 0.25)
+    assert "--cpu-offload-gb 4" in part["launch_vllm"]  # ceil(0.25 x 15.3 GiB) per GPU
+
+
 def test_no_bandwidth_no_speed():
     m = load_arch("Qwen/Qwen3-8B")
     r = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("unknown", 48.0))
