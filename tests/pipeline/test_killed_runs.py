@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from pipeline import reaper
 from tests.conftest import ROOT, small_snapshot
@@ -20,6 +21,7 @@ from warehouse import store
 from warehouse.tables import CONTRACTS
 
 
+@pytest.mark.stack  # a refresh in its own process: run with the stack by .ci/run
 def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
@@ -55,6 +57,7 @@ def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
     assert release.status == store.COMPLETE and set(release.versions) == set(CONTRACTS)
 
 
+@pytest.mark.stack  # a refresh in its own process: run with the stack by .ci/run
 def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     """SIGTERM during the matrix step: the refresh stops within seconds, exits 130 and says
     which release stays current (none: it was the first refresh); the tables published so
