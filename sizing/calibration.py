@@ -3,7 +3,10 @@
 Decode step time is modelled as bytes / (bandwidth x efficiency) + layers x per-layer
 overhead (kernel launches and synchronisation, which dominate small models on fast
 GPUs). The two constants are fitted by least squares on the relative error, solved in
-closed form. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS per watt x
+closed form (the overhead held at 0 where the optimum is negative); for vLLM on its 16-bit
+runs, with one more efficiency for its quantized weights (FP8, AWQ, GPTQ, FP4) at the
+same overhead: its 4-bit and FP8 kernels reach a smaller share of the bandwidth at batch
+1 than its 16-bit ones. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS per watt x
 TDP / peak), per kind of weights (16-bit or quantized), fitted by grid search on the
 median absolute log error where a group has MIN_ROWS measurements of each kind on
 several GPUs; otherwise the median of measured / roofline, which keeps one outlier from
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing import engines
 from sizing.speed import UNQUANTIZED
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
@@ -27,18 +31,38 @@ from sizing.speed import UNQUANTIZED
 MIN_ROWS = 5
 
 
-def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     # Minimise sum(((a x + b y) / t - 1)^2) with x the roofline time, y the layer count
     # and t the measured time: normal equations of the 2 x 2 system in u = x/t, v = y/t.
+    # An overhead cannot be negative: where the optimum has b < 0, b = 0 and a alone.
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
     sums = rows.group_by(by).agg(
-        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum(),
-        n=pl.len())
+        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum())
     det = pl.col("uu") * pl.col("vv") - pl.col("uv") ** 2
     a = (pl.col("su") * pl.col("vv") - pl.col("sv") * pl.col("uv")) / det
     b = (pl.col("uu") * pl.col("sv") - pl.col("uv") * pl.col("su")) / det
-    return sums.with_columns(efficiency=1 / a, layer_seconds=b)
+    negative = b < 0
+    return sums.with_columns(
+        efficiency=pl.when(negative).then(pl.col("uu") / pl.col("su")).otherwise(1 / a),
+        layer_seconds=pl.when(negative).then(0.0).otherwise(b)).select(
+        *by, "efficiency", "layer_seconds")
+
+
+def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Efficiency and per-layer overhead per group; for the engines that split decode by
+    weight kind (sizing.engines.DECODE_SPLIT_ENGINES), both fitted on the 16-bit runs
+    and the quantized runs' own efficiency with that overhead (the 1-term least squares
+    a = sum(u (1 - b v)) / sum(u^2)). A group with no 16-bit run is fitted whole."""
+    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED) \
+        & pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES)
+    rows = rows.with_columns(quantized=quantized & (~quantized).any().over(by))
+    base = _two_term_fit(rows.filter(~pl.col("quantized")), by)
+    u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
+    v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
+    own = rows.filter(pl.col("quantized")).join(base, on=by).group_by(by).agg(
+        efficiency_quantized=(u * u).sum() / (u * (1 - pl.col("layer_seconds") * v)).sum())
+    return rows.group_by(by).agg(n=pl.len()).join(base, on=by).join(own, on=by, how="left")
 
 
 # The prefill constants are searched on a coarse grid (share of peak; TFLOPS per watt),
@@ -99,7 +123,7 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     per_backend = fitter(data, ["engine", "backend"]).filter(pl.col("n") >= MIN_ROWS) \
         .with_columns(key=pl.concat_str(["engine", "backend"], separator="|"))
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
-    fields = ["efficiency", "layer_seconds"] if kind == "decode" else [
+    fields = ["efficiency", "layer_seconds", "efficiency_quantized"] if kind == "decode" else [
         "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
     both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
     return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}

@@ -114,13 +114,15 @@ def kv_bytes_read_per_step() -> pl.Expr:
 def efficiency_columns() -> list[pl.Expr]:
     """The row's `backend` (the one asked for, else the vendor's default) and the fitted
     constants for its engine and backend, as the input columns `decode_efficiency`,
-    `decode_layer_seconds`, `prefill_efficiency` and, where the fit has them,
+    `decode_layer_seconds`, `decode_efficiency_quantized` (null: the engine's decode has
+    one efficiency for every format), `prefill_efficiency` and, where the fit has them,
     `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
     `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
-    1, 1, null and null to get the bare roofline.)"""
+    null, 1, 1, null and null to get the bare roofline.)"""
     return [engines.backend().alias("backend"),
             _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
+            _fitted(DECODE_FIT, "efficiency_quantized").alias("decode_efficiency_quantized"),
             # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
             # backend's own fit is used (the pooled one predicted AMD's measured MI300X
             # llama.cpp build 25x too fast), else no prefill figure.
@@ -142,6 +144,14 @@ def prefill_share() -> pl.Expr:
         .otherwise(col("prefill_tflops_per_watt"))
     cap = per_watt * col("tdp_w") / col("fp16_dense_tflops")
     return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
+
+
+def decode_share() -> pl.Expr:
+    """The share of the bandwidth decode reaches: the fitted efficiency of the format's
+    kind where the engine's fit has one for quantized weights, else its one efficiency."""
+    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
+    return pl.when(quantized).then(col("decode_efficiency_quantized")) \
+        .otherwise(None).fill_null(col("decode_efficiency"))
 
 
 def speed_basis_columns() -> list[pl.Expr]:
@@ -176,7 +186,7 @@ def decode_step_seconds() -> pl.Expr:
     host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
     device_bytes = (weights - host_experts + kv) * (1 - col("offload_frac"))
     host_bytes = (weights - host_experts + kv) * col("offload_frac") + host_experts
-    eff = col("decode_efficiency")
+    eff = decode_share()
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * eff
     # llama.cpp runs its layer split one GPU after another; vLLM's tensor parallelism

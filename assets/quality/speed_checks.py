@@ -131,7 +131,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         .with_columns(kv_cell_bytes_columns())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
-    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0,
+    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0,
+            "decode_efficiency_quantized": None, "prefill_efficiency": 1.0,
             "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
             "prefill_tflops_per_watt_quantized": None}
     return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
@@ -148,17 +149,24 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
                      how="diagonal_relaxed")
 
 
-def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
-    """Each GPU's measurements predicted with the constants fitted without that GPU (the
-    engine and backend's own fit where the rest still has one, else, for decode only, the
-    engine's): decode as roofline time / efficiency + layers x per-layer overhead, prefill
-    as the roofline x the capped share of peak (sizing.speed.prefill_share)."""
+# Where a measurement comes from: its site and, on GitHub, its repository; and its device.
+SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
+DEVICE = pl.col("gpu_id")
+
+
+def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
+    """Each GPU's measurements (or each group's of `by`, such as SOURCE) predicted with the
+    constants fitted without that GPU (the engine and backend's own fit where the rest
+    still has one, else, for decode only, the engine's): decode as roofline time /
+    efficiency (of the format's kind where the fit splits them) + layers x per-layer
+    overhead, prefill as the roofline x the capped share of peak
+    (sizing.speed.prefill_share)."""
     parts = []
     for kind in ("decode", "prefill"):
-        data = rows.filter(pl.col("kind") == kind)
-        for gpu in data.get_column("gpu_id").unique().sort():
-            constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
-            for (engine, backend), held in data.filter(pl.col("gpu_id") == gpu) \
+        data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
+        for gpu in data.get_column("_left_out").unique().sort():
+            constants = fit(data.filter(pl.col("_left_out") != gpu), kind)
+            for (engine, backend), held in data.filter(pl.col("_left_out") == gpu) \
                     .group_by("engine", "backend", maintain_order=True):
                 # Prefill has a figure only from the backend's own fit (as in the estimate).
                 c = constants.get(f"{engine}|{backend}",
@@ -170,7 +178,7 @@ def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
                 parts.append(held.with_columns(_refit(kind, c).alias("held_out_tok_s")))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
-    return pl.concat(parts, how="diagonal_relaxed").with_columns(
+    return pl.concat(parts, how="diagonal_relaxed").drop("_left_out").with_columns(
         (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error"))
 
 
@@ -178,7 +186,9 @@ def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
     """The speed with the constants `c`: decode as the calibration models it, prefill as
     the roofline times sizing.speed.prefill_share with those constants as its inputs."""
     if kind == "decode":
-        return 1 / (1 / (pl.col("roofline_tok_s") * c["efficiency"])
+        eff = pl.when(~pl.col("weight_format").is_in(speed.UNQUANTIZED)) \
+            .then(c.get("efficiency_quantized")).otherwise(None).fill_null(c["efficiency"])
+        return 1 / (1 / (pl.col("roofline_tok_s") * eff)
                     + pl.col("n_layers") * c["layer_seconds"])
     return pl.col("roofline_tok_s") * speed.prefill_share()
 

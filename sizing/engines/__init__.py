@@ -15,6 +15,8 @@ MODULES: dict[str, ModuleType] = {LLAMA_CPP: llama_cpp, VLLM: vllm}
 KV_DTYPES_BY_ENGINE = {e: m.KV_DTYPES for e, m in MODULES.items()}
 FORMATS_BY_ENGINE = {e: m.FORMATS for e, m in MODULES.items()}
 DEFAULT_FORMAT = {e: m.DEFAULT_FORMAT for e, m in MODULES.items()}
+# The engines whose decode fit has an efficiency of its own for quantized weights.
+DECODE_SPLIT_ENGINES = tuple(e for e, m in MODULES.items() if m.DECODE_SPLIT_BY_WEIGHT_KIND)
 
 
 def term(name: str, *args: pl.Expr) -> pl.Expr:

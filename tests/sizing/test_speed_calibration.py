@@ -97,6 +97,45 @@ def test_decode_error_on_devices_left_out_of_the_fit(held_out):
         assert r.get_column("error").median() <= DECODE_BOUND, backend
 
 
+def test_vllm_decode_per_weight_kind_out_of_sample(rows, held_out, monkeypatch):
+    """vLLM's decode has one efficiency for 16-bit weights and one for quantized ones
+    (sizing.engines.vllm.DECODE_FIT): on the A100 its AWQ and GPTQ runs (Qwen2.5 speed
+    benchmark) reach a smaller share of the bandwidth than its BF16 ones, as do FP8 runs on
+    the H100 (silybench). Held out by device (2 GPUs) and, as those are few, by source,
+    printed per kind, against the same fit with one efficiency for every format: the split
+    does better both ways. Each kind is on one GPU from one source, so a 4-bit run held
+    out by device is predicted with the FP8 runs' efficiency."""
+    from sizing import engines
+
+    vllm = pl.col("engine") == "vllm"
+
+    def errors(by: pl.Expr) -> pl.DataFrame:
+        return checks.held_out_errors(rows.filter(vllm), by).filter(
+            pl.col("kind") == "decode").with_columns(
+            error=pl.col("held_out_error").abs(),
+            weights=pl.when(pl.col("weight_format").is_in(speed.UNQUANTIZED))
+            .then(pl.lit("16-bit")).otherwise(pl.col("weight_format")))
+
+    split = {"device": held_out.filter(vllm, pl.col("kind") == "decode")
+             .with_columns(error=pl.col("held_out_error").abs()),
+             "source": errors(checks.SOURCE)}
+    for how, e in (("device", errors(pl.col("gpu_id"))), ("source", split["source"])):
+        with pl.Config(tbl_rows=20):
+            print(f"\nvLLM decode held out by {how}:")
+            print(e.group_by("gpu_id", "weights").agg(
+                n=pl.len(), median=pl.col("error").median(),
+                bias=pl.col("held_out_error").median()).sort("gpu_id", "weights"))
+    monkeypatch.setattr(engines, "DECODE_SPLIT_ENGINES", ())
+    single = {"device": errors(pl.col("gpu_id")), "source": errors(checks.SOURCE)}
+    for how in ("device", "source"):
+        s, o = split[how].get_column("error"), single[how].get_column("error")
+        print(f"vLLM decode held out by {how}, n {s.len()}: per kind median {s.median():.1%}"
+              f" p90 {s.quantile(0.9):.1%}; one efficiency median {o.median():.1%}"
+              f" p90 {o.quantile(0.9):.1%}")
+        assert s.len() == o.len() >= 26 and s.median() < o.median()
+    assert split["device"].get_column("error").median() <= DECODE_BOUND
+
+
 def test_published_error_bands_are_the_held_out_errors(held_out):
     """sizing.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
     median held-out error of its engine and backend (or of the engine, pooled)."""
