@@ -3,9 +3,9 @@
 Decode step time is modelled as bytes / (bandwidth x efficiency) + layers x per-layer
 overhead (kernel launches and synchronisation, which dominate small models on fast
 GPUs). The two constants are fitted by least squares on the relative error, solved in
-closed form (the overhead held at 0 where the optimum is negative); for vLLM on its 16-bit
-runs, with one more efficiency for its quantized weights (FP8, AWQ, GPTQ, FP4) at the
-same overhead: its 4-bit and FP8 kernels reach a smaller share of the bandwidth at batch
+closed form (the overhead held at 0 where the optimum is negative); vLLM's then get one
+efficiency for its 16-bit runs and one for its quantized ones (FP8, AWQ, GPTQ, FP4) at
+that overhead: its 4-bit and FP8 kernels reach a smaller share of the bandwidth at batch
 1 than its 16-bit ones. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS per watt x
 TDP / peak), per kind of weights (16-bit or quantized), fitted by grid search on the
 median absolute log error where a group has MIN_ROWS measurements of each kind on
@@ -50,19 +50,25 @@ def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Efficiency and per-layer overhead per group; for the engines that split decode by
-    weight kind (sizing.engines.DECODE_SPLIT_ENGINES), both fitted on the 16-bit runs
-    and the quantized runs' own efficiency with that overhead (the 1-term least squares
-    a = sum(u (1 - b v)) / sum(u^2)). A group with no 16-bit run is fitted whole."""
-    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED) \
-        & pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES)
-    rows = rows.with_columns(quantized=quantized & (~quantized).any().over(by))
-    base = _two_term_fit(rows.filter(~pl.col("quantized")), by)
+    """Efficiency and per-layer overhead per group, both fitted on all its runs; for the
+    engines that split decode by weight kind (sizing.engines.DECODE_SPLIT_ENGINES), then
+    an efficiency for its 16-bit runs and one for its quantized runs at that overhead (the
+    1-term least squares 1 / a = sum(u^2) / sum(u (1 - b v)) over each kind's runs)."""
+    base = _two_term_fit(rows, by)
+    split = pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES)
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
-    own = rows.filter(pl.col("quantized")).join(base, on=by).group_by(by).agg(
-        efficiency_quantized=(u * u).sum() / (u * (1 - pl.col("layer_seconds") * v)).sum())
-    return rows.group_by(by).agg(n=pl.len()).join(base, on=by).join(own, on=by, how="left")
+    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
+
+    def share(kind: pl.Expr) -> pl.Expr:  # null where the group has no run of the kind
+        fixed = u * (1 - pl.col("layer_seconds") * v)
+        return pl.when(kind.any()).then((u * u).filter(kind).sum() / fixed.filter(kind).sum())
+
+    kinds = rows.filter(split).join(base.drop("efficiency"), on=by).group_by(by).agg(
+        plain=share(~quantized), efficiency_quantized=share(quantized))
+    return rows.group_by(by).agg(n=pl.len()).join(base, on=by) \
+        .join(kinds, on=by, how="left") \
+        .with_columns(efficiency=pl.coalesce("plain", "efficiency")).drop("plain")
 
 
 # The prefill constants are searched on a coarse grid (share of peak; TFLOPS per watt),
