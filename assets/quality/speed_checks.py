@@ -46,8 +46,12 @@ SAME_SHAPES = {
     "microsoft/phi-4": "microsoft/phi-4",
     "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
+    # DeepSeek's distillation into Qwen2.5-14B keeps its shapes (hidden 5120, 48 layers, 40
+    # heads / 8 KV heads, intermediate 13824, vocabulary 152064: Qwen2.5-14B-Instruct's).
+    "Qwen/Qwen2.5-14B-Instruct": "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
@@ -132,7 +136,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
     bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0,
-            "decode_efficiency_quantized": None, "prefill_efficiency": 1.0,
+            **{f"decode_{f}": None for f in speed.DECODE_KIND_FIELDS}, "prefill_efficiency": 1.0,
             "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
             "prefill_tflops_per_watt_quantized": None}
     return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
@@ -173,24 +177,34 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
                                   None if kind == "prefill" else constants.get(engine))
                 if c is None:
                     continue
-                if kind == "prefill":
-                    held = _with_prefill_constants(held, c)
-                parts.append(held.with_columns(_refit(kind, c).alias("held_out_tok_s")))
+                parts.append(refit(held, kind, c))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
     return pl.concat(parts, how="diagonal_relaxed").drop("_left_out").with_columns(
         (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error"))
 
 
+def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
+    """`held` with `held_out_tok_s`, its speed with the constants `c` (a fit without it)."""
+    held = (_with_prefill_constants if kind == "prefill" else _with_decode_constants)(held, c)
+    return held.with_columns(_refit(kind, c).alias("held_out_tok_s"))
+
+
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
-    """The speed with the constants `c`: decode as the calibration models it, prefill as
-    the roofline times sizing.speed.prefill_share with those constants as its inputs."""
+    """The speed with the constants `c`: decode as the calibration models it (its share of
+    the bandwidth sizing.speed.decode_share's), prefill as the roofline times
+    sizing.speed.prefill_share, each with those constants as its inputs."""
     if kind == "decode":
-        eff = pl.when(~pl.col("weight_format").is_in(speed.UNQUANTIZED)) \
-            .then(c.get("efficiency_quantized")).otherwise(None).fill_null(c["efficiency"])
-        return 1 / (1 / (pl.col("roofline_tok_s") * eff)
+        return 1 / (1 / (pl.col("roofline_tok_s") * speed.decode_share())
                     + pl.col("n_layers") * c["layer_seconds"])
     return pl.col("roofline_tok_s") * speed.prefill_share()
+
+
+def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
+    """The input columns of sizing.speed.decode_share set to the constants `c`."""
+    return held.with_columns(
+        pl.lit(c.get(f), pl.Float64).alias(f"decode_{f}")
+        for f in ("efficiency", *speed.DECODE_KIND_FIELDS))
 
 
 def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:

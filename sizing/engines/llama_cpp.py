@@ -83,7 +83,7 @@ BUILDS = {
 # AMD cards Vulkan decodes faster than ROCm where layers dominate: small models).
 # One decode efficiency for every weight format (its quantized matrix-vector kernels are
 # the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
-DECODE_SPLIT_BY_WEIGHT_KIND = False
+DECODE_WEIGHT_KINDS: dict[str, str] = {}
 DECODE_FIT = {"CUDA": {"efficiency": 0.826, "layer_seconds": 68.7e-6},
               "Metal": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "ROCm": {"efficiency": 0.826, "layer_seconds": 153.2e-6},
@@ -234,6 +234,11 @@ def default_backend() -> pl.Expr:
     """The backend of the vendor's published build (DEFAULT_BACKENDS), else Vulkan."""
     return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=OTHER_BACKEND,
                                            return_dtype=pl.String)
+
+
+def decode_weight_kind() -> pl.Expr:
+    """No kind of weights with a decode efficiency of its own (DECODE_WEIGHT_KINDS)."""
+    return pl.lit(None, pl.String)
 
 
 def sparse_kernels() -> pl.Expr:

@@ -80,22 +80,24 @@ ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
 # Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. Decode on
-# 26 batch-1 to 64 runs (data/catalogs/speed_measurements.csv), A100 SXM4 and H100 SXM5
-# only: 16 in 16 bits (the Qwen2.5 speed benchmark, silybench, vLLM PR #23197), 6 AWQ and
-# GPTQ 4-bit (the Qwen2.5 speed benchmark, vLLM 0.6.3, A100) and 4 FP8 (silybench, vLLM
-# 0.30.0, H100). The per-layer overhead is fitted on all of them; at that overhead the
-# quantized runs reach a smaller share of the bandwidth than the 16-bit ones (0.57 vs
-# 0.70), one constant for FP8 and 4-bit alike: each kind was measured on one GPU by one
-# source, too few to part them. (Fitted on the 16-bit runs alone, the overhead's optimum
-# is negative: held at 0, it predicts a 0.6 B model's TPOT 3.5x too short, test_capacity.)
+# 29 batch-1 to 64 runs (data/catalogs/speed_measurements.csv), A100 SXM4 and H100 SXM5
+# only: 17 in 16 bits (the Qwen2.5 speed benchmark, silybench, vLLM PR #23197), 8 AWQ and
+# GPTQ 4-bit (the Qwen2.5 speed benchmark: vLLM 0.6.3, A100) and 4 FP8 (silybench: vLLM
+# 0.30.0, H100). The per-layer overhead is fitted on all of them, then at that overhead
+# one efficiency per kind of weights (DECODE_WEIGHT_KINDS): 4-bit integer runs reach 0.50
+# of the bandwidth where 16-bit ones reach 0.73 (their dequantizing kernels at batch 1)
+# and FP8 ones 0.79. Each kind is measured on one GPU by one source (4-bit: the A100 in
+# 2024; FP8: the H100 in 2026), so neither transfers to the other GPU (the held-out
+# error), and FP4 formats, never measured, take the pooled quantized efficiency. (Fitted
+# on the 16-bit runs alone, the overhead's optimum is negative: held at 0, it predicts a
+# 0.6 B model's TPOT 3.5x too short, tests/sizing/test_capacity.py.)
 # Prefill at half the dense FP16 peak (its FP8 runs are timed at the FP16 peak: on the
 # H100 they prefill 1.2x faster than BF16, not 2x).
-DECODE_SPLIT_BY_WEIGHT_KIND = True
-DECODE_FIT = {"CUDA": {"efficiency": 0.696, "layer_seconds": 31.5e-6,
-                       "efficiency_quantized": 0.572},
-              "": {"efficiency": 0.696, "layer_seconds": 31.5e-6, "efficiency_quantized": 0.572}}
+DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp4", "MXFP4": "fp4"}
+DECODE_FIT = {k: {"efficiency": 0.733, "layer_seconds": 43.1e-6, "efficiency_quantized": 0.599,
+                  "efficiency_fp8": 0.789, "efficiency_int4": 0.495} for k in ("CUDA", "")}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.259, "": 0.259}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.255, "": 0.255}
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
@@ -469,6 +471,12 @@ def decode_comm_seconds() -> pl.Expr:
 def default_backend() -> pl.Expr:
     return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=pl.col("vendor"),
                                            return_dtype=pl.String)
+
+
+def decode_weight_kind() -> pl.Expr:
+    """The row's kind of quantized weights (DECODE_WEIGHT_KINDS), null for 16-bit ones."""
+    return pl.col("weight_format").replace_strict(DECODE_WEIGHT_KINDS, default=None,
+                                                  return_dtype=pl.String)
 
 
 def sparse_kernels() -> pl.Expr:

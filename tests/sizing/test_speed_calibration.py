@@ -97,43 +97,48 @@ def test_decode_error_on_devices_left_out_of_the_fit(held_out):
         assert r.get_column("error").median() <= DECODE_BOUND, backend
 
 
-def test_vllm_decode_per_weight_kind_out_of_sample(rows, held_out, monkeypatch):
-    """vLLM's decode has one efficiency for 16-bit weights and one for quantized ones
-    (sizing.engines.vllm.DECODE_FIT): on the A100 its AWQ and GPTQ runs (Qwen2.5 speed
-    benchmark) reach a smaller share of the bandwidth than its BF16 ones, as do FP8 runs on
-    the H100 (silybench). Held out by device (2 GPUs) and, as those are few, by source,
-    printed per kind, against the same fit with one efficiency for every format: the split
-    does better both ways (by device 25.9 % against 30.1 %, still over DECODE_BOUND). Each
-    kind is on one GPU from one source, so a 4-bit run held out by device is predicted
-    with the FP8 runs' efficiency and the reverse: those are what stay off."""
+def test_vllm_decode_per_weight_kind_out_of_sample(rows, held_out, unseen, monkeypatch):
+    """vLLM's decode has an efficiency per kind of weights (sizing.engines.vllm.DECODE_FIT):
+    on the A100 its AWQ and GPTQ runs (Qwen2.5 speed benchmark, vLLM 0.6.3) reach a smaller
+    share of the bandwidth than its BF16 ones. Held out by device (2 GPUs) and, as those
+    are few, by source, printed per kind, and on the Qwen2 speed benchmark's runs (vLLM
+    0.4.2, A100) that no constant saw, against the same fit with one efficiency for every
+    format: the split does better all three ways. Each kind is on one GPU from one source,
+    so a run held out by device is predicted with the other kind's efficiency (4-bit with
+    FP8's, FP8 with 4-bit's): those are what stay off, with the H100's 16-bit runs, faster
+    than the A100's (newer vLLM) predict."""
     from sizing import engines
 
     vllm = pl.col("engine") == "vllm"
+    weights = pl.when(pl.col("weight_format").is_in(speed.UNQUANTIZED)) \
+        .then(pl.lit("16-bit")).otherwise(pl.col("weight_format")).alias("weights")
 
-    def errors(by: pl.Expr) -> pl.DataFrame:
-        return checks.held_out_errors(rows.filter(vllm), by).filter(
-            pl.col("kind") == "decode").with_columns(
-            error=pl.col("held_out_error").abs(),
-            weights=pl.when(pl.col("weight_format").is_in(speed.UNQUANTIZED))
-            .then(pl.lit("16-bit")).otherwise(pl.col("weight_format")))
+    def errors(by: pl.Expr | None) -> pl.DataFrame:
+        if by is None:  # the never-fitted runs, predicted with the fit of all fitted ones
+            c = fit(rows.filter(vllm), "decode")["vllm"]
+            e = checks.refit(unseen.filter(vllm), "decode", c).with_columns(
+                held_out_error=pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1)
+        else:
+            e = checks.held_out_errors(rows.filter(vllm), by).filter(pl.col("kind") == "decode")
+        return e.with_columns(weights, error=pl.col("held_out_error").abs())
 
-    split = {"device": held_out.filter(vllm, pl.col("kind") == "decode")
-             .with_columns(error=pl.col("held_out_error").abs()),
-             "source": errors(checks.SOURCE)}
-    for how, e in (("device", errors(pl.col("gpu_id"))), ("source", split["source"])):
+    ways = {"held out by device": pl.col("gpu_id"), "held out by source": checks.SOURCE,
+            "never fitted": None}
+    split = {how: errors(by) for how, by in ways.items()}
+    for how, e in split.items():
         with pl.Config(tbl_rows=20):
-            print(f"\nvLLM decode held out by {how}:")
+            print(f"\nvLLM decode, {how}:")
             print(e.group_by("gpu_id", "weights").agg(
                 n=pl.len(), median=pl.col("error").median(),
                 bias=pl.col("held_out_error").median()).sort("gpu_id", "weights"))
     monkeypatch.setattr(engines, "DECODE_SPLIT_ENGINES", ())
-    single = {"device": errors(pl.col("gpu_id")), "source": errors(checks.SOURCE)}
-    for how in ("device", "source"):
-        s, o = split[how].get_column("error"), single[how].get_column("error")
-        print(f"vLLM decode held out by {how}, n {s.len()}: per kind median {s.median():.1%}"
+    for how, by in ways.items():
+        s, o = split[how].get_column("error"), errors(by).get_column("error")
+        print(f"vLLM decode {how}, n {s.len()}: per kind median {s.median():.1%}"
               f" p90 {s.quantile(0.9):.1%}; one efficiency median {o.median():.1%}"
               f" p90 {o.quantile(0.9):.1%}")
-        assert s.len() == o.len() >= 26 and s.median() < o.median()
+        assert s.len() == o.len() >= 6 and s.median() < o.median()
+    assert split["held out by device"].height >= 29
 
 
 def test_published_error_bands_are_the_held_out_errors(held_out):
