@@ -3,13 +3,17 @@
 Decode step time is modelled as bytes / (bandwidth x efficiency) + layers x per-layer
 overhead (kernel launches and synchronisation, which dominate small models on fast
 GPUs). The two constants are fitted by least squares on the relative error, solved in
-closed form. Prefill's share of the dense FP16 peak is min(efficiency, TFLOPS per watt x
-TDP / peak), per kind of weights (16-bit or quantized), fitted by grid search on the
-median absolute log error where a group has MIN_ROWS measurements of each kind on
-several GPUs; otherwise the median of measured / roofline, which keeps one outlier from
-moving it. Constants are fitted per "engine|backend" (llama.cpp's CUDA, ROCm, Vulkan,
-Metal builds run different kernels on the same card) where a backend has at least
-MIN_ROWS measurements, and pooled over the engine's rows as its default.
+closed form (the overhead held at 0 where the optimum is negative); vLLM's then get an
+efficiency per kind of weights at that overhead (16-bit, FP8, 4-bit integer: its AWQ and
+GPTQ kernels reach a smaller share of the bandwidth at batch 1 than its 16-bit ones), and
+one pooled over its quantized runs for a kind without runs of its own. Prefill's share of
+the dense FP16 peak is min(efficiency, TFLOPS per watt x TDP / peak), per kind of weights
+(16-bit or quantized), fitted by grid search on the median absolute log error where a
+group has MIN_ROWS measurements of each kind on several GPUs; otherwise the median of
+measured / roofline, which keeps one outlier from moving it. Constants are fitted per
+"engine|backend" (llama.cpp's CUDA, ROCm, Vulkan, Metal builds run different kernels on
+the same card) where a backend has at least MIN_ROWS measurements, and pooled over the
+engine's rows as its default.
 
 `rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap and no
@@ -20,25 +24,55 @@ from __future__ import annotations
 
 import polars as pl
 
-from sizing.speed import UNQUANTIZED
+from sizing import engines
+from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.
 MIN_ROWS = 5
 
 
-def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     # Minimise sum(((a x + b y) / t - 1)^2) with x the roofline time, y the layer count
     # and t the measured time: normal equations of the 2 x 2 system in u = x/t, v = y/t.
+    # An overhead cannot be negative: where the optimum has b < 0, b = 0 and a alone.
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
     sums = rows.group_by(by).agg(
-        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum(),
-        n=pl.len())
+        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum())
     det = pl.col("uu") * pl.col("vv") - pl.col("uv") ** 2
     a = (pl.col("su") * pl.col("vv") - pl.col("sv") * pl.col("uv")) / det
     b = (pl.col("uu") * pl.col("sv") - pl.col("uv") * pl.col("su")) / det
-    return sums.with_columns(efficiency=1 / a, layer_seconds=b)
+    negative = b < 0
+    return sums.with_columns(
+        efficiency=pl.when(negative).then(pl.col("uu") / pl.col("su")).otherwise(1 / a),
+        layer_seconds=pl.when(negative).then(0.0).otherwise(b)).select(
+        *by, "efficiency", "layer_seconds")
+
+
+def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Efficiency and per-layer overhead per group, both fitted on all its runs; for the
+    engines that split decode by kind of weights (sizing.engines.DECODE_SPLIT_ENGINES),
+    then at that overhead an efficiency for the 16-bit runs, one for all quantized runs
+    and one for each kind (the 1-term least squares 1 / a = sum(u^2) / sum(u (1 - b v))
+    over those runs; null where the group has none)."""
+    base = _two_term_fit(rows, by)
+    u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
+    v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
+    kind = pl.col("weight_kind")
+
+    def share(runs: pl.Expr) -> pl.Expr:
+        fixed = u * (1 - pl.col("layer_seconds") * v)
+        return pl.when(runs.any()).then((u * u).filter(runs).sum() / fixed.filter(runs).sum())
+
+    kinds = (rows.filter(pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES))
+             .with_columns(engines.term("decode_weight_kind").alias("weight_kind"))
+             .join(base.drop("efficiency"), on=by).group_by(by).agg(
+                 plain=share(kind.is_null()), efficiency_quantized=share(kind.is_not_null()),
+                 **{f"efficiency_{k}": share(kind == k) for k in engines.DECODE_WEIGHT_KINDS}))
+    return rows.group_by(by).agg(n=pl.len()).join(base, on=by) \
+        .join(kinds, on=by, how="left") \
+        .with_columns(efficiency=pl.coalesce("plain", "efficiency")).drop("plain")
 
 
 # The prefill constants are searched on a coarse grid (share of peak; TFLOPS per watt),
@@ -99,7 +133,7 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     per_backend = fitter(data, ["engine", "backend"]).filter(pl.col("n") >= MIN_ROWS) \
         .with_columns(key=pl.concat_str(["engine", "backend"], separator="|"))
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
-    fields = ["efficiency", "layer_seconds"] if kind == "decode" else [
+    fields = ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS] if kind == "decode" else [
         "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
     both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
     return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}

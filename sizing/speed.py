@@ -39,6 +39,9 @@ from sizing.offload import host_expert_bytes
 # pooled prefill fits are reported, not used for prediction (efficiency_columns).
 DECODE_FIT = engines.fits("DECODE_FIT")
 PREFILL_FIT = engines.fits("PREFILL_FIT")
+# The decode efficiencies of quantized weights a fit may have: pooled, and per kind.
+DECODE_KIND_FIELDS = ("efficiency_quantized",
+                      *(f"efficiency_{k}" for k in engines.DECODE_WEIGHT_KINDS))
 # Formats whose weights prefill multiplies as they are stored (the others are dequantized
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
@@ -114,13 +117,16 @@ def kv_bytes_read_per_step() -> pl.Expr:
 def efficiency_columns() -> list[pl.Expr]:
     """The row's `backend` (the one asked for, else the vendor's default) and the fitted
     constants for its engine and backend, as the input columns `decode_efficiency`,
-    `decode_layer_seconds`, `prefill_efficiency` and, where the fit has them,
+    `decode_layer_seconds`, `decode_efficiency_quantized` and `decode_efficiency_<kind>`
+    (null: the engine's decode has one efficiency for every format, or no runs of that
+    kind), `prefill_efficiency` and, where the fit has them,
     `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
     `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
-    1, 1, null and null to get the bare roofline.)"""
+    null, 1, 1, null and null to get the bare roofline.)"""
     return [engines.backend().alias("backend"),
             _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
+            *(_fitted(DECODE_FIT, f).alias(f"decode_{f}") for f in DECODE_KIND_FIELDS),
             # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
             # backend's own fit is used (the pooled one predicted AMD's measured MI300X
             # llama.cpp build 25x too fast), else no prefill figure.
@@ -142,6 +148,18 @@ def prefill_share() -> pl.Expr:
         .otherwise(col("prefill_tflops_per_watt"))
     cap = per_watt * col("tdp_w") / col("fp16_dense_tflops")
     return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
+
+
+def decode_share() -> pl.Expr:
+    """The share of the bandwidth decode reaches: the fitted efficiency of the format's
+    kind of weights (sizing.engines.DECODE_WEIGHT_KINDS) where the engine's fit has one,
+    else its pooled one for quantized weights, else its one efficiency."""
+    kind = engines.term("decode_weight_kind")
+    return pl.coalesce(
+        *(pl.when(kind == k).then(col(f"decode_efficiency_{k}"))
+          for k in engines.DECODE_WEIGHT_KINDS),
+        pl.when(kind.is_not_null()).then(col("decode_efficiency_quantized")),
+        col("decode_efficiency"))
 
 
 def speed_basis_columns() -> list[pl.Expr]:
@@ -177,7 +195,7 @@ def decode_step_seconds() -> pl.Expr:
     kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
     device_bytes = (weights - host_experts) * (1 - col("offload_frac")) + kv * (1 - kv_off)
     host_bytes = (weights - host_experts) * col("offload_frac") + kv * kv_off + host_experts
-    eff = col("decode_efficiency")
+    eff = decode_share()
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * eff
     # llama.cpp runs its layer split one GPU after another; vLLM's tensor parallelism

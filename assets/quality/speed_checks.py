@@ -37,6 +37,7 @@ SAME_SHAPES = {
     "meta-llama/Llama-3.1-8B": "meta-llama/Llama-3.1-8B-Instruct",
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
     "meta-llama/Meta-Llama-3-70B": "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Meta-Llama-3-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.3-70B-Instruct",
     "mistralai/Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
@@ -46,8 +47,12 @@ SAME_SHAPES = {
     "microsoft/phi-4": "microsoft/phi-4",
     "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
+    # DeepSeek's distillation into Qwen2.5-14B keeps its shapes (hidden 5120, 48 layers, 40
+    # heads / 8 KV heads, intermediate 13824, vocabulary 152064: Qwen2.5-14B-Instruct's).
+    "Qwen/Qwen2.5-14B-Instruct": "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
@@ -131,7 +136,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         .with_columns(kv_cell_bytes_columns())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
                 .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
-    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0, "prefill_efficiency": 1.0,
+    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0,
+            **{f"decode_{f}": None for f in speed.DECODE_KIND_FIELDS}, "prefill_efficiency": 1.0,
             "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
             "prefill_tflops_per_watt_quantized": None}
     return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
@@ -148,39 +154,58 @@ def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
                      how="diagonal_relaxed")
 
 
-def held_out_errors(rows: pl.DataFrame) -> pl.DataFrame:
-    """Each GPU's measurements predicted with the constants fitted without that GPU (the
-    engine and backend's own fit where the rest still has one, else, for decode only, the
-    engine's): decode as roofline time / efficiency + layers x per-layer overhead, prefill
-    as the roofline x the capped share of peak (sizing.speed.prefill_share)."""
+# Where a measurement comes from: its site and, on GitHub, its repository; and its device.
+SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
+DEVICE = pl.col("gpu_id")
+
+
+def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
+    """Each GPU's measurements (or each group's of `by`, such as SOURCE) predicted with the
+    constants fitted without that GPU (the engine and backend's own fit where the rest
+    still has one, else, for decode only, the engine's): decode as roofline time /
+    efficiency (of the format's kind where the fit splits them) + layers x per-layer
+    overhead, prefill as the roofline x the capped share of peak
+    (sizing.speed.prefill_share)."""
     parts = []
     for kind in ("decode", "prefill"):
-        data = rows.filter(pl.col("kind") == kind)
-        for gpu in data.get_column("gpu_id").unique().sort():
-            constants = fit(data.filter(pl.col("gpu_id") != gpu), kind)
-            for (engine, backend), held in data.filter(pl.col("gpu_id") == gpu) \
+        data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
+        for gpu in data.get_column("_left_out").unique().sort():
+            constants = fit(data.filter(pl.col("_left_out") != gpu), kind)
+            for (engine, backend), held in data.filter(pl.col("_left_out") == gpu) \
                     .group_by("engine", "backend", maintain_order=True):
                 # Prefill has a figure only from the backend's own fit (as in the estimate).
                 c = constants.get(f"{engine}|{backend}",
                                   None if kind == "prefill" else constants.get(engine))
                 if c is None:
                     continue
-                if kind == "prefill":
-                    held = _with_prefill_constants(held, c)
-                parts.append(held.with_columns(_refit(kind, c).alias("held_out_tok_s")))
+                parts.append(refit(held, kind, c))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
-    return pl.concat(parts, how="diagonal_relaxed").with_columns(
+    return pl.concat(parts, how="diagonal_relaxed").drop("_left_out").with_columns(
         (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error"))
 
 
+def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
+    """`held` with `held_out_tok_s`, its speed with the constants `c` (a fit without it)."""
+    held = (_with_prefill_constants if kind == "prefill" else _with_decode_constants)(held, c)
+    return held.with_columns(_refit(kind, c).alias("held_out_tok_s"))
+
+
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
-    """The speed with the constants `c`: decode as the calibration models it, prefill as
-    the roofline times sizing.speed.prefill_share with those constants as its inputs."""
+    """The speed with the constants `c`: decode as the calibration models it (its share of
+    the bandwidth sizing.speed.decode_share's), prefill as the roofline times
+    sizing.speed.prefill_share, each with those constants as its inputs."""
     if kind == "decode":
-        return 1 / (1 / (pl.col("roofline_tok_s") * c["efficiency"])
+        return 1 / (1 / (pl.col("roofline_tok_s") * speed.decode_share())
                     + pl.col("n_layers") * c["layer_seconds"])
     return pl.col("roofline_tok_s") * speed.prefill_share()
+
+
+def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
+    """The input columns of sizing.speed.decode_share set to the constants `c`."""
+    return held.with_columns(
+        pl.lit(c.get(f), pl.Float64).alias(f"decode_{f}")
+        for f in ("efficiency", *speed.DECODE_KIND_FIELDS))
 
 
 def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:

@@ -15,6 +15,11 @@ MODULES: dict[str, ModuleType] = {LLAMA_CPP: llama_cpp, VLLM: vllm}
 KV_DTYPES_BY_ENGINE = {e: m.KV_DTYPES for e, m in MODULES.items()}
 FORMATS_BY_ENGINE = {e: m.FORMATS for e, m in MODULES.items()}
 DEFAULT_FORMAT = {e: m.DEFAULT_FORMAT for e, m in MODULES.items()}
+# The engines whose decode fit has efficiencies of their own for quantized weights, and
+# every kind of weights that has one (a column `decode_efficiency_<kind>` each).
+DECODE_SPLIT_ENGINES = tuple(e for e, m in MODULES.items() if m.DECODE_WEIGHT_KINDS)
+DECODE_WEIGHT_KINDS = tuple(sorted({k for m in MODULES.values()
+                                    for k in m.DECODE_WEIGHT_KINDS.values()}))
 
 
 def term(name: str, *args: pl.Expr) -> pl.Expr:

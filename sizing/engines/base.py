@@ -3,8 +3,9 @@
 Each engine module (sizing.engines.llama_cpp, sizing.engines.vllm) names the same terms:
 NAME, KV_DTYPES, DEFAULT_KV_DTYPE, FORMATS, DEFAULT_FORMAT, BACKENDS, BACKEND_VENDORS,
 DEFAULT_BACKENDS, DECODE_FIT, PREFILL_FIT and DECODE_HELD_OUT_ERROR (per backend, ""
-pooled), build(backend) and the expressions in TERMS. The formulas in sizing.memory and
-sizing.speed read a term through sizing.engines.term, which picks the row's engine's.
+pooled), DECODE_WEIGHT_KINDS, build(backend) and the expressions in TERMS. The
+formulas in sizing.memory and sizing.speed read a term through sizing.engines.term, which
+picks the row's engine's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ TERMS = (
     "full_layer_replication", "runtime_bytes", "weights_held_bytes",
     "weights_on_device_bytes", "usable_bytes", "cache_allocation_tokens", "runtime_basis",
     "usable_basis", "kernel_refusal", "kernel_basis",
-    "default_backend", "decode_parallelism", "decode_comm_seconds", "sparse_kernels",
+    "default_backend", "decode_parallelism", "decode_comm_seconds", "decode_weight_kind",
+    "sparse_kernels",
     "prefill_parallelism", "prefill_weight_reads", "prefill_step_tokens",
 )
 

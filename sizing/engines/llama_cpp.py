@@ -81,6 +81,9 @@ BUILDS = {
 # 17 on 4, Metal 12 on 3, Vulkan 7 on 3 (RTX 3090, Radeon PRO W7900, Strix Halo). The
 # per-layer overhead is the backend's: ROCm pays 2.2x CUDA's, Metal 2.7x, Vulkan 1.2x (on
 # AMD cards Vulkan decodes faster than ROCm where layers dominate: small models).
+# One decode efficiency for every weight format (its quantized matrix-vector kernels are
+# the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
+DECODE_WEIGHT_KINDS: dict[str, str] = {}
 DECODE_FIT = {"CUDA": {"efficiency": 0.826, "layer_seconds": 68.7e-6},
               "Metal": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
               "ROCm": {"efficiency": 0.826, "layer_seconds": 153.2e-6},
@@ -237,6 +240,11 @@ def default_backend() -> pl.Expr:
     """The backend of the vendor's published build (DEFAULT_BACKENDS), else Vulkan."""
     return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=OTHER_BACKEND,
                                            return_dtype=pl.String)
+
+
+def decode_weight_kind() -> pl.Expr:
+    """No kind of weights with a decode efficiency of its own (DECODE_WEIGHT_KINDS)."""
+    return pl.lit(None, pl.String)
 
 
 def sparse_kernels() -> pl.Expr:

@@ -64,7 +64,7 @@ FP8_EXTRA_BYTES_MLA, FP8_EXTRA_BYTES_V4 = 656 - 576, 584 - 512
 # Tensor-parallel all-reduce: two per layer per decode step (after attention and after
 # the MLP, Megatron-LM's layout), each of one hidden state per sequence (4 to 32 KB at
 # batch 1), whose latency depends on the link between the GPUs (the catalog's
-# `interconnect`). Published figures, not fitted (the 6 tensor-parallel decode runs
+# `interconnect`). Published figures, not fitted (the 9 tensor-parallel decode runs
 # gathered are all on NVLink and their errors are dominated by other terms):
 # - a GPU fabric (NVLink, AMD Infinity Fabric): vLLM's custom all-reduce on H100s takes
 #   8.5 to 9.2 us for 4 to 32 KB at TP 2 and 4 (sgl-project/sglang PR #2904, 2025-01-15:
@@ -79,14 +79,25 @@ ALLREDUCES_PER_LAYER = 2
 ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
-# Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. vLLM reads
-# weights at a lower share of peak bandwidth than llama.cpp but, with CUDA graphs, pays
-# half its per-layer overhead, and prefills at half the dense FP16 peak (its FP8 runs are
-# timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
-DECODE_FIT = {"CUDA": {"efficiency": 0.657, "layer_seconds": 31.5e-6},
-              "": {"efficiency": 0.657, "layer_seconds": 31.5e-6}}
+# Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. Decode on
+# 35 batch-1 to 64 runs (data/catalogs/speed_measurements.csv) on 3 GPUs: 23 in 16 bits
+# (the Qwen2.5 speed benchmark, silybench, vLLM PR #23197, vLLM's CI latency tests on an
+# A100, H100 and H200), 8 AWQ and GPTQ 4-bit (the Qwen2.5 speed benchmark: vLLM 0.6.3,
+# A100) and 4 FP8 (silybench: vLLM 0.30.0, H100). The per-layer overhead is fitted on all
+# of them, then at that overhead one efficiency per kind of weights (DECODE_WEIGHT_KINDS):
+# 4-bit integer runs reach 0.50 of the bandwidth where 16-bit ones reach 0.72 (their
+# dequantizing kernels at batch 1) and FP8 ones 0.80. Each quantized kind is measured on
+# one GPU by one source (4-bit: the A100 in 2024; FP8: the H100 in 2026), so neither is
+# tested on another GPU, and FP4 formats, never measured, take the pooled quantized
+# efficiency. (Fitted on the 16-bit runs alone, the overhead's optimum is negative: held at
+# 0, it predicts a 0.6 B model's TPOT 3.5x too short, tests/sizing/test_capacity.py.)
+# Prefill at half the dense FP16 peak (its FP8 runs are timed at the FP16 peak: on the
+# H100 they prefill 1.2x faster than BF16, not 2x).
+DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp4", "MXFP4": "fp4"}
+DECODE_FIT = {k: {"efficiency": 0.725, "layer_seconds": 44.0e-6, "efficiency_quantized": 0.603,
+                  "efficiency_fp8": 0.797, "efficiency_int4": 0.497} for k in ("CUDA", "")}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.301, "": 0.301}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.202, "": 0.202}
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
@@ -467,6 +478,12 @@ def decode_comm_seconds() -> pl.Expr:
 def default_backend() -> pl.Expr:
     return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=pl.col("vendor"),
                                            return_dtype=pl.String)
+
+
+def decode_weight_kind() -> pl.Expr:
+    """The row's kind of quantized weights (DECODE_WEIGHT_KINDS), null for 16-bit ones."""
+    return pl.col("weight_format").replace_strict(DECODE_WEIGHT_KINDS, default=None,
+                                                  return_dtype=pl.String)
 
 
 def sparse_kernels() -> pl.Expr:

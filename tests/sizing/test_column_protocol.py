@@ -116,7 +116,8 @@ def test_each_engine_module_defines_every_term():
     from sizing.engines import base
 
     constants = ("NAME", "KV_DTYPES", "DEFAULT_KV_DTYPE", "FORMATS", "DEFAULT_FORMAT",
-                 "DECODE_FIT", "PREFILL_FIT", "DECODE_HELD_OUT_ERROR")
+                 "DECODE_FIT", "PREFILL_FIT", "DECODE_HELD_OUT_ERROR",
+                 "DECODE_WEIGHT_KINDS")
     for module in engines.MODULES.values():
         missing = [t for t in (*constants, *base.TERMS) if not hasattr(module, t)]
         assert not missing, (module.NAME, missing)
