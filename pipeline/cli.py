@@ -14,6 +14,7 @@ from pathlib import Path
 from assets.paths import ROOT, SNAPSHOT_DIR
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
+from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -331,8 +332,10 @@ def estimate_command(args: argparse.Namespace) -> int:
               f"{_fmt(r['break_even_months'], '.1f')} months new, "
               f"{_fmt(r['break_even_months_used'], '.1f')} used")
     for key, label in r["finetune_regimes"].items():
-        print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} "
-              "(seq 2048, micro-batch 1, gradient checkpointing, LoRA r=16)")
+        rank = f", LoRA r={DEFAULT_LORA_RANK}" if "LoRA" in label else ""  # adapters only
+        print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} (seq "
+              f"{DEFAULT_SEQUENCE_TOKENS}, micro-batch {DEFAULT_MICRO_BATCH}, gradient "
+              f"checkpointing{rank})")
     print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
                                     or r["launch_vllm_reason"]))
     print(f"  build             {r['launch_build']}")
