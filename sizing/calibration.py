@@ -30,6 +30,8 @@ from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.
 MIN_ROWS = 5
+# The largest share of the bandwidth a decode efficiency can be.
+MAX_SHARE = 1.0
 
 
 def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -55,15 +57,18 @@ def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     engines that split decode by kind of weights (sizing.engines.DECODE_SPLIT_ENGINES),
     then at that overhead an efficiency for the 16-bit runs, one for all quantized runs
     and one for each kind (the 1-term least squares 1 / a = sum(u^2) / sum(u (1 - b v))
-    over those runs; null where the group has none)."""
+    over those runs, at most MAX_SHARE; null where the group has none)."""
     base = _two_term_fit(rows, by)
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
     kind = pl.col("weight_kind")
 
+    # No kind reads its weights faster than the bandwidth: where a kind's optimum exceeds
+    # 1, the shared overhead is too large for its runs and its share is held at 1.
     def share(runs: pl.Expr) -> pl.Expr:
         fixed = u * (1 - pl.col("layer_seconds") * v)
-        return pl.when(runs.any()).then((u * u).filter(runs).sum() / fixed.filter(runs).sum())
+        return pl.when(runs.any()).then(pl.min_horizontal(
+            (u * u).filter(runs).sum() / fixed.filter(runs).sum(), pl.lit(MAX_SHARE)))
 
     kinds = (rows.filter(pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES))
              .with_columns(engines.term("decode_weight_kind").alias("weight_kind"))

@@ -36,6 +36,7 @@ SAME_SHAPES = {
     "meta-llama/Meta-Llama-3-8B": "meta-llama/Llama-3.1-8B-Instruct",
     "meta-llama/Llama-3.1-8B": "meta-llama/Llama-3.1-8B-Instruct",
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
     "meta-llama/Meta-Llama-3-70B": "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Meta-Llama-3-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
     "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
@@ -47,6 +48,7 @@ SAME_SHAPES = {
     "microsoft/phi-4": "microsoft/phi-4",
     "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct-AWQ": "Qwen/Qwen2.5-7B-Instruct",  # Qwen's AWQ release
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",
     "Qwen/Qwen2.5-32B-Instruct": "Qwen/QwQ-32B",  # QwQ-32B is Qwen2.5-32B's architecture
@@ -61,7 +63,8 @@ SAME_SHAPES = {
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
           "UD-Q4_K_XL": "UD-Q4_K_XL"}
-VLLM_QUANTS = {"bf16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ", "gptq-int4": "GPTQ",
+VLLM_QUANTS = {"bf16": "BF16", "fp16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ",
+               "gptq-int4": "GPTQ",
                "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
                "fp8 (online dynamic, --quantization fp8)": "FP8",
                "fp8 (checkpoint not named)": "FP8"}
