@@ -45,7 +45,7 @@ SAME_SHAPES = {
     "openai/gpt-oss-120b": "openai/gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
     "microsoft/phi-4": "microsoft/phi-4",
-    "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
+    "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B-Instruct",

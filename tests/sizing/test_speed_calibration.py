@@ -14,23 +14,16 @@ import assets.quality.speed_checks as checks
 from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.paths import CATALOG_DIR
 from sizing import speed
-from sizing.architecture import parse_config
 from sizing.calibration import fit, median_abs_relative_error
-from tests.conftest import TEST_DATA, load_arch
+from tests.conftest import load_arch
 
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
-
-
-def _arch(repo_id: str):
-    """A bundled config, or one reconstructed for the calibration (tests/data/configs)."""
-    path = TEST_DATA / "configs" / repo_id / "config.reconstructed.json"
-    return parse_config(path.read_text(), repo_id) if path.exists() else load_arch(repo_id)
 
 
 def _compared(file: str) -> pl.DataFrame:
     raw = pl.read_csv(CATALOG_DIR / file, infer_schema_length=0) \
         .with_row_index("row", offset=1).with_columns(pl.lit(file).alias("file"))
-    return checks.predicted(checks.measurements(raw, gpu_alias_map()), _arch)
+    return checks.predicted(checks.measurements(raw, gpu_alias_map()), load_arch)
 
 
 @pytest.fixture(scope="module")
