@@ -69,19 +69,28 @@ def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRe
         for r in rows.iter_rows(named=True)}
 
 
+def _own_org(model: str, release: str) -> pl.Expr:
+    """The release is published by the model's own organisation."""
+    return pl.col(release).str.split("/").list.first() == pl.col(model).str.split("/").list.first()
+
+
 def load_checkpoint_repos(catalog_dir: Path | str = CATALOG_DIR) -> dict[tuple[str, str], str]:
     """(model, weight format) -> a public repository that holds the model in that format:
     the GGUF conversions whose file sizes were published (published_gguf_sizes.csv: the
-    model's own organisation first, then bartowski, then the others) and the AWQ / GPTQ
-    releases benchmarks name (quantized_releases.csv)."""
+    model's own organisation first, then bartowski, then the others) and the releases in a
+    vLLM format that benchmarks and recipes name (quantized_releases.csv: the model's own
+    organisation first, then by name)."""
     sizes = pl.read_csv(Path(catalog_dir) / "published_gguf_sizes.csv", infer_schema_length=0)
     ggufs = (sizes.filter(pl.col("gguf_repo").str.contains("/"))
-             .with_columns(rank=pl.when(pl.col("gguf_repo").str.split("/").list.first()
-                                        == pl.col("model_repo").str.split("/").list.first())
+             .with_columns(rank=pl.when(_own_org("model_repo", "gguf_repo"))
                            .then(0).when(pl.col("gguf_repo").str.starts_with("bartowski/"))
                            .then(1).otherwise(2))
              .sort("rank", "gguf_repo").unique(["model_repo", "quant"], keep="first"))
-    releases = load_quantized_releases(catalog_dir)
+    releases = (load_quantized_releases(catalog_dir)
+                .with_columns(rank=pl.when(_own_org("model_id", "release_repo")).then(0)
+                              .otherwise(1))
+                .sort("rank", "release_repo")
+                .unique(["model_id", "weight_format"], keep="first"))
     return {(m, q): r for m, q, r in ggufs.select("model_repo", "quant", "gguf_repo").iter_rows()} \
         | {(m, f): r for m, f, r in releases.select("model_id", "weight_format",
                                                      "release_repo").iter_rows()}

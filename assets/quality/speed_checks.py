@@ -46,7 +46,7 @@ SAME_SHAPES = {
     "openai/gpt-oss-120b": "openai/gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
     "microsoft/phi-4": "microsoft/phi-4",
-    "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",  # tests/data/configs (reconstructed)
+    "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
     "Qwen/Qwen2.5-7B-Instruct-AWQ": "Qwen/Qwen2.5-7B-Instruct",  # Qwen's AWQ release
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
@@ -239,8 +239,15 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
     held = held_out_errors(fitted).select("file", "row", "held_out_error")
     rows = pl.concat([compared[FITTED], compared[LATER]], how="diagonal_relaxed") \
         .join(held, on=["file", "row"], how="left")
-    skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()],
-                        how="diagonal_relaxed")
+    # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.
+    no_roofline = pl.concat([raw[f].filter(pl.col("not_compared").is_null())
+                             .join(compared[f].select("row"), on="row", how="anti")
+                             for f in raw], how="diagonal_relaxed").with_columns(
+        not_compared=pl.when(pl.col("kind") == "prefill")
+        .then(pl.lit("no published dense FP16 tensor throughput for the GPU"))
+        .otherwise(pl.lit("no published memory bandwidth for the GPU")))
+    skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()]
+                        + [no_roofline], how="diagonal_relaxed")
     # Prefill is predicted only where the engine has a fit for the backend (CUDA).
     unfitted = pl.col("not_compared").is_null() & pl.col("predicted_tok_s").is_null()
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(

@@ -519,14 +519,17 @@ def serve_command(repo: str, weight_format: str, checkpoint_format: str, context
                   max_num_seqs: int, max_num_batched_tokens: int, enforce_eager: bool,
                   release: str | None = None) -> tuple[str | None, str | None]:
     """(command, None), or (None, reason) when no checkpoint in that format is known
-    (`release`: a published repository of the model in that format). Flags (vLLM engine
-    arguments): `--quantization fp8` for on-the-fly FP8 of a 16-bit checkpoint, the budget
-    flags the estimate assumed, `--kv-cache-dtype`, `--tensor-parallel-size`,
-    `--cpu-offload-gb` (weights only, whole GiB per GPU). Names are shell-quoted."""
+    (`release`: a published repository of the model in that format, served as it is).
+    Flags (vLLM engine arguments): `--quantization fp8` for on-the-fly FP8 of a 16-bit
+    checkpoint when no FP8 release is known, the budget flags the estimate assumed,
+    `--kv-cache-dtype`, `--tensor-parallel-size`, `--cpu-offload-gb` (weights only, whole
+    GiB per GPU). Names are shell-quoted."""
     flags = []
-    if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format:
-        if release is None:
-            return None, f"no {weight_format} checkpoint of {repo} is known"
+    if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format \
+            and release is None:
+        return None, f"no {weight_format} checkpoint of {repo} is known"
+    if weight_format != DEFAULT_FORMAT and checkpoint_format != weight_format \
+            and release is not None:
         repo, checkpoint_format = release, weight_format
     if weight_format == "FP8" and checkpoint_format != "FP8":
         flags.append("--quantization fp8")

@@ -86,6 +86,24 @@ def test_launch_commands_name_a_real_checkpoint_and_build(capsys):
     assert "--tensor-parallel-size 2" in out["launch_vllm"]
 
 
+@pytest.mark.parametrize(("model", "quant", "head", "online"), [
+    # Qwen's own FP8 and NVIDIA's NVFP4, named by Qwen's vLLM guide and vLLM's recipes
+    ("Qwen/Qwen3-8B", "FP8", "vllm serve Qwen/Qwen3-8B-FP8 ", False),
+    ("meta-llama/Llama-3.3-70B-Instruct", "NVFP4", "vllm serve nvidia/Llama-3.3-70B-Instruct-FP4 ",
+     False),
+    # no FP8 release of Qwen3-14B gathered: vLLM quantizes the 16-bit weights as it loads
+    ("Qwen/Qwen3-14B", "FP8", "vllm serve Qwen/Qwen3-14B ", True),
+])
+def test_vllm_serves_the_release_in_the_asked_format(model, quant, head, online, capsys):
+    """A release in the asked vLLM format is served as it is (quantized_releases.csv);
+    FP8 without one falls back to vLLM's on-the-fly `--quantization fp8`."""
+    main(["estimate", "--model", model, "--gpu", "b200", "--quant", quant, "--engine", "vllm",
+          "--gpus", "2", "--json"])
+    launch = json.loads(capsys.readouterr().out)["launch_vllm"]
+    assert launch.startswith(head)
+    assert ("--quantization fp8" in launch) is online
+
+
 def test_launch_commands_quote_what_came_from_the_user(tmp_path, capsys):
     """A config's name is the path it was read from, which may hold any text: the printed
     command quotes it for the shell (shlex)."""

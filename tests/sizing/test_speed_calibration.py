@@ -14,23 +14,16 @@ import assets.quality.speed_checks as checks
 from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.paths import CATALOG_DIR
 from sizing import speed
-from sizing.architecture import parse_config
 from sizing.calibration import fit, median_abs_relative_error
-from tests.conftest import TEST_DATA, load_arch
+from tests.conftest import load_arch
 
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
-
-
-def _arch(repo_id: str):
-    """A bundled config, or one reconstructed for the calibration (tests/data/configs)."""
-    path = TEST_DATA / "configs" / repo_id / "config.reconstructed.json"
-    return parse_config(path.read_text(), repo_id) if path.exists() else load_arch(repo_id)
 
 
 def _compared(file: str) -> pl.DataFrame:
     raw = pl.read_csv(CATALOG_DIR / file, infer_schema_length=0) \
         .with_row_index("row", offset=1).with_columns(pl.lit(file).alias("file"))
-    return checks.predicted(checks.measurements(raw, gpu_alias_map()), _arch)
+    return checks.predicted(checks.measurements(raw, gpu_alias_map()), load_arch)
 
 
 @pytest.fixture(scope="module")
@@ -341,3 +334,22 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     assert step("NVLink bridge (pairs, 600 GB/s)") == pytest.approx(step("PCIe 5.0 x16"))
     conf = Configuration("BF16", 4096, "auto", 1, 2, engine="vllm")
     assert step("NVLink bridge (pairs, 600 GB/s)") == pytest.approx(step(g["interconnect"]))
+
+
+def test_the_published_checks_hold_every_measurement_once():
+    """speed_checks lists each row of both measurement files once: compared, or with why
+    not. A prefill run on a GPU with no published dense FP16 throughput (Strix Halo, M2
+    Ultra, RTX 4000 Ada) has no roofline, and says so rather than dropping out."""
+    from tests.conftest import SNAPSHOT
+
+    models = SNAPSHOT / "hub" / "models"
+    known = {p.parent.relative_to(models).as_posix() for p in models.glob("*/*/config.json")}
+    df = checks.speed_check_frame(CATALOG_DIR, load_arch, known)
+    n = {f: pl.read_csv(CATALOG_DIR / f, infer_schema_length=0).height
+         for f in (checks.FITTED, checks.LATER)}
+    assert df.group_by("file").agg(pl.col("row").n_unique(), pl.len()).sort("file").rows() \
+        == [(f, k, k) for f, k in sorted(n.items())]
+    no_roofline = df.filter(pl.col("not_compared")
+                            == "no published dense FP16 tensor throughput for the GPU")
+    assert no_roofline.height > 0 and set(no_roofline.get_column("kind")) == {"prefill"}
+    assert no_roofline.get_column("predicted_tok_s").is_null().all()
