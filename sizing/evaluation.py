@@ -20,14 +20,21 @@ from sizing.energy import energy_columns
 from sizing.engines.vllm import resolved_settings_columns
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
 from sizing.rules import effective_max_context
-from sizing.speed import efficiency_columns, prefill_columns, speed_basis_columns, speed_columns
+from sizing.speed import (
+    decode_configuration_columns,
+    efficiency_columns,
+    prefill_columns,
+    speed_basis_columns,
+    speed_columns,
+)
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 # Each stage's columns, in STAGES order after the derived inputs.
 STAGE_COLUMNS: dict[str, Callable[[], list[pl.Expr]]] = {
     "memory": memory_columns,
-    "prefill": lambda: [*prefill_columns(), *speed_basis_columns()],
+    "prefill": lambda: [*prefill_columns(), *speed_basis_columns(),
+                        *decode_configuration_columns()],
     "speed": speed_columns,
     "energy": energy_columns,
     "cost": cost_columns,

@@ -162,6 +162,19 @@ def decode_share() -> pl.Expr:
         col("decode_efficiency"))
 
 
+def decode_configuration_columns() -> list[pl.Expr]:
+    """What a decode step takes from its configuration alone (engine, format, GPU and
+    count), evaluated once per configuration before the rows multiply it: the share of
+    the bandwidth (decode_share), how many GPUs read at once (llama.cpp runs its layer split
+    one GPU after another; vLLM's tensor parallelism reads every layer on every GPU at
+    once), the all-reduces' seconds per step, and the share of the tensor peak (as
+    prefill's)."""
+    return [decode_share().alias("decode_bandwidth_share"),
+            engines.term("decode_parallelism").alias("decode_parallelism"),
+            engines.term("decode_comm_seconds").alias("decode_comm_seconds"),
+            prefill_share().alias("decode_compute_share")]
+
+
 def speed_basis_columns() -> list[pl.Expr]:
     """`speed_basis` of the decode figures, `speed_fit` (the fit they come from, e.g.
     "llama.cpp ROCm", or "llama.cpp pooled" for a backend without measurements of its own)
@@ -195,16 +208,14 @@ def decode_step_seconds() -> pl.Expr:
     kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
     device_bytes = (weights - host_experts) * (1 - col("offload_frac")) + kv * (1 - kv_off)
     host_bytes = (weights - host_experts) * col("offload_frac") + kv * kv_off + host_experts
-    eff = decode_share()
     overhead = col("n_layers") * col("decode_layer_seconds")
-    bw = col("bandwidth_gb_s") * _GB * eff
-    # llama.cpp runs its layer split one GPU after another; vLLM's tensor parallelism
-    # reads every layer on every GPU at once.
-    parallel = engines.term("decode_parallelism")
+    bw = col("bandwidth_gb_s") * _GB * col("decode_bandwidth_share")
+    parallel = col("decode_parallelism")
     t_mem = device_bytes / (bw * parallel) + host_bytes / (col("host_bandwidth_gb_s") * _GB)
     flops = 2 * col("params_active") * col("batch")
-    t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel * prefill_share())
-    t_comm = engines.term("decode_comm_seconds")
+    t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel
+                         * col("decode_compute_share"))
+    t_comm = col("decode_comm_seconds")
     # No published bandwidth for the device: no decode figure either.
     return pl.when(t_mem.is_null()).then(None) \
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)

@@ -144,8 +144,10 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
             "prefill_tflops_per_watt_quantized": None}
     return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
+            .with_columns(speed.decode_configuration_columns())
             .with_columns(speed_of.alias("roofline_tok_s"))
             .with_columns(speed.efficiency_columns())
+            .with_columns(speed.decode_configuration_columns())
             .with_columns(speed_of.alias("predicted_tok_s"))
             .drop_nulls("roofline_tok_s"))
 
