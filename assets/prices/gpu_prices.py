@@ -93,10 +93,6 @@ def _kept_previous(context: dg.AssetExecutionContext, table: str, reason: str,
 PROVIDER_ASSETS = [_provider_asset(p) for p in PRICE_PROVIDERS]
 
 
-def aliases(catalog: CatalogResource) -> dict[str, str]:
-    return gpu_alias_map(catalog.path)
-
-
 def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Offers with a catalog GPU id and a plausible price, and the rest with a reason.
@@ -157,7 +153,7 @@ def gpu_prices(context: dg.AssetExecutionContext, catalog: CatalogResource,
         raise dg.Failure("no provider has published prices yet; nothing to combine")
     offers = pl.concat(frames, how="diagonal_relaxed")
     # The GPUs as published (their contract checked), not the catalog file behind them.
-    good, bad = split_offers(offers, aliases(catalog), warehouse.read("gpus"))
+    good, bad = split_offers(offers, gpu_alias_map(catalog.path), warehouse.read("gpus"))
     verified_at = offers.get_column("verified_at").max()
     yield warehouse.publish(context, "price_quarantine", bad, verified_at, "prices_*")
     published = warehouse.publish(context, "gpu_prices", good, verified_at, "prices_*,gpus")

@@ -1,13 +1,14 @@
 """Fine-tuning memory per model and regime (QLoRA, LoRA, full), the estimate's figures."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import polars as pl
 
-from assets.ingest.models import sized_archs
 from assets.resources import SnapshotResource, WarehouseResource, table_asset
-from assets.sizing.shards import code_fingerprint
+from assets.sizing.per_model import publish_per_model
+from sizing.architecture import ModelArch
 from sizing.finetune import finetune_rows
-from warehouse import store
 
 
 @table_asset("finetune", group="sizing", deps=["models"],
@@ -17,12 +18,8 @@ from warehouse import store
                          "sequences, micro-batch 1, gradient checkpointing, LoRA rank 16).")
 def finetune(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
              warehouse: WarehouseResource) -> dg.MaterializeResult:
-    models = warehouse.read("models")
-    verified_at = models.get_column("verified_at").max()
-    # The rows follow from the models' configs and the sizing library only.
-    content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
-    if (current := warehouse.unchanged(context, "finetune", content, verified_at)) is not None:
-        return current
-    rows = [r for m in sized_archs(snapshot, models) for r in finetune_rows(m)]
-    return warehouse.publish(context, "finetune", pl.DataFrame(rows), verified_at, "models",
-                             fingerprint=content)
+    return publish_per_model(context, snapshot, warehouse, "finetune", _finetune_frame)
+
+
+def _finetune_frame(archs: Iterator[ModelArch]) -> pl.DataFrame:
+    return pl.DataFrame([r for m in archs for r in finetune_rows(m)])

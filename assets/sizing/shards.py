@@ -46,10 +46,16 @@ def backfill_policy(environ: Mapping[str, str]) -> dg.BackfillPolicy:
             else dg.BackfillPolicy.single_run())
 
 
+def fingerprinted_sources() -> list[Path]:
+    """Every module of the sizing library, its sub-packages (sizing.engines) included, and
+    this module."""
+    return [*sorted(Path(sizing.__file__).parent.rglob("*.py")), Path(__file__)]
+
+
 def code_fingerprint() -> str:
     """The sizing library's source, this module and the published schemas: any change to a
-    formula, the grid or a column's type is a new slice."""
-    sources = [*sorted(Path(sizing.__file__).parent.glob("*.py")), Path(__file__)]
+    formula, an engine's constant, the grid or a column's type is a new slice."""
+    sources = fingerprinted_sources()
     schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
     return hashlib.sha256(b"".join(p.read_bytes() for p in sources) + schemas).hexdigest()
 

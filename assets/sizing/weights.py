@@ -1,11 +1,13 @@
 """Weight bytes per (model, format), and their check against the GGUF files on the Hub."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import polars as pl
 
-from assets.ingest.models import sized_archs
 from assets.resources import SnapshotResource, WarehouseResource, table_asset
-from assets.sizing.shards import code_fingerprint
+from assets.sizing.per_model import publish_per_model
+from sizing.architecture import ModelArch
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.gguf_quant import published_size_tolerance
 from sizing.model_facts import format_row
@@ -19,18 +21,15 @@ from warehouse import store
                          "formats).")
 def weights(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
             warehouse: WarehouseResource) -> dg.MaterializeResult:
-    models = warehouse.read("models")
-    verified_at = models.get_column("verified_at").max()
-    # The rows follow from the models' configs and the sizing library only.
-    content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
-    if (current := warehouse.unchanged(context, "weights", content, verified_at)) is not None:
-        return current
-    rows = [format_row(m, f, gguf=engine == LLAMA_CPP) for m in sized_archs(snapshot, models)
+    return publish_per_model(context, snapshot, warehouse, "weights", _weights_frame)
+
+
+def _weights_frame(archs: Iterator[ModelArch]) -> pl.DataFrame:
+    """Every model in every format its engines load."""
+    rows = [format_row(m, f, gguf=engine == LLAMA_CPP) for m in archs
             for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]
-    df = pl.DataFrame(rows).with_columns(
+    return pl.DataFrame(rows).with_columns(
         (pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
-    return warehouse.publish(context, "weights", df, verified_at, "models",
-                             fingerprint=content)
 
 
 @dg.asset_check(asset=weights, additional_deps=["gguf_files"], description=(

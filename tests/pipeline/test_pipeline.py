@@ -187,6 +187,19 @@ def test_price_refresh_recomputes_costs_not_the_matrix(warehouse_root):
     assert store.history("cost_matrix", base=warehouse_root)[0]["version"] == cost_before
 
 
+def test_a_change_anywhere_in_the_sizing_library_recomputes_the_matrix():
+    """The matrix slices and the per-model tables are kept under a fingerprint of the
+    sizing library's source: an engine's constant (sizing/engines/*.py) must be part of it,
+    or a refit would leave stale slices."""
+    from assets.sizing.shards import fingerprinted_sources
+    from tests.conftest import ROOT
+
+    fingerprinted = {p.resolve() for p in fingerprinted_sources()}
+    library = {p.resolve() for p in (ROOT / "sizing").rglob("*.py")}
+    assert (ROOT / "sizing" / "engines" / "vllm.py").resolve() in library
+    assert library <= fingerprinted
+
+
 def test_a_new_model_computes_only_its_own_rows(tmp_path):
     import shutil
 

@@ -18,10 +18,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.catalogs.tables import gpus
 from assets.prices import parsers
-from assets.prices.gpu_prices import PROVIDER_ASSETS, aliases, gpu_prices, split_offers
+from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, split_offers
 from assets.prices.http import MAX_BODY_BYTES, FetchError, client, fetch
 from assets.resources import CatalogResource, PriceSourcesResource, WarehouseResource
 from tests.conftest import SNAPSHOT, TEST_DATA
@@ -115,7 +115,7 @@ def test_digitalocean_page_names_map_to_catalog_ids_or_quarantine():
     parse = parsers.parse_digitalocean_pricing_html
     offers = pl.DataFrame(parse(DO_PAGE_2026, dt.date(2026, 5, 28))
                           + parse(DO_PAGE_2025, dt.date(2025, 4, 22)))
-    kept, quarantined = split_offers(offers, aliases(catalog), load_gpus(catalog.path))
+    kept, quarantined = split_offers(offers, gpu_alias_map(catalog.path), load_gpus(catalog.path))
     assert dict(zip(kept["gpu_name"], kept["gpu_id"], strict=True)) == {
         "AMD MI300X": "mi300x_192gb", "NVIDIA H100": "h100_sxm5_80gb",
         "NVIDIA L40s": "l40s_48gb"}
