@@ -209,7 +209,8 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                     gpu["price_new_usd"], gpu["price_used_usd"],
                     engines=tuple(e for e in gpu["engines"].split(";") if e),
                     n_gpus_options=tuple(int(n) for n in gpu["n_gpus_options"].split(";")),
-                    memory_cuda_gib=gpu["memory_gib_cuda"], interconnect=gpu["interconnect"])
+                    memory_cuda_gib=gpu["memory_gib_cuda"], interconnect=gpu["interconnect"],
+                    memory_type=gpu["memory_type"])
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     backend = getattr(args, "backend", None)
     if backend is not None:  # any case: vulkan, VULKAN -> Vulkan

@@ -30,6 +30,8 @@ from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.
 MIN_ROWS = 5
+# A memory class gets its own decode constants from runs on this many devices.
+MIN_CLASS_DEVICES = 2
 # The largest share of the bandwidth a decode efficiency can be.
 MAX_SHARE = 1.0
 
@@ -72,11 +74,11 @@ def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
     kinds = (rows.filter(pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES))
              .with_columns(engines.term("decode_weight_kind").alias("weight_kind"))
-             .join(base.drop("efficiency"), on=by).group_by(by).agg(
+             .join(base.drop("efficiency"), on=by, nulls_equal=True).group_by(by).agg(
                  plain=share(kind.is_null()), efficiency_quantized=share(kind.is_not_null()),
                  **{f"efficiency_{k}": share(kind == k) for k in engines.DECODE_WEIGHT_KINDS}))
-    return rows.group_by(by).agg(n=pl.len()).join(base, on=by) \
-        .join(kinds, on=by, how="left") \
+    return rows.group_by(by).agg(n=pl.len()).join(base, on=by, nulls_equal=True) \
+        .join(kinds, on=by, how="left", nulls_equal=True) \
         .with_columns(efficiency=pl.coalesce("plain", "efficiency")).drop("plain")
 
 
@@ -129,14 +131,36 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def _fit_class(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with `fit_class`: the device's memory class where its engine fits that class
+    apart (sizing.engines.DECODE_MEMORY_CLASSES) and the backend has MIN_ROWS runs of it on
+    MIN_CLASS_DEVICES devices (so that one left out leaves a fit), else null."""
+    split = pl.col("engine").replace_strict(
+        {e: list(c) for e, c in engines.DECODE_MEMORY_CLASSES.items()}, default=[],
+        return_dtype=pl.List(pl.String))
+    rows = rows.with_columns(engines.memory_class().alias("_class")).with_columns(
+        _class=pl.when(split.list.contains(pl.col("_class"))).then(pl.col("_class")))
+    by = ["engine", "backend", "_class"]
+    enough = rows.drop_nulls("_class").group_by(by).agg(
+        n=pl.len(), devices=pl.col("gpu_id").n_unique()).filter(
+        pl.col("n") >= MIN_ROWS, pl.col("devices") >= MIN_CLASS_DEVICES).select(
+        *by, fit_class=pl.col("_class"))
+    return rows.join(enough, on=by, how="left").drop("_class")
+
+
 def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
-    """{"engine|backend" or "engine": {"efficiency": ..., ["layer_seconds": ...]}}."""
+    """{"engine|backend[|class]" or "engine": {"efficiency": ..., ["layer_seconds": ...]}}:
+    decode per engine, backend and, where it is fitted apart (_fit_class), memory class;
+    prefill per engine and backend; each engine pooled."""
     data = rows.filter(pl.col("kind") == kind)
     if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
         return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
-    per_backend = fitter(data, ["engine", "backend"]).filter(pl.col("n") >= MIN_ROWS) \
-        .with_columns(key=pl.concat_str(["engine", "backend"], separator="|"))
+    by = ["engine", "backend"]
+    if kind == "decode":
+        data, by = _fit_class(data), [*by, "fit_class"]
+    per_backend = fitter(data, by).filter(pl.col("n") >= MIN_ROWS) \
+        .with_columns(key=pl.concat_str(by, separator="|", ignore_nulls=True))
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
     fields = ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS] if kind == "decode" else [
         "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]

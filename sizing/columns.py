@@ -56,7 +56,8 @@ FORMAT: dict[str, pl.DataType] = {
 DEVICE: dict[str, pl.DataType] = {
     "gpu_id": pl.String(), "n_gpus": pl.Int64(), "engine": pl.String(),
     "gpu_memory_gib": pl.Float64(), "gpu_memory_cuda_gib": pl.Float64(),
-    "unified_memory": pl.Boolean(), "vendor": pl.String(), "bandwidth_gb_s": pl.Float64(),
+    "unified_memory": pl.Boolean(), "vendor": pl.String(), "memory_type": pl.String(),
+    "bandwidth_gb_s": pl.Float64(),
     "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(), "interconnect": pl.String(),
 }
 

@@ -69,6 +69,9 @@ class Device:
     memory_cuda_gib: float | None = None
     # The link between the GPUs ("NVLink 4 (900 GB/s)", "PCIe 4.0 x16"; None: not known).
     interconnect: str | None = None
+    # The memory technology ("HBM3", "GDDR6X"; None: not known): llama.cpp's decode on HBM
+    # cards has a fit of its own.
+    memory_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "unified_memory": d.unified_memory,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
-        "interconnect": d.interconnect,
+        "interconnect": d.interconnect, "memory_type": d.memory_type,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
         "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,

@@ -76,8 +76,8 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .filter(allowed(GPU_RULES))
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-                    "unified_memory", "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w",
-                    "interconnect"))
+                    "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
+                    "fp16_dense_tflops", "tdp_w", "interconnect"))
 
 
 def tensor_parallel_possible() -> pl.Expr:

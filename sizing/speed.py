@@ -64,18 +64,19 @@ _GB, _TFLOPS = 1e9, 1e12
 
 
 def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True) -> pl.Expr:
-    """The fitted constant for the row's engine and backend (sizing.engines.backend), else
-    (with `pooled`) the engine's, else the fallback engine's; without `pooled`, null where
-    the backend has no fit of its own. Evaluated on the small (GPU, engine) dimension
-    table, not per row."""
-    per_backend = {k: v.get(field) for k, v in table.items() if "|" in k}
+    """The fitted constant of the row's fit (sizing.engines.fit_key: its engine, backend
+    and memory class, else its engine and backend), else (with `pooled`) the engine's,
+    else the fallback engine's; without `pooled`, null where the backend has no fit of its
+    own. Evaluated on the small (GPU, engine) dimension table, not per row."""
+    own = {k: v.get(field) for k, v in table.items() if "|" in k}
     per_engine = {k: v.get(field) for k, v in table.items() if "|" not in k}
     engine = pl.col("engine").replace_strict(per_engine,
                                              default=table[FALLBACK_ENGINE].get(field),
                                              return_dtype=pl.Float64)
-    key = pl.concat_str([pl.col("engine"), engines.backend()], separator="|")
-    backend = key.replace_strict(per_backend, default=None, return_dtype=pl.Float64)
-    return backend.fill_null(engine) if pooled else backend
+    key = engines.fit_key(table)
+    backend = pl.when(key.is_not_null()).then(
+        key.replace_strict(own, default=None, return_dtype=pl.Float64))
+    return pl.when(key.is_not_null()).then(backend).otherwise(engine) if pooled else backend
 
 
 def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
@@ -177,20 +178,20 @@ def decode_configuration_columns() -> list[pl.Expr]:
 
 def speed_basis_columns() -> list[pl.Expr]:
     """`speed_basis` of the decode figures, `speed_fit` (the fit they come from, e.g.
-    "llama.cpp ROCm", or "llama.cpp pooled" for a backend without measurements of its own)
-    and their `decode_error_band` (that fit's held-out median error); prefill has a figure
-    only where calibrated. Reads the resolved `backend` (efficiency_columns)."""
-    key = pl.concat_str([pl.col("engine"), pl.col("backend")], separator="|")
-    own = [k for k in DECODE_FIT if "|" in k]
+    "llama.cpp ROCm", "llama.cpp CUDA HBM", or "llama.cpp pooled" for a backend without
+    measurements of its own) and their `decode_error_band` (that fit's held-out median
+    error); prefill has a figure only where calibrated. Reads the resolved `backend`
+    (efficiency_columns)."""
+    key = engines.fit_key(DECODE_FIT)
     pooled = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" not in k}
-    band = key.replace_strict({k: DECODE_HELD_OUT_ERROR[k] for k in own}, default=None,
-                              return_dtype=pl.Float64) \
-        .fill_null(pl.col("engine").replace_strict(
-            pooled, default=pooled[FALLBACK_ENGINE], return_dtype=pl.Float64))
+    own = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" in k}
+    band = pl.when(key.is_not_null()).then(
+        key.replace_strict(own, default=None, return_dtype=pl.Float64)).otherwise(
+        pl.col("engine").replace_strict(pooled, default=pooled[FALLBACK_ENGINE],
+                                        return_dtype=pl.Float64))
     none = pl.col("bandwidth_gb_s").is_null()
-    calibrated = key.is_in(own)
-    fit = pl.when(calibrated).then(pl.concat_str([pl.col("engine"), pl.col("backend")],
-                                                  separator=" ")) \
+    calibrated = key.is_not_null()
+    fit = pl.when(calibrated).then(key.str.replace_all("|", " ", literal=True)) \
         .otherwise(pl.concat_str([pl.col("engine").replace_strict(
             {e: e for e in pooled}, default=FALLBACK_ENGINE), pl.lit("pooled")], separator=" "))
     return [pl.when(none).then(pl.lit("none")).when(calibrated).then(pl.lit("calibrated"))

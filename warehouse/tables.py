@@ -113,7 +113,7 @@ GPUS = TableContract(
     keys=("gpu_id",),
     schema={"gpu_id": pl.String(), "name": pl.String(), "vendor": pl.String(),
             "memory_gib": pl.Float64(), "memory_gb_marketed": pl.Float64(),
-            "memory_gib_cuda": pl.Float64(),
+            "memory_gib_cuda": pl.Float64(), "memory_type": pl.String(),
             "bandwidth_gb_s": pl.Float64(),
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),

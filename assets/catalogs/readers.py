@@ -18,6 +18,7 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("memory_gib").cast(pl.Float64),
         pl.col("memory_gb_marketed").cast(pl.Float64),
         pl.col("memory_gib_cuda").cast(pl.Float64),  # as torch.cuda.mem_get_info reports it
+        pl.col("memory_type"),  # HBM3, GDDR6X, LPDDR5X... (empty where not published)
         pl.col("bandwidth_gb_s").cast(pl.Float64),
         pl.col("fp16_dense_tflops").cast(pl.Float64),
         pl.col("fp8_dense_tflops").cast(pl.Float64),

@@ -20,16 +20,17 @@ from assets.resources import (
     table_asset,
 )
 from assets.sizing.shards import code_fingerprint
-from sizing import speed
+from sizing import engines, speed
 from sizing.architecture import ModelArch, parse_config
 from sizing.calibration import fit
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
 from sizing.model_facts import format_row, model_row
 from warehouse import store
 
-# The measurements every constant was fitted on (decode), and those gathered after the
-# decode fit: their prefill rows are in the prefill fit, their decode rows never fitted.
-FITTED, LATER = "speed_measurements.csv", "speed_measurements_more.csv"
+# The gathered measurements, every comparable one fitted on (the first file was gathered
+# first; the second holds the later gatherings: long prompts, several GPUs, ROCm and
+# Vulkan MoE runs, HBM cards and Apple devices from further sources).
+MEASUREMENT_FILES = ("speed_measurements.csv", "speed_measurements_more.csv")
 
 # Base models -> the bundled config with identical tensor shapes (layers, widths, vocab).
 SAME_SHAPES = {
@@ -117,8 +118,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
     format_rows = pl.DataFrame([format_row(archs[k], f, gguf=e == "llama.cpp")
                                 | {"model": k, "fmt": f, "engine": e}
                                 for k, f, e in triples]).drop("model_id", "weight_format")
-    gpus = load_gpus().select("gpu_id", "vendor", "bandwidth_gb_s", "fp16_dense_tflops",
-                              "tdp_w", "interconnect")
+    gpus = load_gpus().select("gpu_id", "vendor", "memory_type", "bandwidth_gb_s",
+                              "fp16_dense_tflops", "tdp_w", "interconnect")
     # A decode test's running context is its prompt plus half its generated tokens.
     decode = pl.col("kind") == "decode"
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
@@ -152,13 +153,6 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             .drop_nulls("roofline_tok_s"))
 
 
-def fitted_rows(fitted: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
-    """What the constants are fitted on: every decode and prefill row of the fitted file,
-    and the prefill rows of the later one."""
-    return pl.concat([fitted, later.filter(pl.col("kind") == "prefill")],
-                     how="diagonal_relaxed")
-
-
 # Where a measurement comes from: its site and, on GitHub, its repository; and its device.
 SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
 DEVICE = pl.col("gpu_id")
@@ -166,8 +160,9 @@ DEVICE = pl.col("gpu_id")
 
 def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     """Each GPU's measurements (or each group's of `by`, such as SOURCE) predicted with the
-    constants fitted without that GPU (the engine and backend's own fit where the rest
-    still has one, else, for decode only, the engine's): decode as roofline time /
+    constants fitted without that GPU (the fit of the engine, backend and memory class,
+    or of the engine and backend, where the rest still has one, else, for decode only,
+    the engine's: sizing.engines.fit_key): decode as roofline time /
     efficiency (of the format's kind where the fit splits them) + layers x per-layer
     overhead, prefill as the roofline x the capped share of peak
     (sizing.speed.prefill_share)."""
@@ -176,14 +171,15 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
         data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
         for gpu in data.get_column("_left_out").unique().sort():
             constants = fit(data.filter(pl.col("_left_out") != gpu), kind)
-            for (engine, backend), held in data.filter(pl.col("_left_out") == gpu) \
-                    .group_by("engine", "backend", maintain_order=True):
+            held = data.filter(pl.col("_left_out") == gpu) \
+                .with_columns(engines.fit_key(constants).alias("_key"))
+            for (engine, key), group in held.group_by("engine", "_key", maintain_order=True):
                 # Prefill has a figure only from the backend's own fit (as in the estimate).
-                c = constants.get(f"{engine}|{backend}",
-                                  None if kind == "prefill" else constants.get(engine))
+                c = constants.get(key) if key is not None else (
+                    None if kind == "prefill" else constants.get(engine))
                 if c is None:
                     continue
-                parts.append(refit(held, kind, c))
+                parts.append(refit(group.drop("_key"), kind, c))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
     return pl.concat(parts, how="diagonal_relaxed").drop("_left_out").with_columns(
@@ -224,7 +220,7 @@ def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataF
 def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
                       known: set[str]) -> pl.DataFrame:
     """Every published measurement: the estimate's speed and error where it can be
-    reproduced (its model in `known`, sized by `arch`), whether its kind was fitted on it,
+    reproduced (its model in `known`, sized by `arch`), whether it was fitted on,
     its error with its GPU left out of the fit, and otherwise why it is not compared."""
     gpu_ids = gpu_alias_map(catalog_dir)
     raw = {f: measurements(pl.read_csv(catalog_dir / f, infer_schema_length=0)
@@ -235,16 +231,15 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
                                  & ~pl.col("model").is_in(list(known)))
                          .then(pl.lit("its config is not in the snapshot"))
                          .otherwise(pl.col("not_compared")).alias("not_compared"))
-           for f in (FITTED, LATER)}
-    compared = {f: predicted(m, arch) for f, m in raw.items()}
-    fitted = fitted_rows(compared[FITTED], compared[LATER])
-    held = held_out_errors(fitted).select("file", "row", "held_out_error")
-    rows = pl.concat([compared[FITTED], compared[LATER]], how="diagonal_relaxed") \
-        .join(held, on=["file", "row"], how="left")
+           for f in MEASUREMENT_FILES}
+    rows = pl.concat([predicted(m, arch) for m in raw.values()], how="diagonal_relaxed")
+    held = held_out_errors(rows).select("file", "row", "held_out_error")
+    rows = rows.join(held, on=["file", "row"], how="left")
     # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.
-    no_roofline = pl.concat([raw[f].filter(pl.col("not_compared").is_null())
-                             .join(compared[f].select("row"), on="row", how="anti")
-                             for f in raw], how="diagonal_relaxed").with_columns(
+    comparable = pl.concat([m.filter(pl.col("not_compared").is_null()) for m in raw.values()],
+                           how="diagonal_relaxed")
+    no_roofline = comparable.join(rows.select("file", "row"), on=["file", "row"],
+                                  how="anti").with_columns(
         not_compared=pl.when(pl.col("kind") == "prefill")
         .then(pl.lit("no published dense FP16 tensor throughput for the GPU"))
         .otherwise(pl.lit("no published memory bandwidth for the GPU")))
@@ -256,8 +251,7 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
         not_compared=pl.when(unfitted)
         .then(pl.format("no {} fit for {} on {}", "kind", "engine", "backend"))
         .otherwise(pl.col("not_compared"))).with_columns(
-        in_fit=pl.col("not_compared").is_null()
-        & ((pl.col("file") == FITTED) | (pl.col("kind") == "prefill")),
+        in_fit=pl.col("not_compared").is_null(),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
 
 
@@ -292,7 +286,7 @@ def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
     # when none changed, the current version stands and nothing is refitted.
     content = store.fingerprint_of(
         *(hashlib.sha256((Path(catalog.path) / f).read_bytes()).hexdigest()
-          for f in (FITTED, LATER)),
+          for f in MEASUREMENT_FILES),
         *(hashlib.sha256(p.read_bytes()).hexdigest() for p in configs.values()),
         store.frame_fingerprint(warehouse.read("gpus").drop("verified_at")), code_fingerprint())
     result = warehouse.unchanged(context, "speed_checks", content, CATALOGS_VERIFIED)
@@ -302,7 +296,7 @@ def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
         df = speed_check_frame(Path(catalog.path),
                                lambda m: parse_config(configs[m].read_bytes(), m), set(configs))
         result = warehouse.publish(context, "speed_checks", df, CATALOGS_VERIFIED,
-                                   f"data/catalogs/{FITTED},data/catalogs/{LATER}",
+                                   ",".join(f"data/catalogs/{f}" for f in MEASUREMENT_FILES),
                                    fingerprint=content)
     compared = df.filter(pl.col("error").is_not_null())
     off = compared.filter(pl.col("error").abs() > SPEED_TOLERANCE)

@@ -61,10 +61,11 @@ def code_fingerprint() -> str:
 
 
 # The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill; the
-# interconnect sets vLLM's all-reduce latency): a price update does not recompute the matrix.
+# interconnect sets vLLM's all-reduce latency; the memory type picks llama.cpp's HBM decode
+# fit): a price update does not recompute the matrix.
 GRID_GPU_COLUMNS = ("gpu_id", "n_gpus_options", "engines", "memory_gib", "memory_gib_cuda",
-                    "unified_memory",
-                    "vendor", "bandwidth_gb_s", "fp16_dense_tflops", "tdp_w", "interconnect")
+                    "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
+                    "fp16_dense_tflops", "tdp_w", "interconnect")
 # Provenance columns of `models` that no formula reads.
 _MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check", "license",
                      "license_source")

@@ -20,6 +20,9 @@ DEFAULT_FORMAT = {e: m.DEFAULT_FORMAT for e, m in MODULES.items()}
 DECODE_SPLIT_ENGINES = tuple(e for e, m in MODULES.items() if m.DECODE_WEIGHT_KINDS)
 DECODE_WEIGHT_KINDS = tuple(sorted({k for m in MODULES.values()
                                     for k in m.DECODE_WEIGHT_KINDS.values()}))
+# The memory classes whose devices an engine's decode is fitted on apart, per engine.
+DECODE_MEMORY_CLASSES = {e: m.DECODE_MEMORY_CLASSES for e, m in MODULES.items()}
+HBM = "HBM"
 
 
 def term(name: str, *args: pl.Expr) -> pl.Expr:
@@ -30,7 +33,8 @@ def term(name: str, *args: pl.Expr) -> pl.Expr:
 
 def fits(table: str) -> dict[str, dict]:
     """A speed-fit table of every engine, keyed "engine|backend" (an engine's own fit for
-    that backend) or "engine" (pooled over backends)."""
+    that backend), "engine|backend|class" (for that backend's devices of one memory class,
+    DECODE_MEMORY_CLASSES) or "engine" (pooled over backends)."""
     return {f"{e}|{b}" if b else e: fit for e, m in MODULES.items()
             for b, fit in getattr(m, table).items()}
 
@@ -39,3 +43,19 @@ def backend() -> pl.Expr:
     """The backend a row runs: the one asked for (`backend`), else the engine's default
     for the GPU's vendor."""
     return pl.col("backend").fill_null(term("default_backend"))
+
+
+def memory_class() -> pl.Expr:
+    """The device's memory class as the decode fits know it: "HBM" for stacked memory
+    (HBM2 to HBM3e, catalog column `memory_type`), null for the rest (GDDR, LPDDR)."""
+    return pl.when(pl.col("memory_type").str.starts_with(HBM)).then(pl.lit(HBM))
+
+
+def fit_key(table: dict[str, dict]) -> pl.Expr:
+    """The key of the fit in `table` (fits()) a row's figures come from: its engine,
+    backend and memory class where the engine fits that class apart, else its engine and
+    backend; null where the backend has no fit of its own (the pooled one applies)."""
+    own = pl.concat_str([pl.col("engine"), backend()], separator="|")
+    of_class = pl.concat_str([own, memory_class()], separator="|")
+    return pl.when(of_class.is_in(list(table))).then(of_class) \
+        .when(own.is_in(list(table))).then(own)

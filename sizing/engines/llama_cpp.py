@@ -84,11 +84,14 @@ BUILDS = {
 # One decode efficiency for every weight format (its quantized matrix-vector kernels are
 # the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
 DECODE_WEIGHT_KINDS: dict[str, str] = {}
-DECODE_FIT = {"CUDA": {"efficiency": 0.826, "layer_seconds": 68.7e-6},
-              "Metal": {"efficiency": 0.825, "layer_seconds": 185.9e-6},
-              "ROCm": {"efficiency": 0.826, "layer_seconds": 153.2e-6},
-              "Vulkan": {"efficiency": 0.893, "layer_seconds": 79.2e-6},
-              "": {"efficiency": 0.832, "layer_seconds": 89.3e-6}}
+# Its decode on HBM cards is fitted apart (sizing.engines.memory_class): see DECODE_FIT.
+DECODE_MEMORY_CLASSES = ("HBM",)
+DECODE_FIT = {"CUDA": {"efficiency": 0.859, "layer_seconds": 85.4e-6},
+              "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 133.2e-6},
+              "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
+              "ROCm": {"efficiency": 0.831, "layer_seconds": 158.9e-6},
+              "Vulkan": {"efficiency": 0.757, "layer_seconds": 61.8e-6},
+              "": {"efficiency": 0.846, "layer_seconds": 116.2e-6}}
 # Prefill is fitted with a power cap per kind of weights on 316 measurements, 249 of them
 # llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
 # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
@@ -100,8 +103,8 @@ PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
                     "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.083, "ROCm": 0.137, "Vulkan": 0.079, "Metal": 0.150,
-                         "": 0.101}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.055, "CUDA|HBM": 0.131, "ROCm": 0.126, "Vulkan": 0.056,
+                         "Metal": 0.155, "": 0.069}
 
 
 # Memory -----------------------------------------------------------------------------

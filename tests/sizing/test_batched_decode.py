@@ -76,8 +76,11 @@ def _kinds(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
 def test_aggregate_decode_against_llama_batched_bench(compared):
     """Printed with -s: every point, then the errors by GPU and kind. The bounds are
     regression guards set from what is measured, not targets. Measured:
-    - one sequence (B = 1): median 6 %, max 27 % (the batch-1 fits transfer: GB10 within
-      10 %; M2 Ultra within 27 %, too slow for the two dense models);
+    - one sequence (B = 1): median 9 %, max 35 % (the batch-1 fits transfer: GB10 within
+      10 %; the M2 Ultra's 2025 build is predicted too slow, by a median of 18 %: the
+      Metal fit holds XiongjieDai's 2024 build on three Macs, whose M1 Max reaches 0.39
+      to 0.46 of its bandwidth on Q4_K_M, so Metal's efficiency is 0.79 and its per-layer
+      overhead 218 us);
     - several sequences: the estimate is too fast, and more so the larger the batch,
       wherever the step stops being bound by the bytes it reads: on the GB10 each extra
       sequence of a dense model costs about 0.4 to 0.9 ms a step beyond its bytes (+3 %
@@ -103,8 +106,8 @@ def test_aggregate_decode_against_llama_batched_bench(compared):
     print("\n".join(lines))
     kinds = {k: _summary(v) for k, v in _kinds(compared).items()} | {
         "all": _summary(compared)}
-    assert kinds["one sequence (B = 1)"]["median"] < 0.08
-    assert kinds["one sequence (B = 1)"]["max"] < 0.30
+    assert kinds["one sequence (B = 1)"]["median"] < 0.10
+    assert kinds["one sequence (B = 1)"]["max"] < 0.40
     assert kinds["several sequences, dense models"]["median"] < 0.30
     assert kinds["all"]["median"] < 0.25 and kinds["all"]["p90"] < 1.05
     assert kinds["all"]["max"] < 2.2
