@@ -403,9 +403,11 @@ SPEED_CHECKS = TableContract(
             "model_repo": pl.String(),
             "model": pl.String(), "quant": pl.String(), "fmt": pl.String(),
             "test": pl.String(), "kind": pl.String(), "tokens": pl.Int64(),
-            "n_prompt": pl.Int64(), "batch": pl.Int64(), "flash_attn": pl.String(),
+            "n_prompt": pl.Int64(), "depth": pl.Int64(), "batch": pl.Int64(),
+            "flash_attn": pl.String(), "moe": pl.Boolean(), "speed_fit": pl.String(),
             "measured_tok_s": pl.Float64(), "predicted_tok_s": pl.Float64(),
-            "error": pl.Float64(), "held_out_error": pl.Float64(), "in_fit": pl.Boolean(),
+            "error": pl.Float64(), "held_out_error": pl.Float64(),
+            "held_out_by_source_error": pl.Float64(), "in_fit": pl.Boolean(),
             "not_compared": pl.String(), "source_url": pl.String(),
             "source_date": pl.String(), "quote": pl.String(), "notes": pl.String()}
     | VERIFIED_AT,

@@ -13,25 +13,33 @@ from warehouse import store
 WORSE_RATIO, WORSE_POINTS = 1.10, 0.005
 _WORSE_CHECK = "no_metric_got_worse"
 _KEYS = ["metric", "subset", "evaluation"]
+# The subsets speed errors are reported by: the fit a figure comes from (engine, backend
+# and memory class: sizing.calibration), the vendor, dense or MoE models, one GPU or more.
+SPEED_SUBSETS = (
+    pl.format("fit: {}", "speed_fit"),
+    pl.format("vendor: {}", "vendor"),
+    pl.format("model: {}", pl.when(pl.col("moe")).then(pl.lit("MoE")).otherwise(pl.lit("dense"))),
+    pl.format("GPUs: {}", pl.when(pl.col("n_gpus") > 1).then(pl.lit("several"))
+              .otherwise(pl.lit("one"))),
+)
 
 
 def _summary(errors: pl.LazyFrame, metric: str, evaluation: str,
-             subset: pl.Expr) -> pl.LazyFrame:
-    """n, median, p90 and max absolute relative error per subset, and over all rows."""
+             *subsets: pl.Expr) -> pl.LazyFrame:
+    """n, median, p90 and max absolute relative error per subset of each kind, and over
+    all rows."""
     e = errors.with_columns(pl.col("error").abs())
     stats = [pl.len().cast(pl.Int32).alias("n"),
              pl.col("error").median().alias("median_abs_error"),
              pl.col("error").quantile(0.9).alias("p90_abs_error"),
              pl.col("error").max().alias("max_abs_error")]
-    return pl.concat([e.group_by(subset.alias("subset")).agg(stats),
+    return pl.concat([*(e.group_by(subset.alias("subset")).agg(stats) for subset in subsets),
                       e.select(pl.lit("all").alias("subset"), *stats)]) \
         .with_columns(pl.lit(metric).alias("metric"), pl.lit(evaluation).alias("evaluation"))
 
 
 def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) -> pl.DataFrame:
     """Every metric x subset x evaluation with its error statistics."""
-    # Speed is fitted per engine and backend (sizing.calibration): its errors are too.
-    engine_backend = pl.concat_str(["engine", "backend"], separator="|")
     sizes = gguf.lazy().filter(pl.col("computed_bytes").is_not_null()
                                & pl.col("deviation").is_null()) \
         .select(pl.col("relative_diff").alias("error"), "quant")
@@ -47,15 +55,11 @@ def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) 
     ]
     for kind in ("decode", "prefill"):
         rows = checked.filter(pl.col("kind") == kind)
-        parts += [
-            _summary(rows.filter(pl.col("in_fit")).select("error", "engine", "backend"),
-                     kind, "in fit", engine_backend),
-            _summary(rows.filter(~pl.col("in_fit")).select("error", "engine", "backend"),
-                     kind, "never fitted", engine_backend),
-            _summary(rows.filter(pl.col("held_out_error").is_not_null())
-                     .select(pl.col("held_out_error").alias("error"), "engine", "backend"),
-                     kind, "held out by GPU", engine_backend),
-        ]
+        for evaluation, error in (("in fit", "error"), ("held out by GPU", "held_out_error"),
+                                  ("held out by source", "held_out_by_source_error")):
+            errors = rows.filter(pl.col(error).is_not_null()).with_columns(
+                pl.col(error).alias("error"))
+            parts.append(_summary(errors, kind, evaluation, *SPEED_SUBSETS))
     return pl.concat(parts).filter(pl.col("n") > 0).select(
         *_KEYS, "n", "median_abs_error", "p90_abs_error", "max_abs_error").collect()
 
@@ -75,7 +79,8 @@ def worse_than(current: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
     deps=["gguf_published_sizes", "vllm_startup_checks", "speed_checks"],
     description="The error of the published figures against published measurements: weight "
                 "bytes (GGUF files), vLLM's KV pool and tokens (start-up logs), decode and "
-                "prefill (benchmarks), per subset, in the fit, never fitted and held out by GPU.")
+                "prefill (benchmarks), per subset, in the fit and held out by GPU and by "
+                "source.")
 def accuracy(context: dg.AssetExecutionContext,
              warehouse: WarehouseResource) -> dg.MaterializeResult:
     try:

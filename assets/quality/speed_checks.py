@@ -76,7 +76,9 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     """Each measurement with what it is (decode or prefill, tokens, batch) and the catalog
     GPU, bundled model and weight format it maps to; `not_compared` says why a row cannot
     be reproduced (null: it can)."""
-    test = pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 1)
+    # llama-bench's tests: ppN / tgN, or "tgN @ dD" after D tokens already in the cache.
+    pattern = r"^(pp|tg)(\d+)(?: @ d(\d+))?$"
+    test = pl.col("test").str.extract(pattern, 1)
     llama = pl.col("engine") == "llama.cpp"
     m = raw.with_columns(
         # The build, as the fits key it: "ROCm (HIP)" and "ROCm,RPC" (RPC compiled in, one
@@ -84,7 +86,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         backend_printed=pl.col("backend"),
         backend=pl.col("backend").str.extract(r"^(CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)", 1),
         kind=test.replace_strict({"pp": "prefill", "tg": "decode"}, default=None),
-        tokens=pl.col("test").str.extract(r"^(pp|tg)(\d+)$", 2).cast(pl.Int64),
+        tokens=pl.col("test").str.extract(pattern, 2).cast(pl.Int64),
+        depth=pl.col("test").str.extract(pattern, 3).cast(pl.Int64).fill_null(0),
         gpu_id=pl.col("gpu").replace_strict(gpu_ids, default=None),
         model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
         fmt=pl.when(llama).then(pl.col("quant").replace_strict(QUANTS, default=None))
@@ -97,6 +100,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
               .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
               .then(pl.lit("marked anomalous by its source or gatherer"))
               .when(pl.col("kind").is_null()).then(pl.lit("not a pp/tg test"))
+              .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
+              .then(pl.lit("prefill after a filled cache (depth): not sized"))
               .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not in the catalog"))
               .when(pl.col("model").is_null()).then(pl.lit("no config of the same shapes"))
               .when(pl.col("fmt").is_null()).then(pl.lit("weight format not sized"))
@@ -120,7 +125,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
                                 for k, f, e in triples]).drop("model_id", "weight_format")
     gpus = load_gpus().select("gpu_id", "vendor", "memory_type", "bandwidth_gb_s",
                               "fp16_dense_tflops", "tdp_w", "interconnect")
-    # A decode test's running context is its prompt plus half its generated tokens.
+    # A decode test's running context is its prompt and depth plus half its generated tokens.
     decode = pl.col("kind") == "decode"
     frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
              .join(gpus, on="gpu_id")
@@ -132,7 +137,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
                            mmproj_gpu_bytes=pl.lit(0.0), mtp_gpu_bytes=pl.lit(0.0),
                            max_num_batched_tokens=pl.lit(2048),
                            host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
-                           context=pl.when(decode).then(pl.col("n_prompt")
+                           context=pl.when(decode).then(pl.col("n_prompt") + pl.col("depth")
                                                         + pl.col("tokens") // 2)
                            .otherwise(pl.col("tokens")),
                            prompt_tokens=pl.col("tokens")))
@@ -148,6 +153,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             .with_columns(speed.decode_configuration_columns())
             .with_columns(speed_of.alias("roofline_tok_s"))
             .with_columns(speed.efficiency_columns())
+            .with_columns(speed.speed_basis_columns())
             .with_columns(speed.decode_configuration_columns())
             .with_columns(speed_of.alias("predicted_tok_s"))
             .drop_nulls("roofline_tok_s"))
@@ -220,8 +226,9 @@ def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataF
 def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
                       known: set[str]) -> pl.DataFrame:
     """Every published measurement: the estimate's speed and error where it can be
-    reproduced (its model in `known`, sized by `arch`), whether it was fitted on,
-    its error with its GPU left out of the fit, and otherwise why it is not compared."""
+    reproduced (its model in `known`, sized by `arch`), the fit it comes from, whether it
+    was fitted on, its error with its GPU left out of the fit and with its source left out,
+    and otherwise why it is not compared."""
     gpu_ids = gpu_alias_map(catalog_dir)
     raw = {f: measurements(pl.read_csv(catalog_dir / f, infer_schema_length=0)
                            .with_row_index("row", offset=1)
@@ -234,7 +241,11 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
            for f in MEASUREMENT_FILES}
     rows = pl.concat([predicted(m, arch) for m in raw.values()], how="diagonal_relaxed")
     held = held_out_errors(rows).select("file", "row", "held_out_error")
-    rows = rows.join(held, on=["file", "row"], how="left")
+    by_source = held_out_errors(rows, SOURCE).select(
+        "file", "row", held_out_by_source_error="held_out_error")
+    rows = rows.join(held, on=["file", "row"], how="left") \
+        .join(by_source, on=["file", "row"], how="left") \
+        .with_columns(moe=pl.col("n_experts") > 0)
     # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.
     comparable = pl.concat([m.filter(pl.col("not_compared").is_null()) for m in raw.values()],
                            how="diagonal_relaxed")
@@ -276,8 +287,8 @@ def _worst(off: pl.DataFrame, n: int = 5) -> list[str]:
     description="Every published decode and prefill measurement (llama-bench, vLLM "
                 "benchmarks; data/catalogs/speed_measurements*.csv with the source and the "
                 "verbatim line) beside the estimate for the same model, format, GPU and "
-                "test: its error, whether it was fitted on, and its error with its GPU "
-                "left out of the fit.")
+                "test: its error, the fit it comes from, whether it was fitted on, and its "
+                "error with its GPU, and with its source, left out of the fit.")
 def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
                  snapshot: SnapshotResource,
                  warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -75,36 +75,40 @@ BUILDS = {
     "Vulkan": "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)",
 }
 
-# Speed fits (sizing.calibration on data/catalogs/speed_measurements.csv), per backend; ""
+# Speed fits (sizing.calibration on data/catalogs/speed_measurements*.csv), per backend; ""
 # is the engine's fit pooled over backends, which a backend without a fit of its own
-# (SYCL, MUSA: no measurement) is transferred. Decode on 101 runs: CUDA 65 on 16 GPUs, ROCm
-# 17 on 4, Metal 12 on 3, Vulkan 7 on 3 (RTX 3090, Radeon PRO W7900, Strix Halo). The
-# per-layer overhead is the backend's: ROCm pays 2.2x CUDA's, Metal 2.7x, Vulkan 1.2x (on
-# AMD cards Vulkan decodes faster than ROCm where layers dominate: small models).
+# (SYCL, MUSA: no measurement) is transferred. Decode on 524 runs (2023-2026 builds): CUDA
+# 366 on 16 GPUs, ROCm 60 on 4, Metal 52 on 3, Vulkan 46 on 3 (RTX 3090, Radeon PRO W7900,
+# Strix Halo), 30 of the ROCm and Vulkan ones at 32K and 64K tokens of context. The
+# per-layer overhead is the backend's: ROCm pays 1.7x CUDA's, Metal 2.6x.
 # One decode efficiency for every weight format (its quantized matrix-vector kernels are
 # the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
 DECODE_WEIGHT_KINDS: dict[str, str] = {}
-# Its decode on HBM cards is fitted apart (sizing.engines.memory_class): see DECODE_FIT.
+# Its CUDA decode on HBM cards has a fit of its own (sizing.engines.memory_class): on the
+# A100 PCIe, A100 SXM4 and H100 PCIe it reaches 0.38 to 0.52 of the bandwidth where GDDR
+# cards on the same build reach 0.6 to 0.87 (XiongjieDai/GPU-Benchmarks-on-LLM-Inference,
+# build 2824; ggerganov's A100 80GB PCIe and RTX 4090 runs in llama.cpp PRs #6017 and
+# #4766): 83 runs, efficiency 0.62 and 131 us a layer against 0.86 and 85 us.
 DECODE_MEMORY_CLASSES = ("HBM",)
-DECODE_FIT = {"CUDA": {"efficiency": 0.859, "layer_seconds": 85.4e-6},
-              "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 133.2e-6},
+DECODE_FIT = {"CUDA": {"efficiency": 0.860, "layer_seconds": 85.2e-6},
+              "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 130.6e-6},
               "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
-              "ROCm": {"efficiency": 0.831, "layer_seconds": 158.9e-6},
-              "Vulkan": {"efficiency": 0.757, "layer_seconds": 61.8e-6},
-              "": {"efficiency": 0.846, "layer_seconds": 116.2e-6}}
-# Prefill is fitted with a power cap per kind of weights on 316 measurements, 249 of them
-# llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
+              "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
+              "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
+              "": {"efficiency": 0.844, "layer_seconds": 114.3e-6}}
+# Prefill is fitted with a power cap per kind of weights on 321 measurements (315 CUDA),
+# most of them llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
 # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
 # FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
 # TFLOPS per watt of its TDP.
 PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
                         "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
-               "": {"efficiency": 0.35, "efficiency_quantized": 0.255,
-                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.28}}
+               "": {"efficiency": 0.35, "efficiency_quantized": 0.27,
+                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.27}}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.055, "CUDA|HBM": 0.131, "ROCm": 0.126, "Vulkan": 0.056,
-                         "Metal": 0.155, "": 0.069}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.056, "CUDA|HBM": 0.129, "ROCm": 0.186, "Vulkan": 0.093,
+                         "Metal": 0.155, "": 0.076}
 
 
 # Memory -----------------------------------------------------------------------------

@@ -446,7 +446,11 @@ def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root
     report = store.read("accuracy", base=base)
     metrics = set(report.get_column("metric"))
     assert {"weights_bytes", "vllm_kv_pool", "decode", "prefill"} <= metrics
-    assert {"in fit", "held out by GPU", "never fitted"} <= set(report.get_column("evaluation"))
+    assert {"in fit", "held out by GPU", "held out by source"} \
+        <= set(report.get_column("evaluation"))
+    decode = report.filter(pl.col("metric") == "decode", pl.col("evaluation") == "held out by GPU")
+    assert {"all", "fit: llama.cpp CUDA HBM", "vendor: AMD", "model: MoE", "GPUs: several"} \
+        <= set(decode.get_column("subset"))
     checks = store.read("speed_checks", base=base)
     worse = checks.with_columns(pl.col("error") * 3, pl.col("held_out_error") * 3)
     store.publish("speed_checks", worse, verified_at=dt.date(2026, 12, 1), commit_info={},
