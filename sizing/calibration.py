@@ -30,6 +30,9 @@ from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.
 MIN_ROWS = 5
+# A 2 x 2 system whose determinant is this small a share of its diagonal's product is
+# singular (its runs do not tell efficiency and overhead apart).
+SINGULAR = 1e-9
 # A memory class gets its own decode constants from runs on this many devices.
 MIN_CLASS_DEVICES = 2
 # The largest share of the bandwidth a decode efficiency can be.
@@ -39,7 +42,9 @@ MAX_SHARE = 1.0
 def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     # Minimise sum(((a x + b y) / t - 1)^2) with x the roofline time, y the layer count
     # and t the measured time: normal equations of the 2 x 2 system in u = x/t, v = y/t.
-    # An overhead cannot be negative: where the optimum has b < 0, b = 0 and a alone.
+    # An overhead cannot be negative: where the optimum has b < 0, b = 0 and a alone; the
+    # same where the runs cannot tell the two apart (one model on one device: u and v
+    # proportional, the system singular).
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
     sums = rows.group_by(by).agg(
@@ -47,7 +52,7 @@ def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     det = pl.col("uu") * pl.col("vv") - pl.col("uv") ** 2
     a = (pl.col("su") * pl.col("vv") - pl.col("sv") * pl.col("uv")) / det
     b = (pl.col("uu") * pl.col("sv") - pl.col("uv") * pl.col("su")) / det
-    negative = b < 0
+    negative = (b < 0) | (det <= SINGULAR * pl.col("uu") * pl.col("vv"))
     return sums.with_columns(
         efficiency=pl.when(negative).then(pl.col("uu") / pl.col("su")).otherwise(1 / a),
         layer_seconds=pl.when(negative).then(0.0).otherwise(b)).select(
