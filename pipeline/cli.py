@@ -226,7 +226,8 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                          mmproj=args.mmproj.upper() if getattr(args, "mmproj", None) else None,
                          mtp=bool(getattr(args, "mtp", False)),
                          host_bandwidth_gb_s=args.host_bandwidth_gb_s,
-                         rope_scaling=args.rope_scaling, vllm=vllm, backend=backend)
+                         rope_scaling=args.rope_scaling, vllm=vllm, backend=backend,
+                         split_mode=getattr(args, "split_mode", None))
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
         validate(m, conf, device)
@@ -600,6 +601,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--backend", help="the engine's backend, any case (llama.cpp: CUDA, ROCm, "
                                      "Vulkan, Metal, SYCL, MUSA; default: the GPU vendor's "
                                      "own, Vulkan for others)")
+    e.add_argument("--split-mode", choices=("layer", "row"),
+                   help="llama.cpp's split over several GPUs (default: layer, whole layers "
+                        "per GPU one after another; row: every matrix split across them)")
     e.add_argument("--rope-scaling", choices=("yarn", "dynamic", "linear", "llama3", "longrope"),
                    help="RoPE scaling as the model card documents it, for contexts past the "
                         "config's maximum (Qwen2.5, Qwen3: yarn)")

@@ -16,8 +16,12 @@ the same card) where a backend has at least MIN_ROWS measurements, and pooled ov
 engine's rows as its default.
 
 `rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
-`measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap and no
-overhead), `n_layers`, `gpu_id`, `weight_format`, `tdp_w` and `fp16_dense_tflops`.
+`measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap, no
+overhead and no synchronisation), `sync_seconds` (the GPUs' synchronisation per step:
+vLLM's all-reduces, llama.cpp's row-split gathers), `n_layers`, `n_gpus`, `split_mode`,
+`gpu_id`, `weight_format`, `memory_type`, `tdp_w` and `fp16_dense_tflops`. The decode fit
+takes the synchronisation off each measured step; the row split's own is fitted apart
+(row_split_sync_seconds).
 """
 
 from __future__ import annotations
@@ -158,6 +162,9 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     decode per engine, backend and, where it is fitted apart (_fit_class), memory class;
     prefill per engine and backend; each engine pooled."""
     data = rows.filter(pl.col("kind") == kind)
+    if kind == "decode":
+        data = data.filter(~row_split_runs()).with_columns(
+            measured_tok_s=1 / (1 / pl.col("measured_tok_s") - pl.col("sync_seconds")))
     if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
         return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
@@ -172,6 +179,30 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
     return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
             for r in both.iter_rows(named=True)}
+
+
+def row_split_runs() -> pl.Expr:
+    """llama.cpp's row-split runs on several GPUs (fitted apart: row_split_sync_seconds)."""
+    return engines.term("row_split")
+
+
+def row_split_sync_seconds(rows: pl.DataFrame) -> float | None:
+    """llama.cpp's row-split synchronisation per layer and extra GPU
+    (llama_cpp.ROW_SPLIT_SYNC_SECONDS): the 1-term least squares on the relative error of
+    its decode runs, each step's other terms (t0) from the fit of the layer-split runs:
+    s = sum(c / t (1 - t0 / t)) / sum((c / t)^2), c = layers x (GPUs - 1); None without
+    runs."""
+    constants = fit(rows, "decode")
+    runs = rows.filter(pl.col("kind") == "decode", row_split_runs()) \
+        .with_columns(engines.fit_key(constants).alias("_key"))
+    if runs.is_empty():
+        return None
+    share = pl.col("roofline_tok_s") * pl.col("efficiency")
+    t0 = 1 / share + pl.col("n_layers") * pl.col("layer_seconds")
+    c = pl.col("n_layers") * (pl.col("n_gpus") - 1) * pl.col("measured_tok_s")
+    fitted = pl.DataFrame([{"_key": k, **constants[k]} for k in runs["_key"].unique()])
+    return runs.join(fitted.select("_key", "efficiency", "layer_seconds"), on="_key").select(
+        (c * (1 - t0 * pl.col("measured_tok_s"))).sum() / (c * c).sum()).item()
 
 
 def median_abs_relative_error(measured: pl.Series, predicted: pl.Series) -> float:

@@ -81,6 +81,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # The engine's backend (llama.cpp: CUDA, ROCm, Vulkan, Metal, SYCL, MUSA; null: the
     # default for the GPU's vendor, resolved by sizing.speed.efficiency_columns).
     "backend": pl.String(),
+    # llama.cpp's --split-mode across several GPUs (sizing.engines.llama_cpp.SPLIT_MODES;
+    # null: its default, layer).
+    "split_mode": pl.String(),
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,

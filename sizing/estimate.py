@@ -102,6 +102,8 @@ class Configuration:
     mtp: bool = False
     # The engine's backend (sizing.engines.<engine>.BACKENDS; None: the vendor's default).
     backend: str | None = None
+    # llama.cpp's --split-mode over several GPUs (llama_cpp.SPLIT_MODES; None: layer).
+    split_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,12 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
     if targets is not None and d is not None and d.vendor and d.vendor not in targets:
         raise InvalidConfiguration(f"{c.engine}'s {c.backend} backend runs on "
                                    f"{', '.join(targets)} GPUs, not {d.vendor}'s")
+    if c.split_mode is not None and c.engine != LLAMA_CPP:
+        raise InvalidConfiguration("--split-mode is llama.cpp's option; vLLM splits every "
+                                   "layer by tensor parallelism")
+    if c.split_mode is not None and c.split_mode not in llama_cpp.SPLIT_MODES:
+        raise InvalidConfiguration(f"unknown split mode {c.split_mode!r}; known: "
+                                   f"{', '.join(llama_cpp.SPLIT_MODES)}")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
     reasons = refusals(_rule_row(m, c, d))
@@ -240,7 +248,8 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "n_gpus": c.n_gpus, "offload_frac": c.offload_frac, "prompt_tokens": c.prompt_tokens,
         "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
         **{k: extra.get(k, 0.0) for k in EXTRA_GPU_BYTES},
-        "rope_scaling": c.rope_scaling, "backend": c.backend, **settings_row(c.vllm),
+        "rope_scaling": c.rope_scaling, "backend": c.backend, "split_mode": c.split_mode,
+        **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s, "gpu_id": d.name,
         "gpu_memory_gib": d.memory_gib, "gpu_memory_cuda_gib": d.memory_cuda_gib,
         "unified_memory": d.unified_memory,
@@ -407,6 +416,9 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out["prefill_tok_s_reason"] = (
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
+            else "prefill with llama.cpp's row split is not sized (one public rig: it "
+            "prefilled 4 to 6x slower than the layer split)" if c.split_mode == llama_cpp.ROW
+            and c.n_gpus > 1
             else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
     if id(m) not in finetune:
         finetune[id(m)] = finetune_memory(m)
@@ -416,7 +428,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
     out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
     out["launch_llama_cpp"] = (llama_cpp.server_command(
         repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
-        c.offload_frac) if c.engine == LLAMA_CPP else None)
+        c.offload_frac, c.split_mode) if c.engine == LLAMA_CPP else None)
     if out["launch_llama_cpp"] and c.draft_model is not None:
         out["launch_llama_cpp"] += f" \\\n  --model-draft <{c.draft_model.name} GGUF> -ngld 999"
     if out["launch_llama_cpp"] and c.mmproj is not None:

@@ -105,7 +105,8 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
                           pl.lit(0.0).alias("draft_gpu_bytes"),
                           pl.lit(0.0).alias("mmproj_gpu_bytes"),
                           pl.lit(0.0).alias("mtp_gpu_bytes"),
-                          pl.lit(None, pl.String).alias("backend"), *settings_literals())
+                          pl.lit(None, pl.String).alias("backend"),
+                          pl.lit(None, pl.String).alias("split_mode"), *settings_literals())
             .with_columns(configuration_inputs())
             .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 

@@ -63,6 +63,7 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         pl.lit(prompt_tokens).alias("prompt_tokens"),
         pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
         pl.lit(None, pl.String).alias("rope_scaling"), pl.lit(None, pl.String).alias("backend"),
+        pl.lit(None, pl.String).alias("split_mode"),
         *settings_literals())
     ).filter(tensor_parallel_possible())
 

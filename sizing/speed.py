@@ -22,6 +22,7 @@ from sizing import engines
 from sizing.architecture import HCA_RATIO
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S as DEFAULT_HOST_BANDWIDTH_GB_S
 from sizing.columns import col
+from sizing.engines import llama_cpp
 from sizing.memory import (
     engine_weights_bytes,
     kv_cache_bytes,
@@ -166,12 +167,15 @@ def decode_share() -> pl.Expr:
 def decode_configuration_columns() -> list[pl.Expr]:
     """What a decode step takes from its configuration alone (engine, format, GPU and
     count), evaluated once per configuration before the rows multiply it: the share of
-    the bandwidth (decode_share), how many GPUs read at once (llama.cpp runs its layer split
-    one GPU after another; vLLM's tensor parallelism reads every layer on every GPU at
-    once), the all-reduces' seconds per step, and the share of the tensor peak (as
+    the bandwidth (decode_share), how many GPUs read the weights and the cache at once
+    (llama.cpp runs its layer split one GPU after another, its row split reads each matrix
+    on every GPU but the cache on the main one; vLLM's tensor parallelism reads every layer
+    and its cache on every GPU at once), the seconds per step its GPUs synchronise (vLLM's
+    all-reduces, the row split's gathers), and the share of the tensor peak (as
     prefill's)."""
     return [decode_share().alias("decode_bandwidth_share"),
             engines.term("decode_parallelism").alias("decode_parallelism"),
+            engines.term("decode_kv_parallelism").alias("decode_kv_parallelism"),
             engines.term("decode_comm_seconds").alias("decode_comm_seconds"),
             prefill_share().alias("decode_compute_share")]
 
@@ -179,9 +183,10 @@ def decode_configuration_columns() -> list[pl.Expr]:
 def speed_basis_columns() -> list[pl.Expr]:
     """`speed_basis` of the decode figures, `speed_fit` (the fit they come from, e.g.
     "llama.cpp ROCm", "llama.cpp CUDA HBM", or "llama.cpp pooled" for a backend without
-    measurements of its own) and their `decode_error_band` (that fit's held-out median
-    error); prefill has a figure only where calibrated. Reads the resolved `backend`
-    (efficiency_columns)."""
+    measurements of its own; llama.cpp's row split adds the one rig its synchronisation
+    was measured on, and is transferred) and their `decode_error_band` (that fit's
+    held-out median error); prefill has a figure only where calibrated. Reads the
+    resolved `backend` (efficiency_columns)."""
     key = engines.fit_key(DECODE_FIT)
     pooled = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" not in k}
     own = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" in k}
@@ -191,11 +196,14 @@ def speed_basis_columns() -> list[pl.Expr]:
                                         return_dtype=pl.Float64))
     none = pl.col("bandwidth_gb_s").is_null()
     calibrated = key.is_not_null()
+    row = engines.term("row_split")
     fit = pl.when(calibrated).then(key.str.replace_all("|", " ", literal=True)) \
         .otherwise(pl.concat_str([pl.col("engine").replace_strict(
             {e: e for e in pooled}, default=FALLBACK_ENGINE), pl.lit("pooled")], separator=" "))
-    return [pl.when(none).then(pl.lit("none")).when(calibrated).then(pl.lit("calibrated"))
-            .otherwise(pl.lit("transferred")).alias("speed_basis"),
+    fit = pl.when(row).then(pl.concat_str(
+        [fit, pl.lit(f" + row split from {llama_cpp.ROW_SPLIT_RIG}")])).otherwise(fit)
+    return [pl.when(none).then(pl.lit("none")).when(calibrated & ~row)
+            .then(pl.lit("calibrated")).otherwise(pl.lit("transferred")).alias("speed_basis"),
             pl.when(none).then(None).otherwise(fit).alias("speed_fit"),
             pl.when(none).then(None).otherwise(band).alias("decode_error_band")]
 
@@ -207,12 +215,14 @@ def decode_step_seconds() -> pl.Expr:
     # Experts kept in host memory (sizing.offload) are read there, by the CPU.
     host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
     kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
-    device_bytes = (weights - host_experts) * (1 - col("offload_frac")) + kv * (1 - kv_off)
+    device_weights = (weights - host_experts) * (1 - col("offload_frac"))
     host_bytes = (weights - host_experts) * col("offload_frac") + kv * kv_off + host_experts
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * col("decode_bandwidth_share")
     parallel = col("decode_parallelism")
-    t_mem = device_bytes / (bw * parallel) + host_bytes / (col("host_bandwidth_gb_s") * _GB)
+    t_mem = device_weights / (bw * parallel) \
+        + kv * (1 - kv_off) / (bw * col("decode_kv_parallelism")) \
+        + host_bytes / (col("host_bandwidth_gb_s") * _GB)
     flops = 2 * col("params_active") * col("batch")
     t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel
                          * col("decode_compute_share"))

@@ -20,7 +20,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.sizing.shards import code_fingerprint
-from sizing import engines, speed
+from sizing import calibration, engines, speed
 from sizing.architecture import ModelArch, parse_config
 from sizing.calibration import fit
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
@@ -95,13 +95,18 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64, strict=False),
         n_gpus=pl.col("gpu_count").cast(pl.Int64, strict=False),
         n_prompt=pl.col("n_prompt").cast(pl.Int64, strict=False),
-        batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64))
+        batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64),
+        # llama.cpp's --split-mode of a multi-GPU run (a later column: null, the default).
+        split_mode=pl.col("split_mode") if "split_mode" in raw.columns
+        else pl.lit(None, pl.String))
     reason = (pl.when(~pl.col("engine").is_in(["llama.cpp", "vllm"])).then(pl.lit("engine"))
               .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
               .then(pl.lit("marked anomalous by its source or gatherer"))
               .when(pl.col("kind").is_null()).then(pl.lit("not a pp/tg test"))
               .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
               .then(pl.lit("prefill after a filled cache (depth): not sized"))
+              .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == "row"))
+              .then(pl.lit("prefill with the row split: not sized"))
               .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not in the catalog"))
               .when(pl.col("model").is_null()).then(pl.lit("no config of the same shapes"))
               .when(pl.col("fmt").is_null()).then(pl.lit("weight format not sized"))
@@ -151,6 +156,9 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             "prefill_tflops_per_watt_quantized": None}
     return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
             .with_columns(speed.decode_configuration_columns())
+            # The roofline without the GPUs' synchronisation, which is not shared out by
+            # the efficiency (its seconds are `sync_seconds`).
+            .with_columns(sync_seconds=pl.col("decode_comm_seconds"), decode_comm_seconds=0.0)
             .with_columns(speed_of.alias("roofline_tok_s"))
             .with_columns(speed.efficiency_columns())
             .with_columns(speed.speed_basis_columns())
@@ -173,6 +181,9 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     overhead, prefill as the roofline x the capped share of peak
     (sizing.speed.prefill_share)."""
     parts = []
+    # The row split's synchronisation is fitted on its own runs, all on one rig: none of
+    # them can be held out.
+    rows = rows.filter(~calibration.row_split_runs())
     for kind in ("decode", "prefill"):
         data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
         for gpu in data.get_column("_left_out").unique().sort():
@@ -200,11 +211,12 @@ def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
 
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
     """The speed with the constants `c`: decode as the calibration models it (its share of
-    the bandwidth sizing.speed.decode_share's), prefill as the roofline times
-    sizing.speed.prefill_share, each with those constants as its inputs."""
+    the bandwidth sizing.speed.decode_share's, then the GPUs' synchronisation), prefill as
+    the roofline times sizing.speed.prefill_share, each with those constants as its
+    inputs."""
     if kind == "decode":
         return 1 / (1 / (pl.col("roofline_tok_s") * speed.decode_share())
-                    + pl.col("n_layers") * c["layer_seconds"])
+                    + pl.col("n_layers") * c["layer_seconds"] + pl.col("sync_seconds"))
     return pl.col("roofline_tok_s") * speed.prefill_share()
 
 

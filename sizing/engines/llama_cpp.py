@@ -66,6 +66,19 @@ BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 # "GPU"; None: any vendor's).
 BACKEND_VENDORS = {"CUDA": ("NVIDIA",), "ROCm": ("AMD",), "Metal": ("Apple",),
                    "SYCL": ("Intel",), "MUSA": ("Moore Threads",), "Vulkan": None}
+# --split-mode over several GPUs: `layer` (the default) gives each GPU whole layers,
+# which run one after another; `row` splits every weight matrix of the layers by rows
+# across the GPUs and gathers each product on the main GPU, which holds the cache and
+# runs attention (llama.cpp's README, "--split-mode").
+LAYER, ROW = "layer", "row"
+SPLIT_MODES = (LAYER, ROW)
+# The row split's gathers cost 157 us per layer and extra GPU (sizing.calibration.
+# row_split_sync_seconds): fitted on the one public rig with row- and layer-split runs of
+# the same build, 4x RTX 4090 over PCIe decoding Llama 3 70B Q4_K_M at 0, 32K and 64K
+# tokens of context (llama.cpp PR #19378); the extra time is the same at every context
+# (the cache is read once either way). Its figures say they are transferred from that rig.
+ROW_SPLIT_SYNC_SECONDS = 156.6e-6
+ROW_SPLIT_RIG = "4x RTX 4090, PCIe"
 BUILDS = {
     "CUDA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
     "ROCm": "ROCm build (ghcr.io/ggml-org/llama.cpp:server-rocm)",
@@ -77,10 +90,10 @@ BUILDS = {
 
 # Speed fits (sizing.calibration on data/catalogs/speed_measurements*.csv), per backend; ""
 # is the engine's fit pooled over backends, which a backend without a fit of its own
-# (SYCL, MUSA: no measurement) is transferred. Decode on 524 runs (2023-2026 builds): CUDA
-# 366 on 16 GPUs, ROCm 60 on 4, Metal 52 on 3, Vulkan 46 on 3 (RTX 3090, Radeon PRO W7900,
-# Strix Halo), 30 of the ROCm and Vulkan ones at 32K and 64K tokens of context. The
-# per-layer overhead is the backend's: ROCm pays 1.7x CUDA's, Metal 2.6x.
+# (SYCL, MUSA: no measurement) is transferred. Decode on 527 layer-split runs (2023-2026
+# builds): CUDA 369 on 16 GPUs, ROCm 60 on 4, Metal 52 on 3, Vulkan 46 on 3 (RTX 3090,
+# Radeon PRO W7900, Strix Halo), 30 of the ROCm and Vulkan ones at 32K and 64K tokens of
+# context. The per-layer overhead is the backend's: ROCm pays 1.7x CUDA's, Metal 2.5x.
 # One decode efficiency for every weight format (its quantized matrix-vector kernels are
 # the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
 DECODE_WEIGHT_KINDS: dict[str, str] = {}
@@ -90,12 +103,12 @@ DECODE_WEIGHT_KINDS: dict[str, str] = {}
 # build 2824; ggerganov's A100 80GB PCIe and RTX 4090 runs in llama.cpp PRs #6017 and
 # #4766): 83 runs, efficiency 0.62 and 131 us a layer against 0.86 and 85 us.
 DECODE_MEMORY_CLASSES = ("HBM",)
-DECODE_FIT = {"CUDA": {"efficiency": 0.860, "layer_seconds": 85.2e-6},
+DECODE_FIT = {"CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
               "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 130.6e-6},
               "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
               "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
               "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
-              "": {"efficiency": 0.844, "layer_seconds": 114.3e-6}}
+              "": {"efficiency": 0.846, "layer_seconds": 114.7e-6}}
 # Prefill is fitted with a power cap per kind of weights on 321 measurements (315 CUDA),
 # most of them llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
 # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
@@ -108,7 +121,7 @@ PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
 DECODE_HELD_OUT_ERROR = {"CUDA": 0.056, "CUDA|HBM": 0.129, "ROCm": 0.186, "Vulkan": 0.093,
-                         "Metal": 0.155, "": 0.076}
+                         "Metal": 0.155, "": 0.077}
 
 
 # Memory -----------------------------------------------------------------------------
@@ -234,13 +247,28 @@ def kernel_basis() -> pl.Expr:
 
 # Speed ------------------------------------------------------------------------------
 
+def row_split() -> pl.Expr:
+    """Whether the row's GPUs split each weight matrix by rows (`-sm row`, SPLIT_MODES)."""
+    return ((pl.col("split_mode") == ROW) & (col("n_gpus") > 1)).fill_null(False)
+
+
 def decode_parallelism() -> pl.Expr:
-    """Layers run one GPU after another: several GPUs decode no faster than one."""
+    """The layer split runs layers one GPU after another: several GPUs decode no faster
+    than one. The row split reads every weight matrix on every GPU at once."""
+    return pl.when(row_split()).then(col("n_gpus").cast(pl.Float64)).otherwise(1.0)
+
+
+def decode_kv_parallelism() -> pl.Expr:
+    """The cache is read one GPU after another (layer split) or on the main GPU, which
+    runs attention (row split): never faster than on one GPU."""
     return pl.lit(1.0)
 
 
 def decode_comm_seconds() -> pl.Expr:
-    return pl.lit(0.0)
+    """The row split gathers every split matrix product on the main GPU: a
+    synchronisation per layer and extra GPU (ROW_SPLIT_SYNC_SECONDS)."""
+    return pl.when(row_split()).then(
+        col("n_layers") * (col("n_gpus") - 1) * ROW_SPLIT_SYNC_SECONDS).otherwise(0.0)
 
 
 def default_backend() -> pl.Expr:
@@ -263,10 +291,11 @@ def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     """The micro-batches of one batch run through the GPUs as a pipeline
     (ggml-org/llama.cpp PR #6017): n GPUs work on m = ceil(min(p, n_batch) / n_ubatch)
     micro-batches at once, with the pipeline's fill and drain, n m / (m + n - 1) (one GPU:
-    1; a 512-token prompt: 1)."""
+    1; a 512-token prompt: 1). The row split's prefill is not sized (null): on the one
+    public rig (PR #19378) it ran 4 to 6x slower than the layer split."""
     n = col("n_gpus")
     m = (pl.min_horizontal(p, BATCH) / UBATCH).ceil()
-    return n * m / (m + n - 1)
+    return pl.when(row_split()).then(None).otherwise(n * m / (m + n - 1))
 
 
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:
@@ -285,11 +314,13 @@ def build(backend: str) -> str:
 
 
 def server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
-                   batch: int, n_gpus: int, n_layers: int, offload_frac: float) -> str:
+                   batch: int, n_gpus: int, n_layers: int, offload_frac: float,
+                   split_mode: str | None = None) -> str:
     """llama-server with only flags it accepts for this configuration: `-hf REPO:QUANT`
     pulls a GGUF of that type, `-c` is the total context of all slots, `-np` the slots,
     `-ngl` the layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a
-    quantized V cache needs flash attention), `-ts` the split. Names are shell-quoted."""
+    quantized V cache needs flash attention), `-sm row` a row split, `-ts` the split. Names
+    are shell-quoted."""
     source = f"-hf {shlex.quote(f'{gguf_repo}:{quant}')}" if gguf_repo \
         else f"-m model-{quant}.gguf"
     gpu_layers = 999 if offload_frac == 0 else round(n_layers * (1 - offload_frac))
@@ -297,6 +328,8 @@ def server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: st
              f"-ngl {gpu_layers}", "-fa on"]
     if kv_dtype != DEFAULT_KV_DTYPE:
         parts.append(f"-ctk {kv_dtype} -ctv {kv_dtype}")
+    if n_gpus > 1 and split_mode == ROW:
+        parts.append(f"-sm {ROW}")
     if n_gpus > 1:
         parts.append("-ts " + ",".join(["1"] * n_gpus))
     return " \\\n  ".join(parts)

@@ -100,10 +100,10 @@ DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp
 # same share of the bandwidth as on GDDR ones, and its quantized kinds were measured on
 # HBM cards only.
 DECODE_MEMORY_CLASSES: tuple[str, ...] = ()
-DECODE_FIT = {k: {"efficiency": 0.878, "layer_seconds": 84.3e-6, "efficiency_quantized": 0.749,
-                  "efficiency_fp8": 1.0, "efficiency_int4": 0.583} for k in ("CUDA", "")}
+DECODE_FIT = {k: {"efficiency": 0.877, "layer_seconds": 84.7e-6, "efficiency_quantized": 0.749,
+                  "efficiency_fp8": 1.0, "efficiency_int4": 0.580} for k in ("CUDA", "")}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.176, "": 0.176}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.179, "": 0.179}
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
@@ -461,6 +461,16 @@ def kernel_basis() -> pl.Expr:
 
 def decode_parallelism() -> pl.Expr:
     """Tensor parallelism: every GPU reads its share of every layer at once."""
+    return col("n_gpus")
+
+
+def row_split() -> pl.Expr:
+    """No row split: tensor parallelism splits every layer (llama.cpp's `-sm row`)."""
+    return pl.lit(False)
+
+
+def decode_kv_parallelism() -> pl.Expr:
+    """Tensor parallelism splits the KV heads: every GPU reads its share of the cache."""
     return col("n_gpus")
 
 
