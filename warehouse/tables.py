@@ -404,6 +404,7 @@ SPEED_CHECKS = TableContract(
             "model": pl.String(), "quant": pl.String(), "fmt": pl.String(),
             "test": pl.String(), "kind": pl.String(), "tokens": pl.Int64(),
             "n_prompt": pl.Int64(), "depth": pl.Int64(), "batch": pl.Int64(),
+            "split_mode": pl.String(),
             "flash_attn": pl.String(), "moe": pl.Boolean(), "speed_fit": pl.String(),
             "measured_tok_s": pl.Float64(), "predicted_tok_s": pl.Float64(),
             "error": pl.Float64(), "held_out_error": pl.Float64(),
