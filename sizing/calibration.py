@@ -12,8 +12,10 @@ the dense FP16 peak is min(efficiency, TFLOPS per watt x TDP / peak), per kind o
 group has MIN_ROWS measurements of each kind on several GPUs; otherwise the median of
 measured / roofline, which keeps one outlier from moving it. Constants are fitted per
 "engine|backend" (llama.cpp's CUDA, ROCm, Vulkan, Metal builds run different kernels on
-the same card) where a backend has at least MIN_ROWS measurements, and pooled over the
-engine's rows as its default.
+the same card) where a backend has at least MIN_ROWS measurements, decode also per
+"engine|backend|memory class" where the engine fits a class apart and the runs allow it
+(_fit_class: llama.cpp's CUDA build on HBM cards), and pooled over the engine's rows as
+its default.
 
 `rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap, no

@@ -22,7 +22,6 @@ from sizing import engines
 from sizing.architecture import HCA_RATIO
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S as DEFAULT_HOST_BANDWIDTH_GB_S
 from sizing.columns import col
-from sizing.engines import llama_cpp
 from sizing.memory import (
     engine_weights_bytes,
     kv_cache_bytes,
@@ -75,8 +74,7 @@ def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True)
                                              default=table[FALLBACK_ENGINE].get(field),
                                              return_dtype=pl.Float64)
     key = engines.fit_key(table)
-    backend = pl.when(key.is_not_null()).then(
-        key.replace_strict(own, default=None, return_dtype=pl.Float64))
+    backend = key.replace_strict(own, default=None, return_dtype=pl.Float64)
     return pl.when(key.is_not_null()).then(backend).otherwise(engine) if pooled else backend
 
 
@@ -200,8 +198,8 @@ def speed_basis_columns() -> list[pl.Expr]:
     fit = pl.when(calibrated).then(key.str.replace_all("|", " ", literal=True)) \
         .otherwise(pl.concat_str([pl.col("engine").replace_strict(
             {e: e for e in pooled}, default=FALLBACK_ENGINE), pl.lit("pooled")], separator=" "))
-    fit = pl.when(row).then(pl.concat_str(
-        [fit, pl.lit(f" + row split from {llama_cpp.ROW_SPLIT_RIG}")])).otherwise(fit)
+    fit = pl.when(row).then(pl.concat_str([fit, engines.term("row_split_fit")])) \
+        .otherwise(fit)
     return [pl.when(none).then(pl.lit("none")).when(calibrated & ~row)
             .then(pl.lit("calibrated")).otherwise(pl.lit("transferred")).alias("speed_basis"),
             pl.when(none).then(None).otherwise(fit).alias("speed_fit"),

@@ -252,6 +252,11 @@ def row_split() -> pl.Expr:
     return ((pl.col("split_mode") == ROW) & (col("n_gpus") > 1)).fill_null(False)
 
 
+def row_split_fit() -> pl.Expr:
+    """What a row-split figure adds to its fit's name: the rig its gathers were measured on."""
+    return pl.lit(f" + row split from {ROW_SPLIT_RIG}")
+
+
 def decode_parallelism() -> pl.Expr:
     """The layer split runs layers one GPU after another: several GPUs decode no faster
     than one. The row split reads every weight matrix on every GPU at once."""

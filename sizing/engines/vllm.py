@@ -469,6 +469,10 @@ def row_split() -> pl.Expr:
     return pl.lit(False)
 
 
+def row_split_fit() -> pl.Expr:
+    return pl.lit("")
+
+
 def decode_kv_parallelism() -> pl.Expr:
     """Tensor parallelism splits the KV heads: every GPU reads its share of the cache."""
     return col("n_gpus")
