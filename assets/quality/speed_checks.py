@@ -60,6 +60,11 @@ SAME_SHAPES = {
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "zai-org/GLM-4.5-Air": "zai-org/GLM-4.5-Air",
+    # DeepSeek's distillations, as Neural Magic's quantized cards benchmark them (bundled).
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
 }
 QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
           "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
@@ -68,7 +73,10 @@ VLLM_QUANTS = {"bf16": "BF16", "fp16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ
                "gptq-int4": "GPTQ",
                "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
                "fp8 (online dynamic, --quantization fp8)": "FP8",
-               "fp8 (checkpoint not named)": "FP8"}
+               "fp8 (checkpoint not named)": "FP8",
+               "w4a16 (GPTQ int4, group 128, compressed-tensors checkpoint)": "GPTQ",
+               "fp8 (FP8-dynamic checkpoint: W8A8, per-channel weights, dynamic per-token "
+               "activations)": "FP8"}
 _KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
 
 
