@@ -80,19 +80,19 @@ ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
 # Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. Decode on
-# 54 batch-1 to 64 runs (data/catalogs/speed_measurements*.csv) on 13 GPUs from 7 sources:
-# 37 in 16 bits (the Qwen2 and Qwen2.5 speed benchmarks, silybench, vLLM PR #23197, vLLM's
+# 82 batch-1 to 64 runs (data/catalogs/speed_measurements*.csv) on 13 GPUs from 8 sources:
+# 49 in 16 bits (the Qwen2 and Qwen2.5 speed benchmarks, silybench, vLLM PR #23197, vLLM's
 # CI latency tests on an A100, H100 and H200; AccelMark's serial runs of Llama 3 8B on 10
 # GPUs from the L4 to the H20, vLLM 0.7.3 and 0.19; inference-bench on an L4 and an A100
-# 40GB), 13 AWQ and GPTQ 4-bit (the Qwen2 and Qwen2.5 speed benchmarks: vLLM 0.4.2 and
-# 0.6.3, A100 80GB; inference-bench's AWQ Marlin run: vLLM 0.20.1, A100 40GB) and 4 FP8
-# (silybench: vLLM 0.30.0, H100). The per-layer overhead is fitted on all of them, then at
-# that overhead one efficiency per kind of weights (DECODE_WEIGHT_KINDS): 4-bit integer
-# runs reach 0.58 of the bandwidth where 16-bit ones reach 0.88 (their dequantizing
-# kernels at batch 1). FP8's own optimum is over 1 at that overhead (silybench's H100
-# runs, vLLM 0.30, have less overhead than the older versions' runs that set it) and is
-# held at 1 (sizing.calibration.MAX_SHARE). FP8 is measured on one GPU by one source, and
-# FP4 formats, never measured, take the pooled quantized efficiency.
+# 40GB; Neural Magic's model cards, vLLM 0.7.2, on an RTX A6000, A100 and H100), 25 AWQ,
+# GPTQ and W4A16 4-bit (the Qwen2 and Qwen2.5 speed benchmarks: vLLM 0.4.2 and 0.6.3, A100
+# 80GB; inference-bench's AWQ Marlin run: vLLM 0.20.1, A100 40GB; Neural Magic's cards on
+# the three GPUs) and 8 FP8 (silybench: vLLM 0.30.0, and Neural Magic's cards: H100). The
+# per-layer overhead is fitted on all of them, then at that overhead one efficiency per
+# kind of weights (DECODE_WEIGHT_KINDS): 4-bit integer runs reach 0.77 of the bandwidth
+# where 16-bit ones reach 0.94 (their dequantizing kernels at batch 1). FP8's own optimum
+# is over 1 at that overhead and is held at 1 (sizing.calibration.MAX_SHARE); FP4
+# formats, never measured, take the pooled quantized efficiency.
 # Prefill at half the dense FP16 peak (its FP8 runs are timed at the FP16 peak: on the
 # H100 they prefill 1.2x faster than BF16, not 2x).
 DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp4", "MXFP4": "fp4"}
@@ -100,10 +100,10 @@ DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp
 # same share of the bandwidth as on GDDR ones, and its quantized kinds were measured on
 # HBM cards only.
 DECODE_MEMORY_CLASSES: tuple[str, ...] = ()
-DECODE_FIT = {k: {"efficiency": 0.877, "layer_seconds": 84.7e-6, "efficiency_quantized": 0.749,
-                  "efficiency_fp8": 1.0, "efficiency_int4": 0.580} for k in ("CUDA", "")}
+DECODE_FIT = {k: {"efficiency": 0.944, "layer_seconds": 98.6e-6, "efficiency_quantized": 0.875,
+                  "efficiency_fp8": 1.0, "efficiency_int4": 0.770} for k in ("CUDA", "")}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.179, "": 0.179}
+DECODE_HELD_OUT_ERROR = {"CUDA": 0.157, "": 0.157}
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}
