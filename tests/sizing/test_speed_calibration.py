@@ -337,9 +337,10 @@ def test_backend_picks_its_own_fit():
 def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     """vLLM's tensor-parallel decode: each GPU reads 1/TP of the weights and every layer
     pays two all-reduces, whose latency is the link's (published, not fitted: NVLink 9 us,
-    PCIe 22 us; sizing.engines.vllm.ALLREDUCE_SECONDS). The 9 gathered runs at TP 2 and 4
-    (A100 SXM4, H100 SXM5, H200 SXM: NVLink) are printed with their held-out error; the same
-    configuration over PCIe is slower by exactly the latency difference."""
+    PCIe 22 us; sizing.engines.vllm.ALLREDUCE_SECONDS). The 15 gathered runs at TP 2 and 4
+    (A100 SXM4, H100 SXM5, H200 SXM: NVLink; RTX A6000: PCIe) are printed with their
+    held-out error; the same configuration over PCIe is slower by exactly the latency
+    difference."""
     from sizing.engines import vllm
     from sizing.estimate import Configuration, Device, estimate
 
