@@ -164,8 +164,10 @@ class Mamba2:
 class NativeQuant:
     """Quantization the checkpoint itself ships in (`quantization_config`)."""
 
-    method: str  # "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", ...
-    format: str = ""  # compressed-tensors' packing, e.g. "mxfp4-pack-quantized"
+    method: str  # "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "modelopt", ...
+    # compressed-tensors' packing ("mxfp4-pack-quantized"), or NVIDIA ModelOpt's
+    # `quant_algo` ("NVFP4", "FP8")
+    format: str = ""
     block: tuple[int, int] | None = None  # FP8 weight_block_size
     bits: int | None = None
     group_size: int | None = None
@@ -441,7 +443,7 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
     skip = q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore") or ()
     return NativeQuant(
         method=method,
-        format=str(q.get("format") or ""),
+        format=str(q.get("format") or q.get("quant_algo") or ""),
         block=tuple(block) if block else None,
         bits=q.get("bits"),
         group_size=q.get("group_size"),

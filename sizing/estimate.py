@@ -230,7 +230,10 @@ def checkpoint_format(m: ModelArch) -> str:
     method = "" if q is None else q.method
     if method == "compressed-tensors" and q.format.startswith("mxfp4"):
         method = "mxfp4"  # Kimi K3: routed experts packed as MXFP4 (group 32, E8M0 scales)
-    return {"fp8": "FP8", "mxfp4": "MXFP4", "awq": "AWQ", "gptq": "GPTQ"}.get(method, "BF16")
+    if method == "modelopt":  # NVIDIA's ModelOpt releases: quant_algo names the format
+        method = q.format.lower()
+    return {"fp8": "FP8", "mxfp4": "MXFP4", "nvfp4": "NVFP4", "awq": "AWQ",
+            "gptq": "GPTQ"}.get(method, "BF16")
 
 
 Query = tuple[ModelArch, Configuration, Device, Usage]

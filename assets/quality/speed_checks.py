@@ -101,7 +101,7 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         fmt=pl.when(llama).then(pl.col("quant").replace_strict(QUANTS, default=None))
         .otherwise(pl.col("quant").replace_strict(VLLM_QUANTS, default=None)),
         measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64, strict=False),
-        n_gpus=pl.col("gpu_count").cast(pl.Int64, strict=False),
+        n_gpus=pl.col("n_gpus").cast(pl.Int64, strict=False),
         n_prompt=pl.col("n_prompt").cast(pl.Int64, strict=False),
         batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64),
         # llama.cpp's --split-mode of a multi-GPU run (a later column: null, the default).

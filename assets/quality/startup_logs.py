@@ -44,8 +44,8 @@ def _why_not(configs: dict[str, Path]) -> pl.Expr:
             .when(pl.col("kv_cache_gib").is_null() | pl.col("gpu_memory_utilization").is_null()
                   | pl.col("tensor_parallel").is_null())
             .then(pl.lit("KV memory, utilization or parallelism not logged"))
-            .when(pl.col("gpu_count").is_not_null()
-                  & (pl.col("gpu_count") != pl.col("tensor_parallel")))
+            .when(pl.col("n_gpus").is_not_null()
+                  & (pl.col("n_gpus") != pl.col("tensor_parallel")))
             .then(pl.lit("pipeline parallelism: not modelled")))
 
 
@@ -66,7 +66,7 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
         .alias("gpu_id"),
         pl.col("weight_format").replace_strict(FORMATS, default=None).alias("format"),
         pl.col("engine_version").replace_strict(VERSIONS, default=None).alias("version"),
-        *(_number(c).cast(pl.Int64) for c in ("tensor_parallel", "gpu_count", "max_model_len",
+        *(_number(c).cast(pl.Int64) for c in ("tensor_parallel", "n_gpus", "max_model_len",
                                                 "max_num_seqs", "max_num_batched_tokens",
                                                 "kv_cache_tokens")),
         *(_number(c) for c in ("gpu_memory_utilization", "kv_cache_gib",

@@ -91,6 +91,9 @@ def test_launch_commands_name_a_real_checkpoint_and_build(capsys):
     ("Qwen/Qwen3-8B", "FP8", "vllm serve Qwen/Qwen3-8B-FP8 ", False),
     ("meta-llama/Llama-3.3-70B-Instruct", "NVFP4", "vllm serve nvidia/Llama-3.3-70B-Instruct-FP4 ",
      False),
+    # NVIDIA's ModelOpt release is itself NVFP4 (its config.json: quant_method "modelopt",
+    # quant_algo "NVFP4"): served as it is
+    ("nvidia/Gemma-4-31B-IT-NVFP4", "NVFP4", "vllm serve nvidia/Gemma-4-31B-IT-NVFP4 ", False),
     # no FP8 release of Qwen3-14B gathered: vLLM quantizes the 16-bit weights as it loads
     ("Qwen/Qwen3-14B", "FP8", "vllm serve Qwen/Qwen3-14B ", True),
 ])

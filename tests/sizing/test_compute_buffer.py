@@ -39,7 +39,7 @@ def _why_not_compared(row: dict) -> str | None:
         return "an embedding run: no logits, pooling instead"
     if row["flash_attn"] not in ("1", "enabled"):
         return "flash attention off or not printed: the estimator sizes -fa on"
-    if row["gpu_count"] != "1":
+    if row["n_gpus"] != "1":
         return "several GPUs or count not printed: device 0's share of the graph differs"
     if "-ot" in split or "cpu-moe" in split or "CPU" in split or "partial" in split:
         return "weights in host memory: the GPU also holds copies of offloaded ops' inputs"
