@@ -508,6 +508,9 @@ def _speed_basis(r: dict, conf, gpu: dict) -> str:
     if r["speed_basis"] == "calibrated":
         return (f"calibrated on {conf.engine} measurements with its {r['backend']} backend, "
                 f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
+    if conf.split_mode == "row" and conf.n_gpus > 1:
+        return (f"transferred: {r['speed_fit']} (its gathers measured on that rig only); "
+                f"the fit's median error on GPUs left out is {r['decode_error_band']:.0%}")
     return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
             f"measurement; its median error elsewhere is {r['decode_error_band']:.0%}")
 

@@ -119,3 +119,18 @@ def test_launch_commands_quote_what_came_from_the_user(tmp_path, capsys):
           "--quant", "BF16", "--engine", "vllm", "--json"])
     launch = json.loads(capsys.readouterr().out)["launch_vllm"]
     assert launch.startswith(f"vllm serve '{odd / 'config.json'}'")
+
+
+def test_split_mode_row_is_an_option_that_says_what_it_rests_on(capsys):
+    """`--split-mode row` (llama.cpp): the launch command carries `-sm row`, the decode
+    figure names the one rig its gathers were measured on, prefill says why it has none;
+    vLLM refuses the option."""
+    args = ["estimate", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "RTX 4090",
+            "--gpus", "4", "--quant", "Q4_K_M", "--context", "8192", "--split-mode", "row"]
+    main(args)
+    out = capsys.readouterr().out
+    assert "-sm row" in out and "row split from 4x RTX 4090" in out
+    assert "its gathers measured on that rig only" in out
+    assert "prefill with llama.cpp's row split is not sized" in out
+    with pytest.raises(SystemExit, match="llama.cpp's option"):
+        main(args + ["--engine", "vllm", "--quant", "BF16"])
