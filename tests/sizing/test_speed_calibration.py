@@ -231,6 +231,13 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
     assert sorted(errors)[len(errors) // 2] <= DECODE_BOUND
 
 
+def _by_subset(r: pl.DataFrame) -> pl.DataFrame:
+    """Held-out decode errors by vendor, backend, dense or MoE, and GPU count."""
+    return r.group_by("vendor", "backend", "moe", "n_gpus").agg(
+        n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
+        p90=pl.col("error").quantile(0.9)).sort("vendor", "backend", "moe", "n_gpus")
+
+
 def test_decode_error_on_sources_left_out_of_the_fit(rows):
     """Each source's decode runs predicted by the fit made without that source, printed
     by subset. What the ROCm and Vulkan builds miss most (predicted too fast) is decoding at
@@ -244,9 +251,7 @@ def test_decode_error_on_sources_left_out_of_the_fit(rows):
         print(r.group_by("source").agg(
             n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
             p90=pl.col("error").quantile(0.9)).sort("n", descending=True))
-        print(r.group_by("vendor", "backend", "moe", "n_gpus").agg(
-            n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
-            p90=pl.col("error").quantile(0.9)).sort("vendor", "backend", "moe", "n_gpus"))
+        print(_by_subset(r))
     err = r.get_column("error")
     print(f"\ndecode held out by source: n {err.len()}, median {err.median():.1%}, "
           f"p90 {err.quantile(0.9):.1%}")
@@ -264,14 +269,12 @@ def test_decode_fitted_on_the_first_gathering_predicts_the_later_ones(rows):
     """Out of sample in time: the decode constants fitted on the first file alone (149
     runs) predict every decode run gathered later (speed_measurements_more.csv: longer
     contexts, 2 to 8 GPUs, ROCm and Vulkan MoE runs, more HBM cards), printed by subset."""
-    first, later = checks.MEASUREMENT_FILES
+    later = checks.MEASUREMENT_FILES[1]
     r = checks.held_out_errors(rows.filter(pl.col("kind") == "decode"), pl.col("file")) \
         .filter(pl.col("file") == later).with_columns(
             error=pl.col("held_out_error").abs(), moe=pl.col("n_experts") > 0)
     with pl.Config(tbl_rows=40):
-        print(r.group_by("vendor", "backend", "moe", "n_gpus").agg(
-            n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
-            p90=pl.col("error").quantile(0.9)).sort("vendor", "backend", "moe", "n_gpus"))
+        print(_by_subset(r))
     err = r.get_column("error")
     print(f"\ndecode of the later gathering from the first one's fit: n {err.len()}, "
           f"median {err.median():.1%}, p90 {err.quantile(0.9):.1%}")
