@@ -13,6 +13,7 @@ from pathlib import Path
 
 from assets.paths import ROOT, SNAPSHOT_DIR
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
+from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
 
@@ -508,7 +509,7 @@ def _speed_basis(r: dict, conf, gpu: dict) -> str:
     if r["speed_basis"] == "calibrated":
         return (f"calibrated on {conf.engine} measurements with its {r['backend']} backend, "
                 f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
-    if conf.split_mode == "row" and conf.n_gpus > 1:
+    if conf.row_split:
         return (f"transferred: {r['speed_fit']} (its gathers measured on that rig only); "
                 f"the fit's median error on GPUs left out is {r['decode_error_band']:.0%}")
     return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
@@ -604,7 +605,7 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--backend", help="the engine's backend, any case (llama.cpp: CUDA, ROCm, "
                                      "Vulkan, Metal, SYCL, MUSA; default: the GPU vendor's "
                                      "own, Vulkan for others)")
-    e.add_argument("--split-mode", choices=("layer", "row"),
+    e.add_argument("--split-mode", choices=SPLIT_MODES,
                    help="llama.cpp's split over several GPUs (default: layer, whole layers "
                         "per GPU one after another; row: every matrix split across them)")
     e.add_argument("--rope-scaling", choices=("yarn", "dynamic", "linear", "llama3", "longrope"),

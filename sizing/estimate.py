@@ -105,6 +105,11 @@ class Configuration:
     # llama.cpp's --split-mode over several GPUs (llama_cpp.SPLIT_MODES; None: layer).
     split_mode: str | None = None
 
+    @property
+    def row_split(self) -> bool:
+        """Whether its GPUs split each matrix by rows (llama_cpp.row_split, for one row)."""
+        return self.split_mode == llama_cpp.ROW and self.n_gpus > 1
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -420,8 +425,7 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
             else "prefill with llama.cpp's row split is not sized (one public rig: it "
-            "prefilled 4 to 6x slower than the layer split)" if c.split_mode == llama_cpp.ROW
-            and c.n_gpus > 1
+            "prefilled 4 to 6x slower than the layer split)" if c.row_split
             else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
     if id(m) not in finetune:
         finetune[id(m)] = finetune_memory(m)

@@ -23,6 +23,7 @@ from assets.sizing.shards import code_fingerprint
 from sizing import calibration, engines, speed
 from sizing.architecture import ModelArch, parse_config
 from sizing.calibration import fit
+from sizing.engines import llama_cpp
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
 from sizing.model_facts import format_row, model_row
 from warehouse import store
@@ -113,7 +114,7 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
               .when(pl.col("kind").is_null()).then(pl.lit("not a pp/tg test"))
               .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
               .then(pl.lit("prefill after a filled cache (depth): not sized"))
-              .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == "row"))
+              .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
               .then(pl.lit("prefill with the row split: not sized"))
               .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not in the catalog"))
               .when(pl.col("model").is_null()).then(pl.lit("no config of the same shapes"))
