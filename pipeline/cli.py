@@ -130,28 +130,6 @@ def _catalog_gpu(query: str, cache: dict) -> dict:
     return find_gpu(query, cache["gpus"], cache["aliases"])
 
 
-# The fields `estimate --json` and `--queries` answer with.
-ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
-    "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
-    "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
-    "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
-    "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
-    "break_even_months_used",
-    "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
-    "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
-    "launch_vllm", "launch_vllm_reason", "launch_build", "rope_scaling", "rope_scaling_note")
-ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_tok_s_reason",
-                  "speed_basis", "speed_fit", "backend", "decode_error_band", "memory_basis",
-                  "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
-                  "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
-                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                  "decode_j_per_token", "decode_tokens_per_kwh", "draft_gib", "draft_model",
-                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis",
-                  "mmproj_gib", "mmproj_type", "mmproj_weights_gib", "mmproj_basis", "mtp_gib",
-                  "mtp_weights_gib", "mtp_kv_cache_gib", "decode_tok_s_with_mtp",
-                  "mtp_speedup_basis")
-
-
 class QueryError(ValueError):
     """One estimate that cannot be answered; the message is the one-line reason."""
 
@@ -205,13 +183,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
             draft_quant = find_format(args.draft_quant, WEIGHT_FORMATS)
         except UnknownName as e:
             raise QueryError(str(e)) from None
-    device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
-                    gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
-                    gpu["price_new_usd"], gpu["price_used_usd"],
-                    engines=tuple(e for e in gpu["engines"].split(";") if e),
-                    n_gpus_options=tuple(int(n) for n in gpu["n_gpus_options"].split(";")),
-                    memory_cuda_gib=gpu["memory_gib_cuda"], interconnect=gpu["interconnect"],
-                    memory_type=gpu["memory_type"])
+    device = Device.from_catalog(gpu)
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     backend = getattr(args, "backend", None)
     if backend is not None:  # any case: vulkan, VULKAN -> Vulkan
@@ -253,96 +225,94 @@ def estimate_command(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {e}") from None
     (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
-    out = {k: r.get(k) for k in ESTIMATE_KEYS}
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
-    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
-                                              args.min_decode_tok_s, args.budget_usd,
-                                              args.objective)
-    r["recommendations"] = out["recommendations"]
+    rec = _recommendations(m, conf, gpu["gpu_id"], offers, args.min_decode_tok_s,
+                           args.budget_usd, args.objective)
     if args.json:
-        print(json.dumps(_finite(out), indent=2))
+        print(json.dumps(_finite(r.to_dict() | {"recommendations": rec}), indent=2))
         return 0
+    mem, speed, cost = r.memory, r.speed, r.cost
     print(f"{name} · {quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
           f"{args.gpus}x {gpu['name']} ({gpu['memory_gib']:g} GiB) · {args.engine}")
-    print(f"  parameters        {r['params_total'] / 1e9:.2f} B total, "
-          f"{r['params_active'] / 1e9:.2f} B active")
-    print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
-          f"{r['weights_gpu_gib']:.2f} GiB per GPU  ({r['weights_basis']})")
-    if conf.engine == "vllm" and r.get("vision_bytes"):
-        print(f"  vision tower      {r['vision_bytes'] / 2**30:.2f} GiB (BF16), loaded by vLLM "
+    print(f"  parameters        {r.params_total / 1e9:.2f} B total, "
+          f"{r.params_active / 1e9:.2f} B active")
+    print(f"  weights           {mem.weights_gib:.2f} GiB ({mem.weights_bytes / 1e9:.2f} GB), "
+          f"{mem.weights_gpu_gib:.2f} GiB per GPU  ({mem.weights_basis})")
+    if conf.engine == "vllm" and mem.vision_bytes:
+        print(f"  vision tower      {mem.vision_bytes / 2**30:.2f} GiB (BF16), loaded by vLLM "
               "with the weights: in the per-GPU figure above")
-    for label, key, basis in (
-            ("KV cache & state", "kv_cache_gib", "kv_cache_basis"),
-            ("runtime buffers", "runtime_gib", "runtime_basis"),
-            ("offloaded to RAM", "offload_gib", None), ("total per GPU", "total_gib", None),
-            ("usable per GPU", "usable_gib", "usable_basis"),
-            ("headroom", "headroom_gib", None)):
-        print(f"  {label:17} {r[key]:.2f} GiB" + (f"  ({r[basis]})" if basis else ""))
-    print(f"  verdict           {r['verdict']}  (memory {r['memory_basis']}: exact = an "
+    for label, value, basis in (
+            ("KV cache & state", mem.kv_cache_gib, mem.kv_cache_basis),
+            ("runtime buffers", mem.runtime_gib, mem.runtime_basis),
+            ("offloaded to RAM", mem.offload_gib, None), ("total per GPU", mem.total_gib, None),
+            ("usable per GPU", mem.usable_gib, mem.usable_basis),
+            ("headroom", mem.headroom_gib, None)):
+        print(f"  {label:17} {value:.2f} GiB" + (f"  ({basis})" if basis else ""))
+    print(f"  verdict           {mem.verdict}  (memory {mem.memory_basis}: exact = an "
           "engine's rule reproduced; fitted = fitted on published logs; estimated = neither)")
-    if conf.engine == "vllm":
-        print(f"  vLLM budget       {r['kv_pool_gib']:.2f} GiB of KV cache, "
-              f"{r['kv_capacity_tokens'] or 0:,} tokens (vLLM {r['vllm_version']}, "
-              f"--gpu-memory-utilization {r['gpu_memory_utilization']:.2f}, --max-num-seqs "
-              f"{r['max_num_seqs']}, --max-num-batched-tokens {r['max_num_batched_tokens']})")
-    if r.get("rope_scaling_note"):
-        print(f"  context           {r['rope_scaling_note']}")
-    print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
-    print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
-    if r["decode_tok_s"] is None:
-        print(f"  decode            n/a: {r.get('decode_tok_s_reason') or 'no bandwidth known'}")
+    if r.vllm is not None:
+        v = r.vllm
+        print(f"  vLLM budget       {v.kv_pool_gib:.2f} GiB of KV cache, "
+              f"{v.kv_capacity_tokens or 0:,} tokens (vLLM {v.vllm_version}, "
+              f"--gpu-memory-utilization {v.gpu_memory_utilization:.2f}, --max-num-seqs "
+              f"{v.max_num_seqs}, --max-num-batched-tokens {v.max_num_batched_tokens})")
+    if r.rope_scaling_note:
+        print(f"  context           {r.rope_scaling_note}")
+    print(f"  largest context   {mem.max_context_tokens:,} tokens at this batch")
+    print(f"  concurrent seqs   {mem.max_concurrent_sequences} at {args.context:,} tokens")
+    if speed.decode_tok_s is None:
+        print(f"  decode            n/a: {speed.decode_tok_s_reason or 'no bandwidth known'}")
     else:
-        print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
-              f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
-    if r.get("draft_model"):
-        print(f"  draft model       {r['draft_model']} {r['draft_format']}: "
-              f"{r['draft_gib']:.2f} GiB per GPU ({r['draft_weights_gib']:.2f} weights, "
-              f"{r['draft_kv_cache_gib']:.2f} KV cache), in the total above; decode "
-              f"{_fmt(r['decode_tok_s_with_draft'], '.1f')} tok/s with it, "
-              f"{r['draft_speedup_basis']}")
-    if r.get("mmproj_type"):
-        print(f"  vision projector  {r['mmproj_gib']:.2f} GiB on one GPU "
-              f"({r['mmproj_weights_gib']:.2f} weights), in the total above: {r['mmproj_basis']}")
-    if conf.mtp:
-        print(f"  MTP layers        {r['mtp_gib']:.2f} GiB per GPU ({r['mtp_weights_gib']:.2f} "
-              f"weights, {r['mtp_kv_cache_gib']:.2f} KV cache), in the total above; decode "
-              f"{_fmt(r['decode_tok_s_with_mtp'], '.1f')} tok/s with them, "
-              f"{r['mtp_speedup_basis']}")
+        print(f"  decode            {speed.decode_tok_s:.1f} tok/s per sequence, "
+              f"{speed.decode_aggregate_tok_s:.1f} tok/s in all  "
+              f"({_speed_basis(speed, conf)})")
+    if r.draft is not None:
+        d = r.draft
+        print(f"  draft model       {d.model} {d.format}: {d.gib:.2f} GiB per GPU "
+              f"({d.weights_gib:.2f} weights, {d.kv_cache_gib:.2f} KV cache), in the total "
+              f"above; decode {_fmt(d.decode_tok_s, '.1f')} tok/s with it, {d.speedup_basis}")
+    if r.projector is not None:
+        p = r.projector
+        print(f"  vision projector  {p.gib:.2f} GiB on one GPU ({p.weights_gib:.2f} weights), "
+              f"in the total above: {p.basis}")
+    if r.mtp is not None:
+        t = r.mtp
+        print(f"  MTP layers        {t.gib:.2f} GiB per GPU ({t.weights_gib:.2f} weights, "
+              f"{t.kv_cache_gib:.2f} KV cache), in the total above; decode "
+              f"{_fmt(t.decode_tok_s, '.1f')} tok/s with them, {t.speedup_basis}")
     if conf.n_cpu_moe:
         print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
               f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
               "figure was 77 % too fast on the one public measurement compared: README)")
-    if r["prefill_tok_s"] is None:
-        print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
+    if speed.prefill_tok_s is None:
+        print(f"  prefill           n/a: {speed.prefill_tok_s_reason}")
     else:
-        print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first "
-              f"token {_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
-    if r.get("decode_j_per_token") is not None:
-        print(f"  energy            {r['decode_j_per_token']:.2f} J per generated token, "
-              f"{r['decode_tokens_per_kwh']:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
+        print(f"  prefill           {_fmt(speed.prefill_tok_s, '.0f')} tok/s; time to first "
+              f"token {_fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    if speed.decode_j_per_token is not None:
+        print(f"  energy            {speed.decode_j_per_token:.2f} J per generated token, "
+              f"{speed.decode_tokens_per_kwh:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
               f"power x {conf.n_gpus} GPUs, drawn in full while decoding: an upper bound; "
               "host not counted)")
-    b = r["cost_basis"]
-    if r["cost_per_mtok_usd"] is None:
-        print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")
+    b = cost.basis
+    if cost.cost_per_mtok_usd is None:
+        print(f"  cost              unknown: {cost.cost_per_mtok_usd_reason}")
     else:
-        print(f"  cost              {r['cost_per_mtok_usd']:.2f} USD per 1M generated tokens at "
-              f"{b['price_per_gpu_hour_usd']} USD/GPU-hour ({b['price_source']})")
-        print(f"  rent vs buy       {r['cloud_monthly_usd']:.2f} USD/month cloud, "
-              f"{_fmt(r['power_monthly_usd'], '.2f')} USD/month power at {b['hours_per_day']:g} "
-              f"h/day and {b['electricity_usd_per_kwh']} USD/kWh; break-even "
-              f"{_fmt(r['break_even_months'], '.1f')} months new, "
-              f"{_fmt(r['break_even_months_used'], '.1f')} used")
-    for key, label in r["finetune_regimes"].items():
-        rank = f", LoRA r={DEFAULT_LORA_RANK}" if "LoRA" in label else ""  # adapters only
-        print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} (seq "
+        print(f"  cost              {cost.cost_per_mtok_usd:.2f} USD per 1M generated tokens at "
+              f"{b.price_per_gpu_hour_usd} USD/GPU-hour ({b.price_source})")
+        print(f"  rent vs buy       {cost.cloud_monthly_usd:.2f} USD/month cloud, "
+              f"{_fmt(cost.power_monthly_usd, '.2f')} USD/month power at {b.hours_per_day:g} "
+              f"h/day and {b.electricity_usd_per_kwh} USD/kWh; break-even "
+              f"{_fmt(cost.break_even_months, '.1f')} months new, "
+              f"{_fmt(cost.break_even_months_used, '.1f')} used")
+    for regime in r.finetune:
+        rank = f", LoRA r={DEFAULT_LORA_RANK}" if "LoRA" in regime.label else ""  # adapters
+        print(f"  fine-tune         {regime.total_gib:.2f} GiB  {regime.label} (seq "
               f"{DEFAULT_SEQUENCE_TOKENS}, micro-batch {DEFAULT_MICRO_BATCH}, gradient "
               f"checkpointing{rank})")
-    print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
-                                    or r["launch_vllm_reason"]))
-    print(f"  build             {r['launch_build']}")
-    rec = r["recommendations"]
+    print("  launch            " + (r.launch.llama_cpp or r.launch.vllm or r.launch.vllm_reason))
+    print(f"  build             {r.launch.build}")
     for key, label in (("cheapest_single_gpu", "cheapest GPU"), ("best_value", "best value"),
                        ("smallest_unified_memory", "unified memory"),
                        ("cheapest_cloud", "cloud")):
@@ -491,7 +461,7 @@ def _bulk(source: str, offers) -> int:
     results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
     for answer in answers:
         if "error" not in answer:
-            answer |= {k: v for k, v in next(results).items() if k in ESTIMATE_KEYS}
+            answer |= next(results).to_dict()
         print(json.dumps(_finite(answer), default=str))
     return 0 if all("error" not in a for a in answers) else 1
 
@@ -504,16 +474,16 @@ class _QueryParser(argparse.ArgumentParser):
         raise QueryError(message)
 
 
-def _speed_basis(r: dict, conf, gpu: dict) -> str:
+def _speed_basis(speed, conf) -> str:
     """What a decode figure rests on, in words."""
-    if r["speed_basis"] == "calibrated":
-        return (f"calibrated on {conf.engine} measurements with its {r['backend']} backend, "
-                f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
+    if speed.speed_basis == "calibrated":
+        return (f"calibrated on {conf.engine} measurements with its {speed.backend} backend, "
+                f"median error {speed.decode_error_band:.0%} on GPUs left out of the fit")
     if conf.row_split:
-        return (f"transferred: {r['speed_fit']} (its gathers measured on that rig only); "
-                f"the fit's median error on GPUs left out is {r['decode_error_band']:.0%}")
-    return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
-            f"measurement; its median error elsewhere is {r['decode_error_band']:.0%}")
+        return (f"transferred: {speed.speed_fit} (its gathers measured on that rig only); "
+                f"the fit's median error on GPUs left out is {speed.decode_error_band:.0%}")
+    return (f"transferred: {speed.speed_fit} fit, no {conf.engine} {speed.backend} "
+            f"measurement; its median error elsewhere is {speed.decode_error_band:.0%}")
 
 
 def _finite(value):

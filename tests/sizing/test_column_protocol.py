@@ -87,17 +87,19 @@ def test_matrix_and_single_estimate_agree(repo, fmt, engine, kv, gpu_id, n, cont
                 "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
                 "kv_capacity_tokens", "decode_tok_s", "prefill_tok_s", "memory_basis",
                 "speed_basis"):
-        ours, theirs = out[key], row[key]
+        if key == "kv_capacity_tokens" and engine != "vllm":
+            continue  # the estimate reports vLLM's pool only for vLLM (Estimate.vllm)
+        ours, theirs = out.to_dict()[key], row[key]
         if isinstance(ours, float) and theirs is not None:
             assert math.isclose(ours, theirs, rel_tol=1e-9), key
-        elif key not in ("decode_tok_s", "prefill_tok_s") or out["verdict"] != "exceeds":
+        elif key not in ("decode_tok_s", "prefill_tok_s") or out.memory.verdict != "exceeds":
             assert ours == theirs, key
     # The recommendations size one sequence on the same GPU alike.
     rec = recommend.fit_over_gpus(m, fmt, context, kv, engine, gpus).filter(
         pl.col("n_gpus") == n).row(0, named=True)
     single = estimate(m, Configuration(fmt, context, kv, n_gpus=n, engine=engine), device)
-    assert rec["total_gib"] == pytest.approx(single["total_gib"], rel=1e-9)
-    assert rec["verdict"] == single["verdict"]
+    assert rec["total_gib"] == pytest.approx(single.memory.total_gib, rel=1e-9)
+    assert rec["verdict"] == single.memory.verdict
 
 
 def test_public_api_example_runs():
