@@ -229,7 +229,8 @@ COVERAGE = TableContract(
     "coverage",
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
-            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String()}
+            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String(),
+            "gpu_facts_missing": pl.String()}
     | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
     rules=(("a stand-in names the model it is sized as",

@@ -7,6 +7,23 @@ import polars as pl
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 
+# The published GPU facts the sizing reads; an empty one is named in `gpu_facts_missing`
+# (data/catalogs/gpus.csv's notes say why it stays empty: not published, or sources conflict).
+GPU_FACTS = ("bandwidth_gb_s", "fp16_dense_tflops", "tdp_w", "memory_type", "interconnect",
+             "compute_capability")
+# CUDA's compute capability is a fact of NVIDIA cards only.
+NVIDIA_ONLY = ("compute_capability",)
+
+
+def gpu_facts_missing(gpus: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU's empty facts, comma-separated (null where none is empty)."""
+    applies = {f: pl.col("vendor") == "NVIDIA" for f in NVIDIA_ONLY}
+    names = [pl.when(pl.col(f).is_null() & applies.get(f, pl.lit(True))).then(pl.lit(f))
+             for f in GPU_FACTS]
+    missing = pl.concat_str(names, separator=", ", ignore_nulls=True)
+    return gpus.select(pl.col("gpu_id").alias("id"),
+                       pl.when(missing != "").then(missing).alias("gpu_facts_missing"))
+
 
 def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataFrame,
                    quarantine: pl.DataFrame, missing: dict[str, str]) -> pl.DataFrame:
@@ -18,7 +35,8 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
                            schema={"id": pl.String, "missing_reason": pl.String})
     q = quarantine.select("model_id", pl.col("reason").alias("quarantine_reason"))
     df = (reference.join(reasons, on="id", how="left")
-          .join(q, left_on="id", right_on="model_id", how="left"))
+          .join(q, left_on="id", right_on="model_id", how="left")
+          .join(gpu_facts_missing(gpus), on="id", how="left"))
     is_gpu = pl.col("kind") == "gpu"
     status = (pl.when(is_gpu & pl.col("id").is_in(gpu_ids)).then(pl.lit("present"))
               .when(is_gpu).then(pl.lit("missing"))
@@ -38,13 +56,15 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
                                      pl.lit("no config.json in the bundled snapshot"))))
     return df.select("kind", "name_on_page", "id", status.alias("status"),
                      pl.when(status == "stand-in").then("sized_as").alias("sized_as"),
-                     reason.alias("reason"))
+                     reason.alias("reason"),
+                     pl.when(is_gpu).then("gpu_facts_missing").alias("gpu_facts_missing"))
 
 
 @table_asset("coverage", group="quality", deps=["gpus", "models", "model_quarantine"],
           description="Each GPU and model named on the reference page: present, "
                       "reconstructed, sized as a stand-in of the same architecture, "
-                      "quarantined or missing, with the reason.")
+                      "quarantined or missing, with the reason, and for a GPU the facts "
+                      "its catalog row leaves empty.")
 def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
              snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     reference = catalog.reference_page()
