@@ -47,7 +47,6 @@ from sizing.grid import configurations, engine_kv_dtypes
 from sizing.kernels import kernels_run
 from sizing.memory import kv_cell_bytes_columns
 from sizing.rules import ROW_RULES, allowed, effective_max_context
-from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S
 
 # Concurrency per replica tried: 1 to 1,024 in steps of at most 25 %.
 BATCH_GRID = tuple(sorted({max(1, round(1.25 ** k)) for k in range(32)}))
@@ -110,7 +109,6 @@ def serving_rows(configured: pl.LazyFrame, prompt_tokens: int, output_tokens: in
                           pl.lit(False).alias("rope_scaled"))
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": list(batches)}), how="cross")
-            .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"))
             .with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
             .filter((pl.col("verdict") != "exceeds") & pl.col("decode_tok_s").is_not_null()
                     & ((pl.col("engine") != VLLM) | (pl.col("batch") <= pl.col("max_num_seqs"))))

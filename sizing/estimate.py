@@ -10,6 +10,7 @@ import polars as pl
 
 from sizing import engines
 from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
@@ -48,10 +49,6 @@ from sizing.result import (
     VllmBudget,
 )
 from sizing.rules import refusals
-from sizing.speed import (
-    DEFAULT_HOST_BANDWIDTH_GB_S,
-    DEFAULT_PROMPT_TOKENS,
-)
 from sizing.units import gib
 from sizing.vision import (
     CLIP_COMPUTE_BYTES,
