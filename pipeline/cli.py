@@ -16,6 +16,7 @@ from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
+from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -391,7 +392,7 @@ def plan_command(args: argparse.Namespace) -> int:
     _use_project_instance()
     import polars as pl
 
-    from assets.catalogs.readers import load_gpus
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
     from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
     from sizing.engines import FORMATS_BY_ENGINE
     from sizing.model_facts import format_row, model_row
@@ -408,7 +409,8 @@ def plan_command(args: argparse.Namespace) -> int:
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
     table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
-                 _published_offers(), formats, args.budget_usd)
+                 _published_offers(), formats, args.budget_usd, quality=load_quality_tiers(),
+                 min_quality=args.min_quality)
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -417,23 +419,26 @@ def plan_command(args: argparse.Namespace) -> int:
         args.tpot_ms and f"<= {args.tpot_ms:g} ms per output token") if t) or "no latency target"
     print(f"{m.name}: {args.requests_per_s:g} requests/s of {args.prompt_tokens:,} prompt + "
           f"{args.output_tokens:,} output tokens; {targets}"
-          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else ""))
+          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else "")
+          + f"; quality {args.min_quality}" + (" or better" if args.min_quality != "any" else ""))
     if table.is_empty():
         print("no configuration meets these targets")
         return 1
     print(f"{'format':10} {'engine':9} {'GPU':24} {'n':>2} {'KV':4} {'repl':>4} {'batch':>5} "
           f"{'cap r/s':>7} {'TPOT ms':>7} {'TTFT95':>7} {'rent USD/mo':>11} {'buy USD':>9} "
-          f"{'J/tok':>6}")
+          f"{'J/tok':>6} quality")
     for r in table.head(args.top).iter_rows(named=True):
         print(f"{r['weight_format']:10} {r['engine']:9} {r['gpu_id'][:24]:24} {r['n_gpus']:>2} "
               f"{r['kv_dtype']:4} {r['replicas']:>4} {r['batch']:>5} "
               f"{r['replica_capacity_req_s']:>7.2f} {r['tpot_ms']:>7.1f} {r['ttft_p95_ms']:>7.0f} "
               f"{_fmt(r['rent_usd_per_month'], ',.0f'):>11} "
-              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6}")
+              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6} "
+              f"{r['quality_tier'] or 'unmeasured'}")
     print(f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
           "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
           "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
-          "(sizing/capacity.py); J/tok at each GPU's board power limit.")
+          "(sizing/capacity.py); J/tok at each GPU's board power limit; quality: the worse "
+          "of the weights' and the KV cache's tier (sizing/quality.py).")
     return 0
 
 
@@ -715,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
     pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
     pl_.add_argument("--quant", nargs="+", help="only these weight formats")
     pl_.add_argument("--top", type=_count, default=15, help="rows to print")
+    pl_.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                     help="rank only formats of this quality tier or better (sizing/quality.py;"
+                          " 'any' turns the floor off)")
     pl_.add_argument("--json", action="store_true")
     pl_.set_defaults(func=plan_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
