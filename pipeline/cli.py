@@ -259,7 +259,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
     out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
                                               args.min_decode_tok_s, args.budget_usd,
-                                              args.objective)
+                                              args.objective, args.min_quality)
     r["recommendations"] = out["recommendations"]
     if args.json:
         print(json.dumps(_finite(out), indent=2))
@@ -359,7 +359,11 @@ def estimate_command(args: argparse.Namespace) -> int:
             text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
                      f"(verified {c['verified_at']})")
         print(f"  {label:17} {text}")
-    print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
+    best, tier_of = rec["best_format_for_this_gpu"], rec["quality_tiers"]
+    print(f"  quality           {quant}: {tier_of.get(quant) or 'unmeasured'} "
+          "(sizing/quality.py)")
+    print("  best format here  " + (f"{best} ({tier_of.get(best)})" if best else
+                                    f"none fits at quality {rec['min_quality']} or better"))
     crit = rec["criteria"]
     print(f"  criteria          fits, vLLM/llama.cpp kernels for {quant} on the GPU, decode "
           f">= {crit['min_decode_tok_s']:g} tok/s"
@@ -379,7 +383,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         for row in rec["per_format"]:
             print(f"  per format        {row['weight_format']:10} {row['n_gpus']}x {row['name']}: "
                   f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
-                  f"{_fmt(row['outlay_usd'], ',.0f')} USD")
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD, {row['quality_tier']}")
         for key, row in rec["per_finetune_regime"].items():
             print(f"  fine-tune on      {key:14} " + ("no single priced GPU holds it" if row
                   is None else f"{row['name']} ({row['needs_gib']:.1f} GiB needed, "
@@ -561,28 +565,37 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
 
 
 def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
-                     budget_usd: float | None, objective: str | None) -> dict:
-    from assets.catalogs.readers import load_gpus
+                     budget_usd: float | None, objective: str | None,
+                     min_quality: str = DEFAULT_MIN_QUALITY) -> dict:
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
+    from sizing.quality import ranked_formats
     from sizing.recommend import best_format_for_gpu, recommend
 
-    gpus = load_gpus()
+    gpus, tiers = load_gpus(), load_quality_tiers()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
                     offers, min_decode_tok_s, budget_usd)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
-                               offers, min_decode_tok_s, budget_usd)
+                               offers, min_decode_tok_s, budget_usd, tiers, min_quality)
         rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
-                                             "decode_tok_s", "outlay_usd",
-                                             "rent_usd_per_hour").to_dicts()
+                                             "decode_tok_s", "outlay_usd", "rent_usd_per_hour",
+                                             "quality_tier").to_dicts() if by_format.height \
+            else []
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
                                batch=conf.batch).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
-        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
+        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers,
+        min_quality)
+    rec["quality_tiers"] = dict(ranked_formats([conf.weight_format,
+                                                *([rec["best_format_for_this_gpu"]]
+                                                  if rec["best_format_for_this_gpu"] else [])],
+                                               m.name, tiers, "any"))
+    rec["min_quality"] = min_quality
     return rec
 
 
@@ -603,6 +616,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
     e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
     e.add_argument("--batch", type=_count, default=1, help="sequences decoded together")
+    e.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                   help="recommend only formats of this quality tier or better "
+                        "(sizing/quality.py; 'any' turns the floor off)")
     e.add_argument("--gpu", required=not bulk,
                    help="catalog id, name or alias, any case ('RTX 4090', h100_sxm5_80gb)")
     e.add_argument("--gpus", type=_count, default=1, help="number of GPUs")

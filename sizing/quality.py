@@ -148,3 +148,15 @@ def at_least(floor: str, column: str = "quality_tier") -> pl.Expr:
     if floor not in _RANK:
         raise ValueError(f"unknown quality floor {floor!r}; known: {', '.join(FLOOR_CHOICES)}")
     return (tier_rank(column) <= _RANK[floor]).fill_null(False)
+
+
+def ranked_formats(formats: list[str] | tuple[str, ...], model_id: str, tiers: pl.DataFrame,
+                   floor: str = DEFAULT_MIN_QUALITY) -> list[tuple[str, str | None]]:
+    """`formats` (most faithful first) that pass `floor` for the model, best tier first and
+    the given order within a tier, each with its tier."""
+    rows = with_quality(pl.LazyFrame({"weight_format": list(formats)}).with_columns(
+        pl.lit(model_id).alias("model_id"), pl.int_range(pl.len()).alias("_order")),
+        tiers, kv=False)
+    kept = (rows.filter(at_least(floor))
+            .sort(tier_rank("quality_tier"), "_order", nulls_last=True).collect())
+    return list(zip(kept["weight_format"], kept["quality_tier"], strict=True))

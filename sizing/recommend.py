@@ -16,6 +16,7 @@ from sizing.evaluation import derive_inputs, evaluate
 from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
+from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
 from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 
 
@@ -161,9 +162,15 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 
 def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
-                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1) -> str | None:
-    """The most faithful format that fits this GPU and count at this context, if any."""
-    for fmt in FORMATS_BY_ENGINE[engine]:
+                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1,
+                        quality: pl.DataFrame | None = None,
+                        min_quality: str = DEFAULT_MIN_QUALITY) -> str | None:
+    """The most faithful format that fits this GPU and count at this context, if any:
+    with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
+    first, then the most bits."""
+    order = FORMATS_BY_ENGINE[engine] if quality is None else [
+        f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
+    for fmt in order:
         rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
             (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
         if rows.height and rows.get_column("verdict").item() == "fits":
