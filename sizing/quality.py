@@ -87,7 +87,8 @@ def _worst(rows: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
 def format_tiers(measurements: pl.DataFrame, formats: dict[str, list[str]]) -> pl.DataFrame:
     """One row per (kind, format) of `formats` ({"weights": [...], "kv_cache": [...]}) with
     its tier, and one per (kind, format, model_id) for our models a measurement names:
-    tier, basis (measured, baseline, unmeasured) and the deciding measurement."""
+    tier, its rank (0 best), whether it meets DEFAULT_MIN_QUALITY, basis (measured,
+    baseline, unmeasured) and the deciding measurement."""
     rows = (measurements.lazy()
             .with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64))
             .with_columns(measurement_tier().alias("tier"))
@@ -109,8 +110,10 @@ def format_tiers(measurements: pl.DataFrame, formats: dict[str, list[str]]) -> p
            .with_columns(pl.when(pl.col("basis") == "baseline").then(pl.lit(TIERS[0]))
                          .otherwise(pl.col("tier")).alias("tier"),
                          pl.col("n_measurements").fill_null(0).cast(pl.Int32)))
-    return out.select("kind", "format", "model_id", "tier", "basis", "n_measurements",
-                      "basis_metric", "basis_value", "basis_model", "basis_source_url") \
+    return out.select("kind", "format", "model_id", "tier", tier_rank("tier").alias("tier_rank"),
+                      at_least(DEFAULT_MIN_QUALITY, "tier").alias("meets_default_floor"),
+                      "basis", "n_measurements", "basis_metric", "basis_value", "basis_model",
+                      "basis_source_url") \
         .sort("kind", "format", "model_id", nulls_last=False).collect()
 
 
