@@ -16,6 +16,7 @@ from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
+from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -228,7 +229,7 @@ def estimate_command(args: argparse.Namespace) -> int:
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
     rec = _recommendations(m, conf, gpu["gpu_id"], offers, args.min_decode_tok_s,
-                           args.budget_usd, args.objective)
+                           args.budget_usd, args.objective, args.min_quality)
     if args.json:
         print(json.dumps(_finite(r.to_dict() | {"recommendations": rec}), indent=2))
         return 0
@@ -328,7 +329,11 @@ def estimate_command(args: argparse.Namespace) -> int:
             text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
                      f"(verified {c['verified_at']})")
         print(f"  {label:17} {text}")
-    print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
+    best, tier_of = rec["best_format_for_this_gpu"], rec["quality_tiers"]
+    print(f"  quality           {quant}: {tier_of.get(quant) or 'unmeasured'} "
+          "(sizing/quality.py)")
+    print("  best format here  " + (f"{best} ({tier_of.get(best)})" if best else
+                                    f"none fits at quality {rec['min_quality']} or better"))
     crit = rec["criteria"]
     print(f"  criteria          fits, vLLM/llama.cpp kernels for {quant} on the GPU, decode "
           f">= {crit['min_decode_tok_s']:g} tok/s"
@@ -348,7 +353,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         for row in rec["per_format"]:
             print(f"  per format        {row['weight_format']:10} {row['n_gpus']}x {row['name']}: "
                   f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
-                  f"{_fmt(row['outlay_usd'], ',.0f')} USD")
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD, {row['quality_tier']}")
         for key, row in rec["per_finetune_regime"].items():
             print(f"  fine-tune on      {key:14} " + ("no single priced GPU holds it" if row
                   is None else f"{row['name']} ({row['needs_gib']:.1f} GiB needed, "
@@ -361,7 +366,7 @@ def plan_command(args: argparse.Namespace) -> int:
     _use_project_instance()
     import polars as pl
 
-    from assets.catalogs.readers import load_gpus
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
     from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
     from sizing.engines import FORMATS_BY_ENGINE
     from sizing.model_facts import format_row, model_row
@@ -378,7 +383,8 @@ def plan_command(args: argparse.Namespace) -> int:
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
     table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
-                 _published_offers(), formats, args.budget_usd)
+                 _published_offers(), formats, args.budget_usd, quality=load_quality_tiers(),
+                 min_quality=args.min_quality)
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -387,23 +393,26 @@ def plan_command(args: argparse.Namespace) -> int:
         args.tpot_ms and f"<= {args.tpot_ms:g} ms per output token") if t) or "no latency target"
     print(f"{m.name}: {args.requests_per_s:g} requests/s of {args.prompt_tokens:,} prompt + "
           f"{args.output_tokens:,} output tokens; {targets}"
-          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else ""))
+          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else "")
+          + f"; quality {args.min_quality}" + (" or better" if args.min_quality != "any" else ""))
     if table.is_empty():
         print("no configuration meets these targets")
         return 1
     print(f"{'format':10} {'engine':9} {'GPU':24} {'n':>2} {'KV':4} {'repl':>4} {'batch':>5} "
           f"{'cap r/s':>7} {'TPOT ms':>7} {'TTFT95':>7} {'rent USD/mo':>11} {'buy USD':>9} "
-          f"{'J/tok':>6}")
+          f"{'J/tok':>6} quality")
     for r in table.head(args.top).iter_rows(named=True):
         print(f"{r['weight_format']:10} {r['engine']:9} {r['gpu_id'][:24]:24} {r['n_gpus']:>2} "
               f"{r['kv_dtype']:4} {r['replicas']:>4} {r['batch']:>5} "
               f"{r['replica_capacity_req_s']:>7.2f} {r['tpot_ms']:>7.1f} {r['ttft_p95_ms']:>7.0f} "
               f"{_fmt(r['rent_usd_per_month'], ',.0f'):>11} "
-              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6}")
+              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6} "
+              f"{r['quality_tier'] or 'unmeasured'}")
     print(f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
           "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
           "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
-          "(sizing/capacity.py); J/tok at each GPU's board power limit.")
+          "(sizing/capacity.py); J/tok at each GPU's board power limit; quality: the worse "
+          "of the weights' and the KV cache's tier (sizing/quality.py).")
     return 0
 
 
@@ -526,28 +535,37 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
 
 
 def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
-                     budget_usd: float | None, objective: str | None) -> dict:
-    from assets.catalogs.readers import load_gpus
+                     budget_usd: float | None, objective: str | None,
+                     min_quality: str = DEFAULT_MIN_QUALITY) -> dict:
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
+    from sizing.quality import ranked_formats
     from sizing.recommend import best_format_for_gpu, recommend
 
-    gpus = load_gpus()
+    gpus, tiers = load_gpus(), load_quality_tiers()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
                     offers, min_decode_tok_s, budget_usd)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
-                               offers, min_decode_tok_s, budget_usd)
+                               offers, min_decode_tok_s, budget_usd, tiers, min_quality)
         rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
-                                             "decode_tok_s", "outlay_usd",
-                                             "rent_usd_per_hour").to_dicts()
+                                             "decode_tok_s", "outlay_usd", "rent_usd_per_hour",
+                                             "quality_tier").to_dicts() if by_format.height \
+            else []
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
                                batch=conf.batch).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
-        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
+        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers,
+        min_quality)
+    rec["quality_tiers"] = dict(ranked_formats([conf.weight_format,
+                                                *([rec["best_format_for_this_gpu"]]
+                                                  if rec["best_format_for_this_gpu"] else [])],
+                                               m.name, tiers, "any"))
+    rec["min_quality"] = min_quality
     return rec
 
 
@@ -568,6 +586,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
     e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
     e.add_argument("--batch", type=_count, default=1, help="sequences decoded together")
+    e.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                   help="recommend only formats of this quality tier or better "
+                        "(sizing/quality.py; 'any' turns the floor off)")
     e.add_argument("--gpu", required=not bulk,
                    help="catalog id, name or alias, any case ('RTX 4090', h100_sxm5_80gb)")
     e.add_argument("--gpus", type=_count, default=1, help="number of GPUs")
@@ -685,6 +706,9 @@ def main(argv: list[str] | None = None) -> int:
     pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
     pl_.add_argument("--quant", nargs="+", help="only these weight formats")
     pl_.add_argument("--top", type=_count, default=15, help="rows to print")
+    pl_.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                     help="rank only formats of this quality tier or better (sizing/quality.py;"
+                          " 'any' turns the floor off)")
     pl_.add_argument("--json", action="store_true")
     pl_.set_defaults(func=plan_command)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")

@@ -11,7 +11,14 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets.catalogs.tables import engines, gpus, quantized_releases, weight_formats
+from assets.catalogs.tables import (
+    engines,
+    format_quality,
+    format_quality_tiers,
+    gpus,
+    quantized_releases,
+    weight_formats,
+)
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
@@ -40,7 +47,8 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, hub_models, models, weights,
+TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, format_quality,
+                format_quality_tiers, hub_models, models, weights,
                 fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
                 gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,
                 capacity_plans, finetune, *PROVIDER_ASSETS, gpu_prices]

@@ -15,6 +15,7 @@ from sizing.evaluation import derive_inputs, evaluate, with_input_defaults
 from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
+from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
 
 
 def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
@@ -152,9 +153,15 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 
 def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
-                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1) -> str | None:
-    """The most faithful format that fits this GPU and count at this context, if any."""
-    for fmt in FORMATS_BY_ENGINE[engine]:
+                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1,
+                        quality: pl.DataFrame | None = None,
+                        min_quality: str = DEFAULT_MIN_QUALITY) -> str | None:
+    """The most faithful format that fits this GPU and count at this context, if any:
+    with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
+    first, then the most bits."""
+    order = FORMATS_BY_ENGINE[engine] if quality is None else [
+        f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
+    for fmt in order:
         rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
             (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
         if rows.height and rows.get_column("verdict").item() == "fits":

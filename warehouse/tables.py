@@ -189,6 +189,38 @@ WEIGHT_FORMATS = TableContract(
     not_null=("weight_format", "kind"),
 )
 
+# Published measurements of a format's loss against the 16-bit model
+# (data/catalogs/format_quality.csv), each row with its tier (sizing.quality).
+QUALITY_TIER_NAMES = ("near-lossless", "small-loss", "noticeable", "heavy")
+FORMAT_QUALITY = TableContract(
+    "format_quality",
+    keys=("model", "format", "kind", "metric", "benchmark", "source_url", "quote"),
+    schema={"model": pl.String(), "model_id": pl.String(), "params_b": pl.Float64(),
+            "format": pl.String(), "kind": pl.String(), "metric": pl.String(),
+            "value": pl.Float64(), "baseline": pl.String(), "benchmark": pl.String(),
+            "source_url": pl.String(), "quote": pl.String(), "date": pl.String(),
+            "notes": pl.String(), "tier": pl.String()} | VERIFIED_AT,
+    not_null=("model", "format", "kind", "metric", "value", "source_url", "quote", "tier"),
+    rules=(("kind is weights or kv_cache", pl.col("kind").is_in(["weights", "kv_cache"])),
+           ("a tier of sizing.quality", pl.col("tier").is_in(QUALITY_TIER_NAMES))),
+)
+
+# Per format (and per model where a measurement names one of ours) its quality tier.
+FORMAT_QUALITY_TIERS = TableContract(
+    "format_quality_tiers",
+    keys=("kind", "format", "model_id"),
+    schema={"kind": pl.String(), "format": pl.String(), "model_id": pl.String(),
+            "tier": pl.String(), "tier_rank": pl.Int8(), "meets_default_floor": pl.Boolean(),
+            "basis": pl.String(), "n_measurements": pl.Int32(),
+            "basis_metric": pl.String(), "basis_value": pl.Float64(),
+            "basis_model": pl.String(), "basis_source_url": pl.String()} | VERIFIED_AT,
+    not_null=("kind", "format", "basis", "meets_default_floor"),
+    rules=(("basis is measured, baseline or unmeasured",
+            pl.col("basis").is_in(["measured", "baseline", "unmeasured"])),
+           ("a tier exactly where measured or baseline",
+            pl.col("tier").is_null() == (pl.col("basis") == "unmeasured"))),
+)
+
 ENGINES = TableContract(
     "engines",
     keys=("engine",),
@@ -367,7 +399,8 @@ CAPACITY_PLANS = TableContract(
             "rent_offer": pl.String(), "rent_usd_per_month": pl.Float64(),
             "purchase_new_usd": pl.Float64(), "purchase_used_usd": pl.Float64(),
             "j_per_output_token": pl.Float64(), "speed_basis": pl.String(),
-            "rank": pl.Int32()} | VERIFIED_AT,
+            "weight_quality_tier": pl.String(), "kv_quality_tier": pl.String(),
+            "quality_tier": pl.String(), "rank": pl.Int32()} | VERIFIED_AT,
     not_null=("profile", "model_id", "gpu_id", "replicas", "replica_capacity_req_s", "rank"),
     rules=(("at least one replica, each carrying a positive rate",
             (pl.col("replicas") >= 1) & (pl.col("replica_capacity_req_s") > 0)),
@@ -454,7 +487,8 @@ CONTRACTS = {c.name: c for c in (
     MODEL_QUARANTINE,
     WEIGHTS, GPUS, QUANTIZED_RELEASES,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
-    GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
+    FORMAT_QUALITY, FORMAT_QUALITY_TIERS, GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS,
+    SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
 
 

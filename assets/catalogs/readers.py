@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.paths import CATALOG_DIR
 from sizing.architecture import RopeRecipe
+from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
 from warehouse.tables import GPU_FACT_SOURCES
 
 
@@ -44,6 +45,21 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
     raw = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
     return raw.select(pl.col("model_repo").alias("model_id"), "weight_format", "release_repo",
                       "source_url", "quote", "notes")
+
+
+def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """data/catalogs/format_quality.csv: published measurements of a format's loss against
+    the 16-bit model, typed, with each row's tier (sizing.quality)."""
+    raw = pl.read_csv(Path(catalog_dir) / "format_quality.csv", infer_schema_length=0)
+    return raw.with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64),
+                            pl.col("model_id").replace("", None)) \
+        .with_columns(measurement_tier().alias("tier"))
+
+
+def load_quality_tiers(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """Every weight format and KV-cache type the engines offer, with its tier (and per
+    model where measured): sizing.quality.format_tiers over the catalog."""
+    return format_tiers(load_format_quality(catalog_dir), QUALITY_FORMATS)
 
 
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:

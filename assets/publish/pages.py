@@ -19,7 +19,7 @@ from assets.publish.heads import hctx as _hctx
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
               "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
-COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
+COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus", "format_quality_tiers")
 
 
 @dataclass
@@ -157,9 +157,12 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "gpu": gpu, "engine": engine, "fmt": fmt, "hctx": hctx, "kv": kv,
             "head": _first(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
                                  kv_dtype=kv, batch=1, n_gpus=1)),
+            # Formats at the default quality floor first, cheapest first; those below after.
             "formats": sorted(_pick(costs, context=hctx, batch=1, n_gpus=1),
-                              key=lambda r: (r["cost_per_mtok_usd"], r["engine"],
+                              key=lambda r: (not r["meets_quality_floor"],
+                                             r["cost_per_mtok_usd"], r["engine"],
                                              r["weight_format"], r["kv_dtype"])),
+            "quality_floor": d.quality_floor,
             "multi": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
                                   kv_dtype=kv, batch=1), key=lambda r: r["n_gpus"]),
             "batches": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
@@ -245,14 +248,15 @@ def _model_summary(d: SiteData, m: str) -> dict:
             fitting.setdefault(r["gpu_id"], r)
     by_price = sorted((r for r in fitting.values() if r["price_new_usd"]),
                       key=lambda r: (r["price_new_usd"], r["gpu_id"], r["engine"]))[:5]
-    # Per format, most bits per weight first: the cheapest 1-bit offer is rarely the
-    # answer to "how do I serve this model".
+    # Per format, those at the default quality floor first, then most bits per weight:
+    # the cheapest 1-bit offer is rarely the answer to "how do I serve this model".
     cheapest = sorted(({**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])),
-                      key=lambda c: (c["use"], -(d.formats.get(c["weight_format"], {}).get(
-                          "nominal_bits_per_weight") or 0), c["weight_format"]))
+                      key=lambda c: (c["use"], not c["meets_quality_floor"],
+                                     -(d.formats.get(c["weight_format"], {}).get(
+                                         "nominal_bits_per_weight") or 0), c["weight_format"]))
     return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
                                                                 r["engine"])),
-            "buy": by_price, "cheapest": cheapest}
+            "buy": by_price, "cheapest": cheapest, "quality_floor": d.quality_floor}
 
 
 def model_parts(d: SiteData, m: str, summary: Callable[[], dict]) -> list[Part]:
