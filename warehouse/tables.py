@@ -109,6 +109,12 @@ GPU_FACT_SOURCES = {
     "memory_type": "source_memory_type",
 }
 
+# What a purchase price is: a launch MSRP, a list price, a dated street listing, an
+# analyst's estimate, or a published system's price divided per GPU (new); a used sale or a
+# street listing (used).
+PRICE_NEW_BASES = ("msrp", "list", "street", "estimate", "system")
+PRICE_USED_BASES = ("used", "street")
+
 GPUS = TableContract(
     "gpus",
     keys=("gpu_id",),
@@ -119,6 +125,7 @@ GPUS = TableContract(
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
+            "price_new_basis": pl.String(), "price_used_basis": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "n_gpus_options": pl.String(),
             "compute_capability": pl.Float64(), "interconnect": pl.String()}
@@ -130,7 +137,13 @@ GPUS = TableContract(
             pl.col("bandwidth_gb_s").is_between(50, 20_000)),
            ("every fact names its source", pl.all_horizontal(
                pl.col(f).is_null() | pl.col(s).is_not_null()
-               for f, s in GPU_FACT_SOURCES.items()))),
+               for f, s in GPU_FACT_SOURCES.items())),
+           ("a new price is dated and names its basis", pl.col("price_new_usd").is_null()
+            | (pl.col("price_new_date").is_not_null()
+               & pl.col("price_new_basis").is_in(PRICE_NEW_BASES).fill_null(False))),
+           ("a used price is dated and names its basis", pl.col("price_used_usd").is_null()
+            | (pl.col("price_used_date").is_not_null()
+               & pl.col("price_used_basis").is_in(PRICE_USED_BASES).fill_null(False)))),
 )
 
 # Public checkpoints of a model in a vLLM weight format (data/catalogs/quantized_releases.csv).
@@ -262,7 +275,7 @@ COVERAGE = TableContract(
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
             "status": pl.String(), "sized_as": pl.String(), "reason": pl.String(),
-            "gpu_facts_missing": pl.String()}
+            "gpu_facts_missing": pl.String(), "purchase_price_reason": pl.String()}
     | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
     rules=(("a stand-in names the model it is sized as",

@@ -28,6 +28,9 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         pl.col("price_new_date").str.to_date(strict=False),
         pl.col("price_used_usd").cast(pl.Float64),
         pl.col("price_used_date"),  # as the source states it: a day or a month
+        # msrp, list, street, estimate or system (warehouse.tables.PRICE_NEW_BASES)
+        pl.col("price_new_basis"),
+        pl.col("price_used_basis"),  # used or street
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
         pl.col("n_gpus_options").fill_null("1"),

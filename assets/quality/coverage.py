@@ -24,10 +24,19 @@ def gpu_facts_missing(gpus: pl.DataFrame) -> pl.DataFrame:
     return gpus.select(pl.col("gpu_id").alias("id"),
                        pl.when(missing != "").then(missing).alias("gpu_facts_missing"))
 
+# How data/catalogs/gpus.csv's source_price_new opens for a GPU it gives no price.
+NO_PRICE = "No purchase price: "
+
 
 def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataFrame,
                    quarantine: pl.DataFrame, missing: dict[str, str]) -> pl.DataFrame:
     gpu_ids = gpus.get_column("gpu_id").implode()
+    # A catalog GPU with neither a new nor a used price says why in its price source.
+    unpriced = gpus.select(
+        pl.col("gpu_id").alias("id"),
+        pl.when(pl.col("price_new_usd").is_null() & pl.col("price_used_usd").is_null())
+        .then(pl.col("source_price_new").str.strip_prefix(NO_PRICE))
+        .alias("purchase_price_reason"))
     reconstructed = models.filter(pl.col("config_obtained") == "reconstructed") \
         .get_column("model_id").implode()
     model_ids = models.get_column("model_id").implode()
@@ -36,7 +45,8 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
     q = quarantine.select("model_id", pl.col("reason").alias("quarantine_reason"))
     df = (reference.join(reasons, on="id", how="left")
           .join(q, left_on="id", right_on="model_id", how="left")
-          .join(gpu_facts_missing(gpus), on="id", how="left"))
+          .join(gpu_facts_missing(gpus), on="id", how="left")
+          .join(unpriced, on="id", how="left"))
     is_gpu = pl.col("kind") == "gpu"
     status = (pl.when(is_gpu & pl.col("id").is_in(gpu_ids)).then(pl.lit("present"))
               .when(is_gpu).then(pl.lit("missing"))
@@ -57,14 +67,17 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
     return df.select("kind", "name_on_page", "id", status.alias("status"),
                      pl.when(status == "stand-in").then("sized_as").alias("sized_as"),
                      reason.alias("reason"),
-                     pl.when(is_gpu).then("gpu_facts_missing").alias("gpu_facts_missing"))
+                     pl.when(is_gpu).then("gpu_facts_missing").alias("gpu_facts_missing"),
+                     pl.when(is_gpu).then("purchase_price_reason")
+                     .alias("purchase_price_reason"))
 
 
 @table_asset("coverage", group="quality", deps=["gpus", "models", "model_quarantine"],
           description="Each GPU and model named on the reference page: present, "
                       "reconstructed, sized as a stand-in of the same architecture, "
-                      "quarantined or missing, with the reason, and for a GPU the facts "
-                      "its catalog row leaves empty.")
+                      "quarantined or missing, with the reason; for a GPU the facts its "
+                      "catalog row leaves empty and, without a purchase price, why "
+                      "(purchase_price_reason).")
 def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
              snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     reference = catalog.reference_page()
