@@ -103,7 +103,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
-        suffix = "html" if r.name.endswith("html") else "json"
+        suffix = next((s for s in ("html", "csv") if r.name.endswith(s)), "json")
         rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
         path = Path(self.snapshot_path) / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -237,8 +237,12 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
         again = replayed.collect(provider)
         assert [o["offer_id"] for o in again.offers] == [o["offer_id"] for o in got.offers]
     manifest = (tmp_path / "prices/manifest.jsonl").read_text().splitlines()
-    assert len(manifest) == 7  # one line per recorded body, both pricing pages included
-    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html"}
+    # One line per recorded body: both pricing pages and both normalised catalogs included.
+    assert len(manifest) == 9
+    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html", "primeintellect"}
+    assert {o["source"] for o in fetched["vastai"].offers} == {"api", "skypilot-catalog"}
+    assert any('"prices/vastai/skypilot-vms-csv-' in line and '.csv"' in line
+               for line in manifest)
     assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html"}
     assert all("test-token" not in line for line in manifest)
 
@@ -366,7 +370,7 @@ def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
     with price_server({"/pricing": "500"}) as url:
         got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
                                    base_urls={"runpod": url}).collect("runpod")
-    assert {o["source"] for o in got.offers} == {"api"}
+    assert {o["source"] for o in got.offers} == {"api", "primeintellect"}
     assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")
 
 
