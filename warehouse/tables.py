@@ -229,11 +229,14 @@ COVERAGE = TableContract(
     "coverage",
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
-            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String()}
+            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String(),
+            "price_status": pl.String(), "price_reason": pl.String()}
     | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
     rules=(("a stand-in names the model it is sized as",
-            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),),
+            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),
+           ("an unpriced GPU says why",
+            (pl.col("price_status") != "not priced") | pl.col("price_reason").is_not_null())),
 )
 
 PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")

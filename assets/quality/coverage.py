@@ -1,15 +1,38 @@
 """Which GPUs and models of the reference page the warehouse covers, and why not."""
 
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
+from sizing.cost import on_demand
+
+# What was searched for a GPU no recorded offer rents (the snapshot's price manifest).
+UNPRICED_SEARCHED = ("not rented by RunPod, Vast.ai, Vultr or DigitalOcean in any recording "
+                     "found (searched: the providers' recorded API responses, SkyPilot's "
+                     "catalog v5-v9, tugot17/gpu-price-tracker, dstackai/gpuhunt fixtures)")
+
+
+def price_columns(priced: pl.DataFrame, unpriced: pl.DataFrame) -> list[pl.Expr]:
+    """`price_status` of each reference-page GPU (priced: a whole-GPU on-demand offer is
+    published) and `price_reason` where it is not, a known reason first."""
+    ids = priced.filter(on_demand()).get_column("gpu_id").implode()
+    known = dict(zip(unpriced["id"], unpriced["reason"] + " (" + unpriced["source"] + ")",
+                     strict=True))
+    is_gpu = pl.col("kind") == "gpu"
+    status = (pl.when(~is_gpu).then(None).when(pl.col("id").is_in(ids))
+              .then(pl.lit("priced")).otherwise(pl.lit("not priced")))
+    reason = pl.when(status == "not priced").then(
+        pl.col("id").replace_strict(known, default=UNPRICED_SEARCHED))
+    return [status.alias("price_status"), reason.alias("price_reason")]
 
 
 def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataFrame,
-                   quarantine: pl.DataFrame, missing: dict[str, str]) -> pl.DataFrame:
+                   quarantine: pl.DataFrame, missing: dict[str, str],
+                   priced: pl.DataFrame, unpriced: pl.DataFrame) -> pl.DataFrame:
     gpu_ids = gpus.get_column("gpu_id").implode()
     reconstructed = models.filter(pl.col("config_obtained") == "reconstructed") \
         .get_column("model_id").implode()
@@ -38,19 +61,26 @@ def coverage_frame(reference: pl.DataFrame, gpus: pl.DataFrame, models: pl.DataF
                                      pl.lit("no config.json in the bundled snapshot"))))
     return df.select("kind", "name_on_page", "id", status.alias("status"),
                      pl.when(status == "stand-in").then("sized_as").alias("sized_as"),
-                     reason.alias("reason"))
+                     reason.alias("reason"), *price_columns(priced, unpriced))
 
 
-@table_asset("coverage", group="quality", deps=["gpus", "models", "model_quarantine"],
+@table_asset("coverage", group="quality",
+             deps=["gpus", "models", "model_quarantine", "gpu_prices"],
           description="Each GPU and model named on the reference page: present, "
                       "reconstructed, sized as a stand-in of the same architecture, "
-                      "quarantined or missing, with the reason.")
+                      "quarantined or missing, with the reason; each GPU priced by a "
+                      "whole-GPU on-demand offer or not, with the reason.")
 def coverage(context: dg.AssetExecutionContext, catalog: CatalogResource,
              snapshot: SnapshotResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     reference = catalog.reference_page()
     df = coverage_frame(reference, warehouse.read("gpus"), warehouse.read("models"),
-                        warehouse.read("model_quarantine"), snapshot.missing_models())
+                        warehouse.read("model_quarantine"), snapshot.missing_models(),
+                        warehouse.read("gpu_prices"),
+                        pl.read_csv(Path(catalog.path) / "unpriced_gpus.csv",
+                                    infer_schema_length=0))
     counts = dict(df.group_by("status").len().iter_rows())
+    counts |= {f"gpus_{k.replace(' ', '_')}": v for k, v in
+               df.drop_nulls("price_status").group_by("price_status").len().iter_rows()}
     context.log.info(f"reference-page coverage: {counts}")
     result = warehouse.publish(context, "coverage", df, CATALOGS_VERIFIED,
                                "data/catalogs/reference_page.csv")

@@ -380,3 +380,24 @@ def test_one_list_of_price_providers():
     from warehouse.tables import PRICE_PROVIDERS
 
     assert tuple(REQUESTS) == PRICE_PROVIDERS
+
+
+def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
+    """Spot offers and fractional slices can be taken away or are not the card: a GPU
+    with only those is not priced; known reasons (DigitalOcean's 'Per contract after
+    contacting sales', docs pricing page validated 2026-05-28) come before the generic one."""
+    from assets.quality.coverage import UNPRICED_SEARCHED, price_columns
+
+    offers = pl.DataFrame({"gpu_id": ["l4", "a40_48gb", "a100_sxm4_80gb"],
+                           "tier": ["secure on-demand", "secure spot", "cloud gpu"],
+                           "fractional": [False, False, True]})
+    page = pl.DataFrame({"kind": ["gpu"] * 4 + ["model"],
+                         "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi325x_256gb", "m"]})
+    unpriced = pl.read_csv(CatalogResource().path + "/unpriced_gpus.csv", infer_schema_length=0)
+    got = page.with_columns(price_columns(offers, unpriced))
+    status = dict(zip(got["id"], got["price_status"], strict=True))
+    assert status == {"l4": "priced", "a40_48gb": "not priced", "a100_sxm4_80gb": "not priced",
+                      "mi325x_256gb": "not priced", "m": None}
+    reason = dict(zip(got["id"], got["price_reason"], strict=True))
+    assert reason["a40_48gb"] == UNPRICED_SEARCHED and reason["l4"] is None
+    assert "Per contract after contacting sales" in reason["mi325x_256gb"]
