@@ -55,6 +55,7 @@ class SiteData:
     costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
+    history: dict[str, list[dict]] = field(default_factory=dict)
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
 
 
@@ -159,6 +160,10 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     d.cost_basis = _group(scan("cost_basis").collect(), h, "cost_basis", "gpu_id")
     d.offers = _group(scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id")
                       .collect(), h, "offers", "gpu_id")
+    d.history = _group(scan("price_history").filter(pl.col("pricing") == "on-demand")
+                       .group_by("gpu_id", "provider", "verified_at")
+                       .agg(pl.col("price_per_gpu_hour_usd").min())
+                       .sort("gpu_id", "provider", "verified_at").collect(), h, "history", "gpu_id")
     d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id")).collect(engine="streaming"),
                         h, "cheapest", "model_id")
     return d
