@@ -401,3 +401,18 @@ def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
     reason = dict(zip(got["id"], got["price_reason"], strict=True))
     assert reason["a40_48gb"] == UNPRICED_SEARCHED and reason["l4"] is None
     assert "Per contract after contacting sales" in reason["mi325x_256gb"]
+
+
+def test_price_history_chart_draws_one_line_per_provider_over_its_dates():
+    from assets.publish.charts import dated_chart
+
+    rows = [{"provider": "runpod", "verified_at": dt.date(2025, 10, 19),
+             "price_per_gpu_hour_usd": 1.64},
+            {"provider": "runpod", "verified_at": dt.date(2025, 11, 16),
+             "price_per_gpu_hour_usd": 1.39},
+            {"provider": "vastai", "verified_at": dt.date(2025, 11, 16),
+             "price_per_gpu_hour_usd": 0.93}]
+    svg = dated_chart(rows, "t", "USD / GPU-hour")
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 3
+    assert "runpod: 1.64 on 2025-10-19" in svg and "2025-11-16" in svg
+    assert dated_chart([], "t", "u") == ""
