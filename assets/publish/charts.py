@@ -114,12 +114,14 @@ def bar_chart(bars: list[tuple[str, float]], title: str, unit: str) -> str:
 
 
 def dated_chart(rows: list[dict], title: str, y_label: str) -> str:
-    """Price over the recorded dates, one line per provider (x: days, y: from zero)."""
+    """Price over the recorded dates (dates or ISO strings, as the site's rows carry them),
+    one line per provider (x: days, y: from zero)."""
     if not rows:
         return ""
     series: dict[str, list[tuple[dt.date, float]]] = {}
     for r in rows:
-        series.setdefault(r["provider"], []).append((r["verified_at"], r["price_per_gpu_hour_usd"]))
+        day = dt.date.fromisoformat(str(r["verified_at"]))
+        series.setdefault(r["provider"], []).append((day, r["price_per_gpu_hour_usd"]))
     width, height, ml, mr, mt, mb = 640, 240, 60, 130, 20, 45
     days = sorted({d for pts in series.values() for d, _ in pts})
     span = (days[-1] - days[0]).days or 1

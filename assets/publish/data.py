@@ -21,7 +21,8 @@ from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEAD
 from warehouse import store
 
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "gguf_published_sizes",
+          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "price_history",
+          "gguf_published_sizes",
           "finetune", "quantized_releases")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",

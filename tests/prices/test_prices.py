@@ -410,7 +410,7 @@ def test_price_history_chart_draws_one_line_per_provider_over_its_dates():
              "price_per_gpu_hour_usd": 1.64},
             {"provider": "runpod", "verified_at": dt.date(2025, 11, 16),
              "price_per_gpu_hour_usd": 1.39},
-            {"provider": "vastai", "verified_at": dt.date(2025, 11, 16),
+            {"provider": "vastai", "verified_at": "2025-11-16",  # as the site's rows carry it
              "price_per_gpu_hour_usd": 0.93}]
     svg = dated_chart(rows, "t", "USD / GPU-hour")
     assert svg.count("<polyline") == 2 and svg.count("<circle") == 3
