@@ -41,32 +41,55 @@ def refresh(args: argparse.Namespace) -> int:
 
 
 def prices(args: argparse.Namespace) -> int:
-    """The cheapest on-demand instance per provider with at least --need-gb of GPU memory."""
+    """The cheapest on-demand instance per provider whose GPUs hold --need-gb the way the
+    engine can split a model: by layers over any count (llama.cpp), by tensor parallelism
+    over a count that divides the attention heads (vLLM), or not at all (one GPU)."""
     _use_project_instance()
     import polars as pl
 
-    from sizing.cost import DAYS_PER_MONTH
+    from sizing.cost import DAYS_PER_MONTH, cheapest_on_demand
+    from sizing.engines import vllm
     from warehouse import store
 
     try:
-        offers = store.read("cheapest_offers")
+        offers = store.read("gpu_prices")
     except store.TABLE_MISSING:
         raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
-    best = (offers.filter(pl.col("total_vram_gb") >= args.need_gb)
-            .sort("price_per_instance_hour_usd")
-            .group_by("provider", maintain_order=True).first())
+    offers = offers.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
+        (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb"))
+    fits = {"layers": pl.col("total_vram_gb") >= args.need_gb,
+            "none": pl.col("vram_per_gpu_gb") >= args.need_gb,
+            "tensor": (pl.col("total_vram_gb") >= args.need_gb)
+            & vllm.ATTENTION_HEADS_SPLIT.holds}[args.split]
+    if args.split == "tensor":
+        if not args.attention_heads:
+            raise SystemExit("error: --split tensor needs --attention-heads (the model's)")
+        offers = offers.with_columns(engine=pl.lit(vllm.NAME),
+                                     n_heads=pl.lit(args.attention_heads))
+    best = cheapest_on_demand(offers.filter(fits), ["provider"]).sort(
+        "price_per_instance_hour_usd")
     if best.is_empty():
-        print(f"no offer has {args.need_gb:g} GB of GPU memory")
+        print(f"no offer has {args.need_gb:g} GB of GPU memory split by {args.split}")
         return 1
-    print(f"{'provider':13} {'instance':28} {'VRAM GB':>8} {'USD/h':>7} "
-          f"{'USD/month':>10}  billing      verified")
+    print(f"{'provider':13} {'instance':28} {'GB/GPU':>7} {'GPUs':>4} {'total GB':>8} "
+          f"{'USD/h':>7} {'USD/month':>10}  billing      verified")
     for r in best.iter_rows(named=True):
         monthly = r["price_per_instance_hour_usd"] * args.hours_per_day * DAYS_PER_MONTH
         print(f"{r['provider']:13} {str(r['n_gpus']) + 'x ' + r['gpu_id']:28} "
-              f"{r['total_vram_gb']:>8g} {r['price_per_instance_hour_usd']:>7.2f} "
-              f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
-    print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
+              f"{r['vram_per_gpu_gb']:>7g} {r['n_gpus']:>4} {r['total_vram_gb']:>8g} "
+              f"{r['price_per_instance_hour_usd']:>7.2f} {monthly:>10.2f}  "
+              f"{r['billing_mode']:12} {r['verified_at']}")
+    print(f"monthly at {args.hours_per_day:g} h/day; on-demand whole-GPU offers only (no spot, "
+          f"no fractional slice); split: {SPLIT_WORDS[args.split]}")
     return 0
+
+
+# How `prices --split` lets a model's memory spread over an instance's GPUs.
+SPLIT_WORDS = {
+    "layers": "by layers over any GPU count (llama.cpp --split-mode layer)",
+    "tensor": "tensor parallelism over a GPU count dividing the attention heads (vLLM)",
+    "none": "one GPU holds it all (an engine or model that does not split)",
+}
 
 
 def serve_site(args: argparse.Namespace) -> int:
@@ -722,6 +745,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
     p.add_argument("--need-gb", type=_amount, required=True, help="GPU memory needed, in GB")
     p.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
+    p.add_argument("--split", choices=sorted(SPLIT_WORDS), default="layers",
+                   help="how the memory may spread over an instance's GPUs")
+    p.add_argument("--attention-heads", type=int,
+                   help="the model's attention heads (for --split tensor)")
     p.set_defaults(func=prices)
     site = sub.add_parser("site", help="the static compatibility site").add_subparsers(
         dest="site_command", required=True)

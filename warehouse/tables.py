@@ -275,11 +275,15 @@ COVERAGE = TableContract(
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
             "status": pl.String(), "sized_as": pl.String(), "reason": pl.String(),
-            "gpu_facts_missing": pl.String(), "purchase_price_reason": pl.String()}
+            "gpu_facts_missing": pl.String(), "purchase_price_reason": pl.String(),
+            "rent_price_status": pl.String(), "rent_price_reason": pl.String()}
     | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
     rules=(("a stand-in names the model it is sized as",
-            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),),
+            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),
+           ("a GPU no offer rents says why",
+            (pl.col("rent_price_status") != "not priced")
+            | pl.col("rent_price_reason").is_not_null())),
 )
 
 PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")
@@ -317,7 +321,7 @@ PROVIDER_PRICES = tuple(TableContract(
 # All providers' offers that map to a catalog GPU at a plausible price.
 GPU_PRICES = TableContract(
     "gpu_prices", keys=("provider", "offer_id"),
-    schema={**_OFFER_SCHEMA, "gpu_id": pl.String()} | VERIFIED_AT,
+    schema={**_OFFER_SCHEMA, "gpu_id": pl.String(), "pricing": pl.String()} | VERIFIED_AT,
     renamed=_OFFER_RENAMED,
     not_null=("provider", "offer_id", "gpu_id", "n_gpus", "price_per_instance_hour_usd",
               "billing_mode"),
@@ -345,6 +349,29 @@ CHEAPEST_OFFERS = TableContract(
     | VERIFIED_AT,
     renamed=(("gpu_count", "n_gpus"),),
     not_null=("provider", "total_vram_gb", "price_per_instance_hour_usd"),
+)
+
+# Every recorded price point (all recordings in the snapshot, not only each source's
+# newest), mapped to catalog GPUs. Columns: provider and source (the adapter: api, html,
+# skypilot-catalog, primeintellect); offer_id as the source names the offer; gpu_id;
+# tier as the provider labels it (secure / community, verified host, bare metal...) and
+# pricing ("on-demand", "spot", or "mixed" where the source does not separate them);
+# n_gpus per instance; fractional (a slice of one GPU, never counted as a whole GPU);
+# region; both prices in USD per hour; verified_at, the recording's date; raw_ref, the
+# recorded body it was read from.
+PRICE_HISTORY = TableContract(
+    "price_history",
+    keys=("raw_ref", "offer_id"),
+    schema={"provider": pl.String(), "source": pl.String(), "offer_id": pl.String(),
+            "gpu_id": pl.String(), "tier": pl.String(), "pricing": pl.String(),
+            "n_gpus": pl.Int64(), "fractional": pl.Boolean(), "region": pl.String(),
+            "price_per_instance_hour_usd": pl.Float64(), "price_per_gpu_hour_usd": pl.Float64(),
+            "verified_at": pl.Date(), "raw_ref": pl.String()},
+    not_null=("provider", "source", "gpu_id", "pricing", "n_gpus",
+              "price_per_gpu_hour_usd", "verified_at", "raw_ref"),
+    rules=(_PER_GPU_CONSISTENT,
+           ("per-GPU price in the plausible band",
+            pl.col("price_per_gpu_hour_usd").is_between(*PLAUSIBLE_GPU_HOUR_USD))),
 )
 
 HUB_MODELS = TableContract(
@@ -502,7 +529,7 @@ CONTRACTS = {c.name: c for c in (
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
     FORMAT_QUALITY, FORMAT_QUALITY_TIERS, GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS,
     SPEED_CHECKS, ACCURACY, GPU_PRICES,
-    PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+    PRICE_QUARANTINE, CHEAPEST_OFFERS, PRICE_HISTORY, *PROVIDER_PRICES)}
 
 
 # The release log (not a published table: the record of which versions are published).

@@ -22,6 +22,11 @@ RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCou
                 "communitySpotPrice } }")
 VAST_SEARCH = {"rentable": {"eq": True}, "rented": {"eq": False}, "num_gpus": {"gte": 1},
                "type": "on-demand", "limit": 3000, "allocated_storage": 5}
+# Normalised catalogs kept fresh by other projects' scheduled jobs, read as second sources.
+SKYPILOT_VAST_URL = ("https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/"
+                     "catalogs/v9/vast/vms.csv")
+PRIMEINTELLECT_SUMMARY_URL = ("https://raw.githubusercontent.com/tugot17/gpu-price-tracker/main/"
+                              "data/summary/H100_80GB_SXM5.jsonl")
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
                 _ignoring_date(parsers.parse_runpod_graphql), {"query": RUNPOD_QUERY}),
         Request("pricing-html", "GET", "https://www.runpod.io/pricing",
                 _ignoring_date(parsers.parse_runpod_pricing_html), optional=True),
+        Request("primeintellect-summary", "GET", PRIMEINTELLECT_SUMMARY_URL,
+                _ignoring_date(parsers.parse_primeintellect_summary), optional=True),
     ),
     "vastai": (Request("bundles", "POST", "https://console.vast.ai/api/v0/bundles/",
-                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),),
+                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),
+               Request("skypilot-vms-csv", "GET", SKYPILOT_VAST_URL,
+                       _ignoring_date(parsers.parse_skypilot_vast_vms), optional=True)),
     "vultr": (
         Request("plans", "GET", "https://api.vultr.com/v2/plans?type=all&per_page=500",
                 _ignoring_date(parsers.parse_vultr_plans)),
@@ -110,3 +119,29 @@ def newest_recordings(snapshot: Path) -> list[dict[str, Any]]:
     for e in entries:
         newest[e["provider"]] = max(newest.get(e["provider"], ""), str(e["published_date"])[:16])
     return [e for e in entries if str(e["published_date"])[:16] == newest[e["provider"]]]
+
+
+def manifest_entries(snapshot: Path) -> list[dict[str, Any]]:
+    """Every manifest line, oldest recordings included (the price history reads them all)."""
+    path = snapshot / "prices" / "manifest.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def request_name(entry: dict[str, Any]) -> str:
+    """The request a manifest line answers: public recordings without one answer the
+    provider's main request."""
+    return entry.get("request") or REQUESTS[entry["provider"]][0].name
+
+
+def newest_per_request(snapshot: Path) -> list[dict[str, Any]]:
+    """Manifest lines of the newest recording of each provider's each request, so that a
+    second source recorded later does not hide the provider's main response."""
+    entries = manifest_entries(snapshot)
+    newest: dict[tuple[str, str], str] = {}
+    for e in entries:
+        key = (e["provider"], request_name(e))
+        newest[key] = max(newest.get(key, ""), str(e["published_date"])[:16])
+    return [e for e in entries
+            if str(e["published_date"])[:16] == newest[(e["provider"], request_name(e))]]

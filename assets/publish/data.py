@@ -21,8 +21,8 @@ from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEAD
 from warehouse import store
 
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "gguf_published_sizes",
-          "finetune", "quantized_releases", "format_quality_tiers")
+          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "price_history",
+          "gguf_published_sizes", "finetune", "quantized_releases", "format_quality_tiers")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
                 "headroom_gib", "verdict", "max_context_tokens",
@@ -55,6 +55,7 @@ class SiteData:
     costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
+    history: dict[str, list[dict]] = field(default_factory=dict)
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
@@ -164,6 +165,10 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     d.cost_basis = _group(scan("cost_basis").collect(), h, "cost_basis", "gpu_id")
     d.offers = _group(scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id")
                       .collect(), h, "offers", "gpu_id")
+    d.history = _group(scan("price_history").filter(pl.col("pricing") == "on-demand")
+                       .group_by("gpu_id", "provider", "verified_at")
+                       .agg(pl.col("price_per_gpu_hour_usd").min())
+                       .sort("gpu_id", "provider", "verified_at").collect(), h, "history", "gpu_id")
     d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id")).collect(engine="streaming"),
                         h, "cheapest", "model_id")
     return d

@@ -19,7 +19,8 @@ from assets.publish.heads import hctx as _hctx
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
               "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
-COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus", "format_quality_tiers")
+COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "price_history", "gpus",
+               "format_quality_tiers")
 
 
 @dataclass
@@ -90,7 +91,7 @@ def all_pages(d: SiteData) -> list[Page]:
             gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
             "gpu",
             {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
-             "cost": (("gpus", g), ("offers", g), ("cost_basis", g))},
+             "cost": (("gpus", g), ("offers", g), ("cost_basis", g), ("history", g))},
             functools.partial(lambda g: gpu_parts(d, g), g)))
     pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
                       {"fit": (("models", ALL), ("gpus", ALL))}, lambda: index_parts(d)))
@@ -292,7 +293,7 @@ def gpu_parts(d: SiteData, g: str) -> list[Part]:
     return [Part("fit", "gpu_fit.html.j2", FIT_TABLES, fit),
             Part("cost", "gpu_cost.html.j2", COST_TABLES,
                  lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
-                          "basis": d.cost_basis.get(g, [])})]
+                          "basis": d.cost_basis.get(g, []), "history": d.history.get(g, [])})]
 
 
 def index_parts(d: SiteData) -> list[Part]:

@@ -18,9 +18,11 @@ from assets.prices.sources import (
     REQUESTS,
     Collected,
     Request,
-    newest_recordings,
+    manifest_entries,
+    newest_per_request,
     parsed,
     recorded_at,
+    request_name,
 )
 
 
@@ -38,16 +40,26 @@ class PriceSourcesResource(dg.ConfigurableResource):
             else self._fetch_and_record(provider, requests)
 
     def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
+        entries = [e for e in newest_per_request(Path(self.snapshot_path))
+                   if e.get("provider") == provider]
+        return self._parse_recordings(provider, requests, entries)
+
+    def history(self, provider: str) -> Collected:
+        """Every recording of the provider in the snapshot, each offer with its own date."""
+        entries = [e for e in manifest_entries(Path(self.snapshot_path))
+                   if e.get("provider") == provider]
+        return self._parse_recordings(provider, REQUESTS[provider], entries)
+
+    def _parse_recordings(self, provider: str, requests: tuple[Request, ...],
+                          entries: list[dict]) -> Collected:
         by_name = {r.name: r for r in requests}
         offers, refs, dates = [], [], []
-        for entry in newest_recordings(Path(self.snapshot_path)):
-            if entry.get("provider") != provider:
-                continue
-            # Public recordings answer the provider's main request unless they say otherwise.
-            request = by_name.get(entry.get("request"), requests[0])
+        for entry in entries:
+            request = by_name[request_name(entry)]
             when = recorded_at(entry)
             body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
-            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
+            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"],
+                            "verified_at": when.date()}
                        for o in parsed(provider, request, body, when.date())]
             refs.append(entry["path"])
             dates.append(when)
@@ -91,7 +103,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
-        suffix = "html" if r.name.endswith("html") else "json"
+        suffix = next((s for s in ("html", "csv") if r.name.endswith(s)), "json")
         rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
         path = Path(self.snapshot_path) / rel
         path.parent.mkdir(parents=True, exist_ok=True)

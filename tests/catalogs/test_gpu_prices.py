@@ -85,7 +85,12 @@ def test_every_gpu_without_a_price_says_why_in_notes_and_in_coverage():
     reference = pl.read_csv(CATALOG / "reference_page.csv", infer_schema_length=0)
     models = pl.DataFrame(schema={"model_id": pl.String, "config_obtained": pl.String})
     quarantine = pl.DataFrame(schema={"model_id": pl.String, "reason": pl.String})
-    coverage = coverage_frame(reference, GPUS, models, quarantine, {}).filter(
+    offers = pl.DataFrame(schema={"gpu_id": pl.String, "tier": pl.String,
+                                  "fractional": pl.Boolean})
+    no_reasons = pl.DataFrame(schema={"id": pl.String, "reason": pl.String,
+                                      "source": pl.String})
+    coverage = coverage_frame(reference, GPUS, models, quarantine, {}, offers,
+                              no_reasons).filter(
         pl.col("kind") == "gpu")
     on_page = coverage.filter(pl.col("id").is_in(unpriced.get_column("id").implode()))
     assert on_page.height and on_page.get_column("purchase_price_reason").null_count() == 0

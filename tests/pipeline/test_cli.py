@@ -24,7 +24,7 @@ def test_estimate_json(capsys):
     assert out["launch_llama_cpp"].startswith("llama-server")
 
 
-def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
+def _published_prices(tmp_path, monkeypatch):
     import dagster as dg
 
     from assets.catalogs.tables import CatalogResource, gpus
@@ -36,13 +36,45 @@ def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monke
     dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
                    resources={"catalog": CatalogResource(), "price_sources": PriceSourcesResource(),
                               "warehouse": WarehouseResource(root=root)})
-    assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0
+
+
+def _price_rows(capsys) -> dict[str, list[str]]:
+    """provider -> [provider, Nx, gpu, GB/GPU, GPUs, total GB, USD/h, USD/month, ...]"""
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[1:-1]}
-    assert set(rows) == {"runpod", "digitalocean", "vultr"}  # Vast's offers hold 48 GB at most
-    assert all(float(r[3]) >= 150 for r in rows.values())  # provider, Nx, gpu, VRAM GB, ...
-    usd_h, usd_month = float(rows["runpod"][4]), float(rows["runpod"][5])
+    return {line.split()[0]: line.split() for line in lines[1:-1]}
+
+
+def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
+    _published_prices(tmp_path, monkeypatch)
+    assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0
+    rows = _price_rows(capsys)
+    assert set(rows) == {"runpod", "vastai", "digitalocean", "vultr"}
+    for r in rows.values():  # total = GB per GPU x GPUs, and it holds the need
+        assert float(r[5]) == pytest.approx(float(r[3]) * int(r[4])) and float(r[5]) >= 150
+    usd_h, usd_month = float(rows["runpod"][6]), float(rows["runpod"][7])
     assert usd_month == pytest.approx(usd_h * 4 * 365.25 / 12, abs=0.01)
+
+
+def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Two 24 GB cards hold 48 GB for llama.cpp's layer split, not for a model that must
+    sit on one GPU; vLLM's tensor parallelism needs the GPU count to divide the attention
+    heads (vllm/config/model.py verify_with_parallel_config)."""
+    _published_prices(tmp_path, monkeypatch)
+    assert main(["prices", "--need-gb", "48", "--split", "layers"]) == 0
+    layers = _price_rows(capsys)
+    assert any(float(r[3]) < 48 for r in layers.values())  # cards added up
+    assert main(["prices", "--need-gb", "48", "--split", "none"]) == 0
+    single = _price_rows(capsys)
+    assert all(float(r[3]) >= 48 for r in single.values())
+    assert main(["prices", "--need-gb", "100"]) == 0
+    assert _price_rows(capsys)["vastai"][4] == "5"  # 5 x RTX 3090 by layers
+    assert main(["prices", "--need-gb", "100", "--split", "tensor",
+                 "--attention-heads", "64"]) == 0
+    tensor = _price_rows(capsys)
+    assert tensor["vastai"][4] != "5" and all(64 % int(r[4]) == 0 for r in tensor.values())
+    with pytest.raises(SystemExit, match="needs --attention-heads"):
+        main(["prices", "--need-gb", "100", "--split", "tensor"])
 
 
 @pytest.mark.parametrize(("argv", "message"), [
