@@ -1,6 +1,6 @@
 """The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one
-configuration), `prices` (what to rent), `snapshot record` (fresh raw inputs) and
-`site serve` (browse the static site)."""
+configuration), `fit` (what runs on a GPU), `prices` (what to rent), `snapshot record`
+(fresh raw inputs) and `site serve` (browse the static site)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,22 @@ SPLIT_WORDS = {
     "tensor": "tensor parallelism over a GPU count dividing the attention heads (vLLM)",
     "none": "one GPU holds it all (an engine or model that does not split)",
 }
+
+
+def fit(args: argparse.Namespace) -> int:
+    _use_project_instance()
+    from pipeline.fit import fit_command
+    from pipeline.names import UnknownName
+
+    def find(name: str) -> dict:
+        try:
+            return _catalog_gpu(name, {})
+        except UnknownName as e:
+            raise SystemExit(f"error: {e}") from None
+
+    if (args.gpu is None) == (not args.detect):
+        raise SystemExit("error: give --gpu NAME or --detect (one of them)")
+    return fit_command(args, find)
 
 
 def serve_site(args: argparse.Namespace) -> int:
@@ -734,6 +750,21 @@ def main(argv: list[str] | None = None) -> int:
                           " 'any' turns the floor off)")
     pl_.add_argument("--json", action="store_true")
     pl_.set_defaults(func=plan_command)
+    f = sub.add_parser("fit", help="the models that run on one GPU, best first",
+                       description="Lists the published rows only (run `llm-sizing refresh` "
+                                   "first); without --detect nothing on this machine is read.")
+    f.add_argument("--gpu", help="catalog id, name or alias, any case ('RTX 4090')")
+    f.add_argument("--detect", action="store_true",
+                   help="read this machine's GPUs and memory from nvidia-smi, rocm-smi or "
+                        "system_profiler and /proc/meminfo")
+    f.add_argument("--gpus", type=_count, help="number of GPUs (default 1, or as detected)")
+    f.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
+    f.add_argument("--min-tok-s", type=_amount, default=DEFAULT_MIN_DECODE_TOK_S,
+                   help="decode one sequence at least this fast (default 10; 0: list "
+                        "rows without a speed too)")
+    f.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=fit)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     rec = snap_sub.add_parser(
