@@ -353,17 +353,21 @@ def estimate_command(args: argparse.Namespace) -> int:
               f"checkpointing{rank})")
     print("  launch            " + (r.launch.llama_cpp or r.launch.vllm or r.launch.vllm_reason))
     print(f"  build             {r.launch.build}")
+    tier = rec["quality_tiers"].get(quant) or "unmeasured"
     for key, label in (("cheapest_single_gpu", "cheapest GPU"), ("best_value", "best value"),
                        ("smallest_unified_memory", "unified memory"),
                        ("cheapest_cloud", "cloud")):
         c = rec[key]
         text = "none fits" if c is None else f"{c['n_gpus']}x {c['name']}"
         if c and c.get("decode_tok_s") is not None:
-            text += f" ({c['decode_tok_s']:.1f} tok/s)"
+            text += f" ({c['decode_tok_s']:.1f} tok/s, {quant} {tier})"
         if c and c.get("hardware_usd"):
             text += f", {c['hardware_usd']:,.0f} USD ({c['price_basis']})"
         elif c and c.get("price_new_usd"):
-            text += f", {c['price_new_usd']:,.0f} USD new"
+            text += (f", {c['price_new_usd']:,.0f} USD new ({c['price_new_basis']}, "
+                     f"{c['price_new_date']})")
+        elif c and key != "cheapest_cloud":
+            text += ", no sourced purchase price"
         if c and c.get("price_per_hour_usd"):
             text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
                      f"(verified {c['verified_at']})")

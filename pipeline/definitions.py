@@ -42,6 +42,7 @@ from assets.sizing.capacity_plans import capacity_plans
 from assets.sizing.cost_matrix import cost_matrix
 from assets.sizing.finetune import finetune
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
+from assets.sizing.hardware_picks import hardware_picks
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
@@ -52,7 +53,8 @@ TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, format_qualit
                 format_quality_tiers, hub_models, models, weights,
                 fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
                 gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,
-                capacity_plans, finetune, *PROVIDER_ASSETS, gpu_prices, price_history]
+                capacity_plans, hardware_picks, finetune, *PROVIDER_ASSETS, gpu_prices,
+                price_history]
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.
 release = build_release(TABLE_ASSETS)
@@ -69,7 +71,7 @@ record_job = dg.define_asset_job(
 prices_job = dg.define_asset_job(
     "refresh_prices", tags=WRITES_TAG,
     selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
-                                       capacity_plans, release, site))
+                                       capacity_plans, hardware_picks, release, site))
 
 
 @dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",

@@ -61,14 +61,15 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 
 def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
-    """What a recommendation shows of a GPU besides its sizing: name, prices, compute
-    capability (null where the catalog has none)."""
+    """What a recommendation shows of a GPU besides its sizing: name, prices with their
+    date (ISO text) and basis, compute capability (null where the catalog has none)."""
+    optional = {"compute_capability": pl.Float64, "price_new_date": pl.Date,
+                "price_new_basis": pl.String}
     facts = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
-                        "memory_gib", *(["compute_capability"] if "compute_capability"
-                                        in gpus.columns else []))
-    if "compute_capability" not in facts.columns:
-        facts = facts.with_columns(pl.lit(None, pl.Float64).alias("compute_capability"))
-    return facts
+                        "memory_gib", *(c for c in optional if c in gpus.columns))
+    facts = facts.with_columns(pl.lit(None, t).alias(c) for c, t in optional.items()
+                               if c not in facts.columns)
+    return facts.with_columns(pl.col("price_new_date").cast(pl.String))  # as printed
 
 
 def sized_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
@@ -116,7 +117,9 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                 "total_gib": row["total_gib"], "usable_gib": row["usable_gib"],
                 "decode_tok_s": row["decode_tok_s"], **extra}
 
-    single = _first(priced.filter(pl.col("n_gpus") == 1), "hardware_usd")
+    # A card for a workstation or server: unified-memory machines have their own pick.
+    single = _first(priced.filter((pl.col("n_gpus") == 1) & ~pl.col("unified_memory")),
+                    "hardware_usd")
     # Best value: the lowest outlay, buying used where the catalog has a dated used price.
     used = pl.col("price_used_usd").is_not_null() & (pl.col("price_used_usd")
                                                      < pl.col("price_new_usd").fill_null(1e18))
@@ -126,7 +129,9 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         pl.when(used).then(pl.format("used, {} USD ({})",
                                      pl.col("price_used_usd").round().cast(pl.Int64),
                                      pl.col("price_used_date")))
-        .otherwise(pl.lit("new (launch price)")).alias("price_basis"))
+        .otherwise(pl.lit("new (launch price)")).alias("price_basis"),
+        pl.when(used).then(pl.lit("used")).otherwise("price_new_basis").alias("value_basis"),
+        pl.when(used).then("price_used_date").otherwise("price_new_date").alias("value_date"))
         .drop_nulls("outlay_usd")
         .filter(pl.lit(budget_usd is None) | (pl.col("outlay_usd") <= (budget_usd or 0))),
         ["outlay_usd", "n_gpus"])
@@ -144,10 +149,17 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
         "passed_over": passed_over(
             sized, max([single["hardware_usd"] if single else 0.0,
                         value["outlay_usd"] if value else 0.0]) or None, min_decode_tok_s),
-        "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"]),
+        "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"],
+                                    price_new_date=single and single["price_new_date"],
+                                    price_new_basis=single and single["price_new_basis"]),
         "best_value": card(value, hardware_usd=value and value["outlay_usd"],
-                           price_basis=value and value["price_basis"]),
-        "smallest_unified_memory": card(unified),
+                           price_basis=value and value["price_basis"],
+                           value_basis=value and value["value_basis"],
+                           value_date=value and value["value_date"]),
+        "smallest_unified_memory": card(
+            unified, price_new_usd=unified and unified["price_new_usd"],
+            price_new_date=unified and unified["price_new_date"],
+            price_new_basis=unified and unified["price_new_basis"]),
         "cheapest_cloud": cloud,
     }
 

@@ -449,6 +449,28 @@ CAPACITY_PLANS = TableContract(
             >= pl.col("requests_per_s") * (1 - 1e-9))),
 )
 
+# The four picks of a model's headline configuration (sizing.recommend.recommend).
+PICKS = ("cheapest_single_gpu", "best_value", "smallest_unified_memory", "cheapest_cloud")
+HARDWARE_PICKS = TableContract(
+    "hardware_picks",
+    keys=("model_id", "pick"),
+    schema={"model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
+            "context": pl.Int64(), "kv_dtype": pl.String(), "quality_tier": pl.String(),
+            "min_decode_tok_s": pl.Float64(), "pick": pl.String(), "gpu_id": pl.String(),
+            "name": pl.String(), "n_gpus": pl.Int64(), "decode_tok_s": pl.Float64(),
+            "total_gib": pl.Float64(), "price_usd": pl.Float64(), "price_basis": pl.String(),
+            "price_date": pl.String(), "provider": pl.String(), "tier": pl.String(),
+            "price_per_hour_usd": pl.Float64(), "price_verified_at": pl.String()}
+    | VERIFIED_AT,
+    not_null=("model_id", "pick", "weight_format", "engine", "context"),
+    rules=(("a pick is one of the four", pl.col("pick").is_in(PICKS)),
+           ("a pick that names hardware decodes at the speed asked",
+            pl.col("gpu_id").is_null() | (pl.col("decode_tok_s") >= pl.col("min_decode_tok_s"))),
+           ("a cloud pick names its offer",
+            (pl.col("pick") != "cheapest_cloud") | pl.col("gpu_id").is_null()
+            | pl.col("price_per_hour_usd").is_not_null())),
+)
+
 VLLM_STARTUP_CHECKS = TableContract(
     "vllm_startup_checks",
     keys=("log_id",),
@@ -523,7 +545,8 @@ FINETUNE = TableContract(
 )
 
 CONTRACTS = {c.name: c for c in (
-    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, FINETUNE, HUB_MODELS, GGUF_FILES, MODELS,
+    COST_BASIS, COST_MATRIX, CAPACITY_PLANS, HARDWARE_PICKS, FINETUNE, HUB_MODELS, GGUF_FILES,
+    MODELS,
     MODEL_QUARANTINE,
     WEIGHTS, GPUS, QUANTIZED_RELEASES,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,

@@ -22,7 +22,8 @@ from warehouse import store
 
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
           "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "price_history",
-          "gguf_published_sizes", "finetune", "quantized_releases", "format_quality_tiers")
+          "gguf_published_sizes", "finetune", "quantized_releases", "format_quality_tiers",
+          "hardware_picks")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
                 "headroom_gib", "verdict", "max_context_tokens",
@@ -57,6 +58,8 @@ class SiteData:
     offers: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, list[dict]] = field(default_factory=dict)
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
+    # Per model, the four picks of its headline configuration (hardware_picks).
+    picks: dict[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
 
@@ -169,8 +172,13 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
                        .group_by("gpu_id", "provider", "verified_at")
                        .agg(pl.col("price_per_gpu_hour_usd").min())
                        .sort("gpu_id", "provider", "verified_at").collect(), h, "history", "gpu_id")
-    d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id")).collect(engine="streaming"),
-                        h, "cheapest", "model_id")
+    # Each cheapest configuration with the offer its cost is computed at (cost_basis).
+    offer = scan("cost_basis").select("gpu_id", "n_gpus", "provider", "tier",
+                                      "price_per_gpu_hour_usd", "price_verified_at")
+    d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id"))
+                        .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
+                        .collect(engine="streaming"), h, "cheapest", "model_id")
+    d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
     return d
 
 

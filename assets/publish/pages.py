@@ -75,7 +75,7 @@ def all_pages(d: SiteData) -> list[Page]:
              "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
                       ("gpus", g), ("models", m)),
              "alternatives": (("fits_by_model", m), ("gpus", ALL), ("cheapest", m),
-                              ("models", m))},
+                              ("picks", m), ("models", m))},
             functools.partial(lambda m, g: pair_parts(d, m, g, functools.partial(summary, m)),
                               m, g)))
     for m in sorted(d.models):
@@ -175,7 +175,8 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
     return [
         Part("fit", "pair_fit.html.j2", FIT_TABLES, fit),
         Part("cost", "pair_cost.html.j2", COST_TABLES, cost),
-        Part("alternatives", "alternatives.html.j2", FIT_TABLES + COST_TABLES,
+        Part("alternatives", "alternatives.html.j2",
+             FIT_TABLES + COST_TABLES + ("hardware_picks",),
              lambda: {"model": model, "gpu_id": g, **summary()}),
     ]
 
@@ -257,7 +258,8 @@ def _model_summary(d: SiteData, m: str) -> dict:
                                          "nominal_bits_per_weight") or 0), c["weight_format"]))
     return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
                                                                 r["engine"])),
-            "buy": by_price, "cheapest": cheapest, "quality_floor": d.quality_floor}
+            "buy": by_price, "cheapest": cheapest, "quality_floor": d.quality_floor,
+            "picks": {p["pick"]: p for p in d.picks.get(m, [])}}
 
 
 def model_parts(d: SiteData, m: str, summary: Callable[[], dict]) -> list[Part]:

@@ -470,3 +470,28 @@ def test_cost_tables_show_quality_tiers_and_rank_the_floor_first(built):
     flags = [bool(b) for b in re.findall(r'<tr( class="below-floor")?><th scope="row">',
                                          cheapest)]
     assert flags and flags == sorted(flags) and 'class="quality"' in cheapest
+
+
+def test_the_seed_pair_names_four_priced_picks_and_where_to_rent(built):
+    """The reference page's four picks (best single GPU, best value, unified memory,
+    cheapest cloud) on the seed pair's page, each as the published hardware_picks row
+    gives it, read independently: the hardware, its speed, its price with basis and date or
+    the offer with its provider and verification date."""
+    root, site = built
+    picks = latest(root, "hardware_picks").filter(pl.col("model_id") == SEED_MODEL)
+    assert picks.height == 4
+    page = (site / "pairs" / "Qwen--Qwen2.5-72B-Instruct" / "mtt_s4000_48gb.html").read_text()
+    table = page.split('id="alt-picks"')[1].split("</table>")[0]
+    for p in picks.filter(pl.col("gpu_id").is_not_null()).iter_rows(named=True):
+        assert f"{p['n_gpus']}× " in table and p["name"] in table
+        assert f"{p['decode_tok_s']:.1f}" in table
+        if p["pick"] == "cheapest_cloud":
+            assert (f"{p['price_per_hour_usd']:.2f} USD/h, {p['provider']}" in table
+                    and f"verified {p['price_verified_at']}" in table)
+        elif p["price_usd"] is not None:
+            assert f"{p['price_usd']:,.0f} USD ({p['price_basis']}, {p['price_date']})" in table
+    cloud = picks.filter(pl.col("pick") == "cheapest_cloud").row(0, named=True)
+    assert cloud["gpu_id"] is not None and cloud["decode_tok_s"] >= cloud["min_decode_tok_s"]
+    # Each cheapest configuration per format names the offer its cost is computed at.
+    cheapest = page.split('class="alt-cheapest"')[1].split("</table>")[0]
+    assert "USD per GPU-hour (verified 20" in cheapest

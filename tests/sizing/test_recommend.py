@@ -26,9 +26,17 @@ def test_cheapest_single_gpu_is_the_cheapest_that_fits():
     rows = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
     fitting = rows.filter(runs_at(DEFAULT_MIN_DECODE_TOK_S) & (pl.col("n_gpus") == 1)
                           & pl.col("price_new_usd").is_not_null())
-    assert rec["cheapest_single_gpu"]["price_new_usd"] == fitting["price_new_usd"].min()
+    cards = fitting.filter(~pl.col("unified_memory"))
+    single = rec["cheapest_single_gpu"]
+    assert single["price_new_usd"] == cards["price_new_usd"].min()
+    # A unified-memory machine is its own pick, priced, not the cheapest "GPU".
+    assert not GPUS.filter(pl.col("gpu_id") == single["gpu_id"])["unified_memory"].item()
+    g = GPUS.filter(pl.col("gpu_id") == single["gpu_id"]).row(0, named=True)
+    assert (single["price_new_basis"], single["price_new_date"]) == (
+        g["price_new_basis"], str(g["price_new_date"]))
     unified = rec["smallest_unified_memory"]
-    assert GPUS.filter(pl.col("gpu_id") == unified["gpu_id"])["unified_memory"].item()
+    machine = GPUS.filter(pl.col("gpu_id") == unified["gpu_id"]).row(0, named=True)
+    assert machine["unified_memory"] and unified["price_new_usd"] == machine["price_new_usd"]
 
 
 def test_cheapest_cloud_offer_fits_and_is_on_demand():
