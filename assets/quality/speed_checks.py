@@ -276,12 +276,8 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
         .otherwise(pl.lit("no published memory bandwidth for the GPU")))
     skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()]
                         + [no_roofline], how="diagonal_relaxed")
-    # Prefill is predicted only where the engine has a fit for the backend (CUDA).
-    unfitted = pl.col("not_compared").is_null() & pl.col("predicted_tok_s").is_null()
+    # Every backend has a fit, its own or its engine's pooled one: each row left is predicted.
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
-        not_compared=pl.when(unfitted)
-        .then(pl.format("no {} fit for {} on {}", "kind", "engine", "backend"))
-        .otherwise(pl.col("not_compared"))).with_columns(
         in_fit=pl.col("not_compared").is_null(),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
 

@@ -457,6 +457,12 @@ def test_the_published_checks_hold_every_measurement_once():
                             == "no published dense FP16 tensor throughput for the GPU")
     assert no_roofline.height > 0 and set(no_roofline.get_column("kind")) == {"prefill"}
     assert no_roofline.get_column("predicted_tok_s").is_null().all()
+    # Every backend has a fit (its own or the engine's pooled one): each compared run has
+    # an estimate, prefill on ROCm, Vulkan and Metal included.
+    compared = df.filter(pl.col("not_compared").is_null())
+    assert compared.get_column("predicted_tok_s").null_count() == 0
+    assert {"ROCm", "Vulkan", "Metal"} <= set(
+        compared.filter(pl.col("kind") == "prefill").get_column("backend"))
 
 
 def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
