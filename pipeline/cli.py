@@ -329,7 +329,9 @@ def estimate_command(args: argparse.Namespace) -> int:
         print(f"  prefill           n/a: {speed.prefill_tok_s_reason}")
     else:
         print(f"  prefill           {_fmt(speed.prefill_tok_s, '.0f')} tok/s; time to first "
-              f"token {_fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+              f"token {_fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens "
+              f"({speed.speed_basis}, median error {speed.prefill_error_band:.0%} on GPUs "
+              "left out of the fit)")
     if speed.decode_j_per_token is not None:
         print(f"  energy            {speed.decode_j_per_token:.2f} J per generated token, "
               f"{speed.decode_tokens_per_kwh:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "

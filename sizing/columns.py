@@ -112,7 +112,8 @@ STAGES = ("inputs", "memory", "prefill", "speed", "energy", "cost")
 OUTPUTS: dict[str, pl.DataType] = {
     "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(), "usable_gib": pl.Float32(),
     "memory_basis": pl.String(), "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
-    "speed_fit": pl.String(), "decode_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
+    "speed_fit": pl.String(), "decode_error_band": pl.Float32(),
+    "prefill_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
     "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(), "headroom_gib": pl.Float32(),
     "verdict": pl.String(), "max_context_tokens": pl.Int32(),
     "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),

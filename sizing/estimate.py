@@ -419,8 +419,7 @@ def _result(out: dict[str, Any], q: Query, draft: dict[str, Any] | None,
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
             else "prefill with llama.cpp's row split is not sized (one public rig: it "
-            "prefilled 4 to 6x slower than the layer split)" if c.row_split
-            else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
+            "prefilled 4 to 6x slower than the layer split)")
     basis = CostBasis(u.price_per_gpu_hour_usd, u.price_source, u.hours_per_day,
                       u.electricity_usd_per_kwh, u.host_power_w, d.tdp_w,
                       out["purchase_usd"], out["purchase_used_usd"])

@@ -89,6 +89,7 @@ class Speed(_Part):
     speed_fit: str | None
     backend: str | None
     decode_error_band: float | None
+    prefill_error_band: float | None
     decode_tok_s_reason: str | None
     prefill_tok_s_reason: str | None
     decode_j_per_token: float | None

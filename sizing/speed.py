@@ -32,10 +32,8 @@ from sizing.offload import host_expert_bytes
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
 # single-request time to first token from `vllm bench serve` runs), each engine's in its
 # module (sizing.engines), keyed here "engine|backend" where a backend has
-# sizing.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit. Prefill
-# has its own fit for NVIDIA only: AMD's 3 rows (one MI300X build, 1.3 % of the dense FP16
-# peak) are too few, and Apple publishes no dense FP16 figure, so no prefill there. The
-# pooled prefill fits are reported, not used for prediction (efficiency_columns).
+# sizing.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit, which a
+# backend without measurements of its own is transferred (prefill as decode).
 DECODE_FIT = engines.fits("DECODE_FIT")
 PREFILL_FIT = engines.fits("PREFILL_FIT")
 # The decode efficiencies of quantized weights a fit may have: pooled, and per kind.
@@ -44,12 +42,12 @@ DECODE_KIND_FIELDS = ("efficiency_quantized",
 # Formats whose weights prefill multiplies as they are stored (the others are dequantized
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
-# An engine without a decode fit of its own takes llama.cpp's; prefill takes only an
-# engine|backend fit (efficiency_columns).
-# The median decode error of each fit on devices left out of it (recomputed by
+# An engine without a fit of its own takes llama.cpp's.
+# The median decode and prefill errors of each fit on devices left out of it (recomputed by
 # tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A backend
 # with no fit of its own is "transferred" the engine's pooled fit and carries its error.
 DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
+PREFILL_HELD_OUT_ERROR = engines.fits("PREFILL_HELD_OUT_ERROR")
 # How a speed figure was obtained: `calibrated` on the engine's measurements with the
 # row's backend, `transferred` from the engine's fit pooled over other backends, `none`
 # where the catalog has no bandwidth for the GPU (no figure).
@@ -125,11 +123,11 @@ def efficiency_columns() -> list[pl.Expr]:
             _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
             _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
             *(_fitted(DECODE_FIT, f).alias(f"decode_{f}") for f in DECODE_KIND_FIELDS),
-            # Prefill reaches 1 % to 50 % of the tensor peak depending on kernels: only a
-            # backend's own fit is used (the pooled one predicted AMD's measured MI300X
-            # llama.cpp build 25x too fast), else no prefill figure.
-            _fitted(PREFILL_FIT, "efficiency", pooled=False).alias("prefill_efficiency"),
-            *(_fitted(PREFILL_FIT, f, pooled=False).alias(f"prefill_{f}")
+            # Prefill reaches 1 % to 60 % of the tensor peak depending on the backend's
+            # kernels: each measured backend has its own fit; the others (SYCL, MUSA; vLLM
+            # on ROCm and XPU) are transferred the engine's pooled one (speed_basis).
+            _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency"),
+            *(_fitted(PREFILL_FIT, f).alias(f"prefill_{f}")
               for f in ("efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"))]
 
 
@@ -176,32 +174,43 @@ def decode_configuration_columns() -> list[pl.Expr]:
             prefill_share().alias("decode_compute_share")]
 
 
-def speed_basis_columns() -> list[pl.Expr]:
-    """`speed_basis` of the decode figures, `speed_fit` (the fit they come from, e.g.
-    "llama.cpp ROCm", "llama.cpp CUDA HBM", or "llama.cpp pooled" for a backend without
-    measurements of its own; llama.cpp's row split adds the one rig its synchronisation
-    was measured on, and is transferred) and their `decode_error_band` (that fit's
-    held-out median error); prefill has a figure only where calibrated. Reads the
-    resolved `backend` (efficiency_columns)."""
-    key = engines.fit_key(DECODE_FIT)
-    pooled = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" not in k}
-    own = {k: v for k, v in DECODE_HELD_OUT_ERROR.items() if "|" in k}
-    band = pl.when(key.is_not_null()).then(
+def _band(errors: dict[str, float], fits: dict[str, dict]) -> pl.Expr:
+    """The held-out median error of the row's fit in `fits` (its own, else its engine's
+    pooled one, else the fallback engine's)."""
+    key = engines.fit_key(fits)
+    pooled = {k: v for k, v in errors.items() if "|" not in k}
+    own = {k: v for k, v in errors.items() if "|" in k}
+    return pl.when(key.is_not_null()).then(
         key.replace_strict(own, default=None, return_dtype=pl.Float64)).otherwise(
         pl.col("engine").replace_strict(pooled, default=pooled[FALLBACK_ENGINE],
                                         return_dtype=pl.Float64))
+
+
+def speed_basis_columns() -> list[pl.Expr]:
+    """`speed_basis` of the decode and prefill figures, `speed_fit` (the fit they come
+    from, e.g. "llama.cpp ROCm", "llama.cpp CUDA HBM", or "llama.cpp pooled" for a backend
+    without measurements of its own; llama.cpp's row split adds the one rig its
+    synchronisation was measured on, and is transferred), `decode_error_band` and
+    `prefill_error_band` (each fit's held-out median error; prefill's fits are per engine
+    and backend, never per memory class, and cover the backends decode's do: a test holds
+    them to it). Reads the resolved `backend` (efficiency_columns)."""
+    key = engines.fit_key(DECODE_FIT)
+    band = _band(DECODE_HELD_OUT_ERROR, DECODE_FIT)
     none = pl.col("bandwidth_gb_s").is_null()
     calibrated = key.is_not_null()
     row = engines.term("row_split")
     fit = pl.when(calibrated).then(key.str.replace_all("|", " ", literal=True)) \
         .otherwise(pl.concat_str([pl.col("engine").replace_strict(
-            {e: e for e in pooled}, default=FALLBACK_ENGINE), pl.lit("pooled")], separator=" "))
+            {e: e for e in engines.ENGINES}, default=FALLBACK_ENGINE), pl.lit("pooled")],
+            separator=" "))
     fit = pl.when(row).then(pl.concat_str([fit, engines.term("row_split_fit")])) \
         .otherwise(fit)
     return [pl.when(none).then(pl.lit("none")).when(calibrated & ~row)
             .then(pl.lit("calibrated")).otherwise(pl.lit("transferred")).alias("speed_basis"),
             pl.when(none).then(None).otherwise(fit).alias("speed_fit"),
-            pl.when(none).then(None).otherwise(band).alias("decode_error_band")]
+            pl.when(none).then(None).otherwise(band).alias("decode_error_band"),
+            pl.when(pl.col("fp16_dense_tflops").is_null() | row).then(None)
+            .otherwise(_band(PREFILL_HELD_OUT_ERROR, PREFILL_FIT)).alias("prefill_error_band")]
 
 
 def decode_step_seconds() -> pl.Expr:

@@ -165,7 +165,8 @@ FIT_CONFIGURATIONS = TableContract(
     keys=tuple(CONFIGURATION_KEY),
     schema=CONFIGURATION_KEY | outputs("weights_gpu_gib", "runtime_gib", "usable_gib",
                                        "memory_basis", "prefill_tok_s", "speed_basis",
-                                       "speed_fit", "decode_error_band") | VERIFIED_AT,
+                                       "speed_fit", "decode_error_band",
+                                       "prefill_error_band") | VERIFIED_AT,
     not_null=("model_id", "weights_gpu_gib", "usable_gib", "memory_basis", "speed_basis"),
     rules=(("memory figures are finite and not negative",
             pl.all_horizontal(pl.col(c).is_finite() & (pl.col(c) >= 0) for c in (

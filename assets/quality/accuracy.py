@@ -14,9 +14,11 @@ WORSE_RATIO, WORSE_POINTS = 1.10, 0.005
 _WORSE_CHECK = "no_metric_got_worse"
 _KEYS = ["metric", "subset", "evaluation"]
 # The subsets speed errors are reported by: the fit a figure comes from (engine, backend
-# and memory class: sizing.calibration), the vendor, dense or MoE models, one GPU or more.
+# and memory class: sizing.calibration), the engine and backend (prefill's fits, which
+# have no memory class), the vendor, dense or MoE models, one GPU or more.
 SPEED_SUBSETS = (
     pl.format("fit: {}", "speed_fit"),
+    pl.format("backend: {} {}", "engine", "backend"),
     pl.format("vendor: {}", "vendor"),
     pl.format("model: {}", pl.when(pl.col("moe")).then(pl.lit("MoE")).otherwise(pl.lit("dense"))),
     pl.format("GPUs: {}", pl.when(pl.col("n_gpus") > 1).then(pl.lit("several"))

@@ -182,8 +182,8 @@ DEVICE = pl.col("gpu_id")
 def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     """Each GPU's measurements (or each group's of `by`, such as SOURCE) predicted with the
     constants fitted without that GPU (the fit of the engine, backend and memory class,
-    or of the engine and backend, where the rest still has one, else, for decode only,
-    the engine's: sizing.engines.fit_key): decode as roofline time /
+    or of the engine and backend, where the rest still has one, else the engine's pooled
+    one: sizing.engines.fit_key): decode as roofline time /
     efficiency (of the format's kind where the fit splits them) + layers x per-layer
     overhead, prefill as the roofline x the capped share of peak
     (sizing.speed.prefill_share)."""
@@ -198,9 +198,8 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
             held = data.filter(pl.col("_left_out") == gpu) \
                 .with_columns(engines.fit_key(constants).alias("_key"))
             for (engine, key), group in held.group_by("engine", "_key", maintain_order=True):
-                # Prefill has a figure only from the backend's own fit (as in the estimate).
-                c = constants.get(key) if key is not None else (
-                    None if kind == "prefill" else constants.get(engine))
+                # A backend without a fit of its own is transferred the engine's pooled one.
+                c = constants.get(key) if key is not None else constants.get(engine)
                 if c is None:
                     continue
                 parts.append(refit(group.drop("_key"), kind, c))
@@ -275,12 +274,8 @@ def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
         .otherwise(pl.lit("no published memory bandwidth for the GPU")))
     skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()]
                         + [no_roofline], how="diagonal_relaxed")
-    # Prefill is predicted only where the engine has a fit for the backend (CUDA).
-    unfitted = pl.col("not_compared").is_null() & pl.col("predicted_tok_s").is_null()
+    # Every backend has a fit, its own or its engine's pooled one: each row left is predicted.
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
-        not_compared=pl.when(unfitted)
-        .then(pl.format("no {} fit for {} on {}", "kind", "engine", "backend"))
-        .otherwise(pl.col("not_compared"))).with_columns(
         in_fit=pl.col("not_compared").is_null(),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
 

@@ -2,8 +2,8 @@
 
 Each engine module (sizing.engines.llama_cpp, sizing.engines.vllm) names the same terms:
 NAME, KV_DTYPES, DEFAULT_KV_DTYPE, FORMATS, DEFAULT_FORMAT, BACKENDS, BACKEND_VENDORS,
-DEFAULT_BACKENDS, DECODE_FIT, PREFILL_FIT and DECODE_HELD_OUT_ERROR (per backend,
-"backend|class" per memory class of a backend, "" pooled), DECODE_WEIGHT_KINDS,
+DEFAULT_BACKENDS, DECODE_FIT, PREFILL_FIT, DECODE_HELD_OUT_ERROR and PREFILL_HELD_OUT_ERROR
+(per backend, "backend|class" per memory class of a backend, "" pooled), DECODE_WEIGHT_KINDS,
 DECODE_MEMORY_CLASSES, build(backend) and the expressions in TERMS. The
 formulas in sizing.memory and sizing.speed read a term through sizing.engines.term, which
 picks the row's engine's.

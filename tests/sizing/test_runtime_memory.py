@@ -105,19 +105,26 @@ def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
     assert default_kv_dtype(load_arch("Qwen/Qwen3-8B"), "vllm") == "auto"
 
 
-def test_prefill_only_where_the_vendor_is_calibrated():
-    """Prefill reaches 1 % to 50 % of the tensor peak depending on the engine's kernels:
-    a figure is given only where the engine has a fit on the vendor's own measurements
-    (NVIDIA), else null with the reason (AMD's only measured llama.cpp build ran at 1.3 %
-    of the MI300X's peak, 25x below the pooled fit)."""
+def test_prefill_takes_its_backends_share_of_the_peak():
+    """Prefill reaches 1 % to 60 % of the tensor peak depending on the backend's kernels:
+    each llama.cpp backend has its own share (sizing.engines.llama_cpp.PREFILL_FIT), so
+    a compute-bound prompt on one card is faster on ROCm than on Vulkan by exactly the
+    ratio of their shares, and each figure carries its fit's held-out error; a device
+    without a published FP16 peak has no prefill figure, with the reason."""
+    from sizing import speed
+    from sizing.engines import llama_cpp
+
     m = load_arch("Qwen/Qwen3-8B")
-    conf = Configuration("Q4_K_M", 8192, "f16")
-    amd = estimate(m, conf, Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0))
-    nvidia = estimate(m, conf, Device("h100", 80.0, False, "NVIDIA", 3350.0, 989.0))
-    assert amd.speed.prefill_tok_s is None and amd.speed.ttft_ms is None
-    assert "not calibrated for llama.cpp's ROCm backend" in amd.speed.prefill_tok_s_reason
-    assert nvidia.speed.prefill_tok_s > 0 and nvidia.speed.prefill_tok_s_reason is None
-    apple = estimate(m, conf, Device("mac", 64.0, True, "Apple", 400.0))
+    amd = Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0)
+    rocm = estimate(m, Configuration("Q4_K_M", 8192, "f16"), amd)
+    vulkan = estimate(m, Configuration("Q4_K_M", 8192, "f16", backend="Vulkan"), amd)
+    share = {b: llama_cpp.PREFILL_FIT[b]["efficiency"] for b in ("ROCm", "Vulkan")}
+    assert rocm.speed.prefill_tok_s / vulkan.speed.prefill_tok_s == pytest.approx(
+        share["ROCm"] / share["Vulkan"], rel=1e-4)
+    assert rocm.speed.prefill_error_band == speed.PREFILL_HELD_OUT_ERROR["llama.cpp|ROCm"]
+    apple = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("mac", 64.0, True,
+                                                                     "Apple", 400.0))
+    assert apple.speed.prefill_tok_s is None
     assert "no published dense FP16" in apple.speed.prefill_tok_s_reason
 
 
