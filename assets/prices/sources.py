@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assets import snapshot_files
 from assets.prices import parsers
 
 RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
@@ -78,16 +79,6 @@ class Collected:
         return self.fetched_at.date()
 
 
-def recorded_at(entry: dict[str, Any]) -> dt.datetime:
-    """A manifest line's date as a UTC time (midnight where only the day is known)."""
-    raw = str(entry.get("published_date") or "")
-    try:
-        when = dt.datetime.fromisoformat(raw)
-    except ValueError:
-        when = dt.datetime.fromisoformat(raw[:10])
-    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
-
-
 def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str, Any]]:
     """The parser's offers; any surprise in the body's values is a layout change."""
     try:
@@ -99,14 +90,35 @@ def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str
             from e
 
 
-def newest_recordings(snapshot: Path) -> list[dict[str, Any]]:
-    """Manifest lines of each provider's newest recording (all bodies of one refresh share
-    its timestamp, so older recordings are kept on disk but not replayed)."""
+def newest_recordings(snapshot: Path, provider: str) -> list[dict[str, Any]]:
+    """Manifest lines of the provider's newest recording, each with its bounded date as
+    `when` (all bodies of one refresh share its timestamp, so older recordings are kept on
+    disk but not replayed). Refused (snapshot_files.Refused) when any line of the provider
+    is unreadable or has a date that is no date, in the future or before the provider."""
     path = snapshot / "prices" / "manifest.jsonl"
     if not path.exists():
         return []
-    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    newest: dict[str, str] = {}
-    for e in entries:
-        newest[e["provider"]] = max(newest.get(e["provider"], ""), str(e["published_date"])[:16])
-    return [e for e in entries if str(e["published_date"])[:16] == newest[e["provider"]]]
+    since = snapshot_files.provider_since().get(provider)
+    entries = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            raise snapshot_files.Refused(f"prices/manifest.jsonl line {n} is not JSON") from None
+        if entry.get("provider") == provider:
+            entries.append(entry | {"when": snapshot_files.bounded_date(entry, since)})
+    newest = max((e["when"] for e in entries), default=None)
+    return [e for e in entries if e["when"] == newest]
+
+
+def unlisted_recordings(snapshot: Path, provider: str) -> list[str]:
+    """Files in the provider's recording folder that no manifest line names: never read."""
+    path = snapshot / "prices" / "manifest.jsonl"
+    listed = {json.loads(line).get("path") for line in path.read_text().splitlines()
+              if line.strip()} if path.exists() else set()
+    folder = snapshot / "prices" / provider
+    files = sorted(folder.rglob("*")) if folder.is_dir() else []
+    return [f"{p.relative_to(snapshot)}: no manifest line, not used" for p in files
+            if p.is_file() and str(p.relative_to(snapshot)) not in listed]

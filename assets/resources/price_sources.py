@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
+from assets import snapshot_files
 from assets.paths import SNAPSHOT_DIR
 from assets.prices import parsers
 from assets.prices.http import FetchError, client, fetch
@@ -20,7 +21,7 @@ from assets.prices.sources import (
     Request,
     newest_recordings,
     parsed,
-    recorded_at,
+    unlisted_recordings,
 )
 
 
@@ -38,22 +39,27 @@ class PriceSourcesResource(dg.ConfigurableResource):
             else self._fetch_and_record(provider, requests)
 
     def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
+        """The provider's newest recording, each body through the snapshot's door: a line
+        it refuses (a path out of the snapshot, a wrong checksum, a missing file, a date in
+        the future) fails the provider with the reason, so its previous prices stay."""
+        snapshot = Path(self.snapshot_path)
         by_name = {r.name: r for r in requests}
         offers, refs, dates = [], [], []
-        for entry in newest_recordings(Path(self.snapshot_path)):
-            if entry.get("provider") != provider:
-                continue
-            # Public recordings answer the provider's main request unless they say otherwise.
-            request = by_name.get(entry.get("request"), requests[0])
-            when = recorded_at(entry)
-            body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
-            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
-                       for o in parsed(provider, request, body, when.date())]
-            refs.append(entry["path"])
-            dates.append(when)
+        try:
+            for entry in newest_recordings(snapshot, provider):
+                # Public recordings answer the provider's main request unless they say
+                # otherwise.
+                request = by_name.get(entry.get("request"), requests[0])
+                body = snapshot_files.verified_bytes(snapshot, entry)
+                offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
+                           for o in parsed(provider, request, body, entry["when"].date())]
+                refs.append(entry["path"])
+                dates.append(entry["when"])
+        except snapshot_files.Refused as e:
+            raise parsers.LayoutChanged(f"{provider}: recording refused: {e.reason}") from e
         if not refs:
             raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
-        return Collected(offers, max(dates), refs, [])
+        return Collected(offers, max(dates), refs, unlisted_recordings(snapshot, provider))
 
     def _url(self, provider: str, r: Request) -> str:
         """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
@@ -91,15 +97,22 @@ class PriceSourcesResource(dg.ConfigurableResource):
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
+        """The body written under the snapshot by the rules it is read back by (confined,
+        whole: a temporary file renamed), its manifest line added once it reads back."""
+        snapshot = Path(self.snapshot_path)
         suffix = "html" if r.name.endswith("html") else "json"
         rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
-        path = Path(self.snapshot_path) / rel
+        path = snapshot_files.confined(snapshot, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_bytes(body)
+        os.replace(partial, path)
         line = {"path": rel, "provider": provider, "request": r.name, "endpoint": url,
                 "method": r.method,
                 "obtained": "fetched", "published_date": when.isoformat(),
                 "sha256": hashlib.sha256(body).hexdigest()}
-        with (Path(self.snapshot_path) / "prices" / "manifest.jsonl").open("a") as f:
+        snapshot_files.verified_bytes(snapshot, line)
+        snapshot_files.bounded_date(line, snapshot_files.provider_since().get(provider))
+        with (snapshot / "prices" / "manifest.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
         return rel
