@@ -258,3 +258,20 @@ def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monk
     q4 = store.read("gguf_files", base=root).filter(pl.col("quant") == "Q4_K_M")
     ours = store.read("weights", base=root).filter(pl.col("weight_format") == "Q4_K_M")
     assert abs(ours["weights_bytes"].item() / q4["file_bytes"].item() - 1) < 0.02
+
+
+def test_a_hub_that_cannot_be_reached_publishes_nothing(snapshot, tmp_path, monkeypatch):
+    """Every model's fetch fails (the Hub answers 500): hub_models and gguf_files keep their
+    current version (issue 33: such a run published a new version of hub_models)."""
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    monkeypatch.setattr("assets.ingest.hub_client.MAX_ATTEMPTS", 1)
+    root = str(tmp_path / "warehouse")
+    with hub_server(HubState()) as url:
+        _run(url, snapshot, root)
+    before = {t: store.history(t, base=root)[0]["version"] for t in ("hub_models", "gguf_files")}
+    with hub_server(HubState(faults={LLAMA: "500"})) as url:
+        result = _run(url, snapshot, root)
+    assert {t: store.history(t, base=root)[0]["version"] for t in before} == before
+    (m,) = [m for m in result.asset_materializations_for_node("hub_models")
+            if m.asset_key == dg.AssetKey("hub_models")]
+    assert m.metadata["status"].value.startswith("failed: no model could be fetched")
