@@ -73,8 +73,10 @@ def serve_site(args: argparse.Namespace) -> int:
     _use_project_instance()
     from assets.publish.serve import serve
     from assets.publish.site_dir import site_dir
+    from pipeline.signals import stopping
 
-    serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
+    with stopping():  # SIGTERM stops it too, even when the parent ignored it
+        serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
     return 0
 
 
@@ -86,11 +88,21 @@ def record(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from pipeline.definitions import build_defs
+    from pipeline.signals import EXIT_INTERRUPTED, stopping
+    from warehouse import stop
 
     defs = build_defs(os.environ)
-    with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def("record_snapshot").execute_in_process(
-            instance=instance, raise_on_error=False)
+    words = f"snapshot record interrupted; what it wrote to {args.snapshot} is whole"
+    try:
+        with stopping(lambda: words), dg.DagsterInstance.get() as instance:
+            result = defs.resolve_job_def("record_snapshot").execute_in_process(
+                instance=instance, raise_on_error=False)
+            stopped = stop.REQUESTED.is_set()
+    except KeyboardInterrupt:
+        stopped = True
+    if stopped:
+        print(words, file=sys.stderr)
+        return EXIT_INTERRUPTED
     failed = _failed_sources(result)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
