@@ -265,7 +265,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {e}") from None
     (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
-    out = {k: r.get(k) for k in ESTIMATE_KEYS}
+    out = _no_negative_memory({k: r.get(k) for k in ESTIMATE_KEYS})
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
     out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
@@ -290,11 +290,15 @@ def estimate_command(args: argparse.Namespace) -> int:
             ("offloaded to RAM", "offload_gib", None), ("total per GPU", "total_gib", None),
             ("usable per GPU", "usable_gib", "usable_basis"),
             ("headroom", "headroom_gib", None)):
-        print(f"  {label:17} {r[key]:.2f} GiB" + (f"  ({r[basis]})" if basis else ""))
+        print(f"  {label:17} {out[key]:.2f} GiB" + (f"  ({r[basis]})" if basis else "")
+              + (f"  short by {out['shortfall_gib']:.2f} GiB"
+                 if key == "headroom_gib" and out["shortfall_gib"] else ""))
     print(f"  verdict           {r['verdict']}  (memory {r['memory_basis']}: exact = an "
           "engine's rule reproduced; fitted = fitted on published logs; estimated = neither)")
     if conf.engine == "vllm":
-        print(f"  vLLM budget       {r['kv_pool_gib']:.2f} GiB of KV cache, "
+        short = out["kv_pool_shortfall_gib"]
+        print(f"  vLLM budget       {out['kv_pool_gib']:.2f} GiB of KV cache"
+              + (f" ({short:.2f} GiB short of any)" if short else "") + ", "
               f"{r['kv_capacity_tokens'] or 0:,} tokens (vLLM {r['vllm_version']}, "
               f"--gpu-memory-utilization {r['gpu_memory_utilization']:.2f}, --max-num-seqs "
               f"{r['max_num_seqs']}, --max-num-batched-tokens {r['max_num_batched_tokens']})")
@@ -419,8 +423,17 @@ def plan_command(args: argparse.Namespace) -> int:
         .unique("weight_format")
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
-    table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
-                 _published_offers(), formats, args.budget_usd)
+    gpus, offers = load_gpus(), _published_offers()
+
+    def run(profile: TrafficProfile, budget_usd: float | None) -> pl.DataFrame:
+        return plan(pl.DataFrame([model_row(m)]), weights, gpus, profile, offers, formats,
+                    budget_usd)
+
+    table = run(profile, args.budget_usd)
+    if table.is_empty():  # why, on stderr, in both modes
+        from pipeline.no_match import first_failed_target
+        print(f"no plan: {first_failed_target(run, profile, args.budget_usd)}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -503,7 +516,8 @@ def _bulk(source: str, offers) -> int:
     results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
     for answer in answers:
         if "error" not in answer:
-            answer |= {k: v for k, v in next(results).items() if k in ESTIMATE_KEYS}
+            answer |= _no_negative_memory({k: v for k, v in next(results).items()
+                                           if k in ESTIMATE_KEYS})
         print(json.dumps(_finite(answer), default=str))
     return 0 if all("error" not in a for a in answers) else 1
 
@@ -526,6 +540,21 @@ def _speed_basis(r: dict, conf, gpu: dict) -> str:
                 f"the fit's median error on GPUs left out is {r['decode_error_band']:.0%}")
     return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
             f"measurement; its median error elsewhere is {r['decode_error_band']:.0%}")
+
+
+# Memory figures that go below zero where a configuration does not fit, and the name of
+# the positive shortfall each is given instead (the figure itself then reads 0).
+SHORTFALLS = {"headroom_gib": "shortfall_gib", "kv_pool_gib": "kv_pool_shortfall_gib"}
+
+
+def _no_negative_memory(out: dict) -> dict:
+    """No negative memory figure: what does not fit says so, by how much, as a positive
+    number under its own name."""
+    for key, short in SHORTFALLS.items():
+        value = out.get(key)
+        if isinstance(value, int | float) and math.isfinite(value):
+            out[key], out[short] = max(value, 0.0), max(-value, 0.0)
+    return out
 
 
 def _finite(value):
