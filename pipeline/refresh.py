@@ -14,6 +14,7 @@ the warehouse for longer than LLM_SIZING_LOCK_TIMEOUT_S (default 3600); 130 inte
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -63,6 +64,13 @@ def run(offline: bool, verbose: bool = False) -> int:
         except KeyboardInterrupt:  # before the run began, or after it ended
             print(_interrupted_words(where, seen.get("before")), file=sys.stderr)
             return EXIT_INTERRUPTED
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            print(f"refresh failed: the warehouse {warehouse.root} cannot be written "
+                  f"({e.strerror}: {e.filename}); nothing was run, the current release "
+                  "stays", file=sys.stderr)
+            return EXIT_FAILED
 
 
 def _run_locked(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
