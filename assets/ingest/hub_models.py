@@ -114,7 +114,9 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         api = hub.api()
         index = list(dict.fromkeys(curated + hub.discovered(api)))
         outcomes = _fetch_all(context, api, index, previous, Path(snapshot.path), hub)
-        if outcomes and all(o.status == "failed" for o in outcomes):
+        # The Hub not reached at all: no model's information came back (a config the Hub
+        # did send that is no config is a failure of that model, published as such).
+        if outcomes and all(o.status == "failed" and o.revision is None for o in outcomes):
             yield from _nothing_reached(context, outcomes, warehouse)
             return
         gguf = [g for o in outcomes for g in o.gguf_files]
@@ -145,8 +147,8 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
 
 def _nothing_reached(context: dg.AssetExecutionContext, outcomes: list[ModelOutcome],
                     warehouse: WarehouseResource):
-    """No model could be fetched (the Hub unreachable): nothing is published, both tables
-    keep their current version, and the run says why."""
+    """No model's information came back (the Hub unreachable, or down for every model):
+    nothing is published, both tables keep their current version, and the run says why."""
     reason = f"no model could be fetched ({outcomes[0].reason}); nothing published"
     context.log.warning(f"hub_models: {reason}")
     for table in ("hub_models", "gguf_files"):
@@ -156,7 +158,9 @@ def _nothing_reached(context: dg.AssetExecutionContext, outcomes: list[ModelOutc
         yield dg.MaterializeResult(
             asset_key=table,
             metadata={"status": f"failed: {reason}", "kept": kept,
-                      **({"failed": dg.MetadataValue.int(len(outcomes))}
+                      **({"failed": dg.MetadataValue.int(len(outcomes)),
+                          "reasons": dg.MetadataValue.json({o.model_id: o.reason
+                                                            for o in outcomes})}
                          if table == "hub_models" else {})},
             check_results=[dg.AssetCheckResult(
                 check_name=contract_check_name(table), asset_key=table, passed=False,
