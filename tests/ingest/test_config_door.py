@@ -29,3 +29,23 @@ def test_a_config_without_a_manifest_line_or_linked_out_is_quarantined(tmp_path)
                    .iter_rows())
     assert "no manifest line records this file" in reasons["acme/Unlisted-1B"]
     assert "leads out of the snapshot folder" in reasons["Qwen/Qwen3-1.7B"]
+
+
+def test_a_recorded_config_is_written_by_the_rules_it_is_read_by(tmp_path):
+    """A repository id that climbs out of the snapshot writes nothing; a good one writes
+    the body and a manifest line that the door accepts."""
+    import json
+
+    import pytest
+
+    from assets import snapshot_files
+    from assets.ingest.hub_client import record_config
+
+    snap = tmp_path / "snapshot"
+    with pytest.raises(snapshot_files.Refused, match="without '..'"):
+        record_config(snap, "../../outside", b"{}", "0" * 40, "https://hub")
+    assert not (tmp_path / "outside").exists()
+    record_config(snap, "org/model", b"{}", "0" * 40, "https://hub")
+    (line,) = [json.loads(x) for x in (snap / "hub/manifest.fetched.jsonl").read_text()
+               .splitlines()]
+    assert snapshot_files.verified_bytes(snap, line) == b"{}"
