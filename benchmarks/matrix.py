@@ -100,9 +100,7 @@ def run(n_models: int) -> dict:
 def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
     """Rows per second through sizing.estimate, one configuration at a time."""
     rng = random.Random(0)
-    devices = [Device(g["gpu_id"], g["memory_gib"], g["unified_memory"], g["vendor"],
-                      g["bandwidth_gb_s"], g["fp16_dense_tflops"])
-               for g in gpus.iter_rows(named=True)]
+    devices = [Device.from_catalog(g) for g in gpus.iter_rows(named=True)]
     start = time.perf_counter()
     for _ in range(rows):
         m = rng.choice(archs)

@@ -1,6 +1,6 @@
 """The `llm-sizing` command line: `refresh` (the whole pipeline), `estimate` (one
-configuration), `prices` (what to rent), `snapshot record` (fresh raw inputs) and
-`site serve` (browse the static site)."""
+configuration), `fit` (what runs on a GPU), `prices` (what to rent), `snapshot record`
+(fresh raw inputs) and `site serve` (browse the static site)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
+from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 STATE_DIR = ROOT / ".dagster_home"
 
@@ -40,32 +41,71 @@ def refresh(args: argparse.Namespace) -> int:
 
 
 def prices(args: argparse.Namespace) -> int:
-    """The cheapest on-demand instance per provider with at least --need-gb of GPU memory."""
+    """The cheapest on-demand instance per provider whose GPUs hold --need-gb the way the
+    engine can split a model: by layers over any count (llama.cpp), by tensor parallelism
+    over a count that divides the attention heads (vLLM), or not at all (one GPU)."""
     _use_project_instance()
     import polars as pl
 
-    from sizing.cost import DAYS_PER_MONTH
+    from sizing.cost import DAYS_PER_MONTH, cheapest_on_demand
+    from sizing.engines import vllm
     from warehouse import store
 
     try:
-        offers = store.read("cheapest_offers")
+        offers = store.read("gpu_prices")
     except store.TABLE_MISSING:
         raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
-    best = (offers.filter(pl.col("total_vram_gb") >= args.need_gb)
-            .sort("price_per_instance_hour_usd")
-            .group_by("provider", maintain_order=True).first())
+    offers = offers.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
+        (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb"))
+    fits = {"layers": pl.col("total_vram_gb") >= args.need_gb,
+            "none": pl.col("vram_per_gpu_gb") >= args.need_gb,
+            "tensor": (pl.col("total_vram_gb") >= args.need_gb)
+            & vllm.ATTENTION_HEADS_SPLIT.holds}[args.split]
+    if args.split == "tensor":
+        if not args.attention_heads:
+            raise SystemExit("error: --split tensor needs --attention-heads (the model's)")
+        offers = offers.with_columns(engine=pl.lit(vllm.NAME),
+                                     n_heads=pl.lit(args.attention_heads))
+    best = cheapest_on_demand(offers.filter(fits), ["provider"]).sort(
+        "price_per_instance_hour_usd")
     if best.is_empty():
-        print(f"no offer has {args.need_gb:g} GB of GPU memory")
+        print(f"no offer has {args.need_gb:g} GB of GPU memory split by {args.split}")
         return 1
-    print(f"{'provider':13} {'instance':28} {'VRAM GB':>8} {'USD/h':>7} "
-          f"{'USD/month':>10}  billing      verified")
+    print(f"{'provider':13} {'instance':28} {'GB/GPU':>7} {'GPUs':>4} {'total GB':>8} "
+          f"{'USD/h':>7} {'USD/month':>10}  billing      verified")
     for r in best.iter_rows(named=True):
         monthly = r["price_per_instance_hour_usd"] * args.hours_per_day * DAYS_PER_MONTH
         print(f"{r['provider']:13} {str(r['n_gpus']) + 'x ' + r['gpu_id']:28} "
-              f"{r['total_vram_gb']:>8g} {r['price_per_instance_hour_usd']:>7.2f} "
-              f"{monthly:>10.2f}  {r['billing_mode']:12} {r['verified_at']}")
-    print(f"monthly at {args.hours_per_day:g} h/day; on-demand offers only (no spot)")
+              f"{r['vram_per_gpu_gb']:>7g} {r['n_gpus']:>4} {r['total_vram_gb']:>8g} "
+              f"{r['price_per_instance_hour_usd']:>7.2f} {monthly:>10.2f}  "
+              f"{r['billing_mode']:12} {r['verified_at']}")
+    print(f"monthly at {args.hours_per_day:g} h/day; on-demand whole-GPU offers only (no spot, "
+          f"no fractional slice); split: {SPLIT_WORDS[args.split]}")
     return 0
+
+
+# How `prices --split` lets a model's memory spread over an instance's GPUs.
+SPLIT_WORDS = {
+    "layers": "by layers over any GPU count (llama.cpp --split-mode layer)",
+    "tensor": "tensor parallelism over a GPU count dividing the attention heads (vLLM)",
+    "none": "one GPU holds it all (an engine or model that does not split)",
+}
+
+
+def fit(args: argparse.Namespace) -> int:
+    _use_project_instance()
+    from pipeline.fit import fit_command
+    from pipeline.names import UnknownName
+
+    def find(name: str) -> dict:
+        try:
+            return _catalog_gpu(name, {})
+        except UnknownName as e:
+            raise SystemExit(f"error: {e}") from None
+
+    if (args.gpu is None) == (not args.detect):
+        raise SystemExit("error: give --gpu NAME or --detect (one of them)")
+    return fit_command(args, find)
 
 
 def serve_site(args: argparse.Namespace) -> int:
@@ -142,28 +182,6 @@ def _catalog_gpu(query: str, cache: dict) -> dict:
     return find_gpu(query, cache["gpus"], cache["aliases"])
 
 
-# The fields `estimate --json` and `--queries` answer with.
-ESTIMATE_KEYS = ("params_total", "params_active", "weights_bytes", "weights_gib", "weights_gpu_gib",
-    "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib", "usable_gib",
-    "headroom_gib", "verdict", "max_context_tokens", "max_concurrent_sequences",
-    "decode_tok_s", "decode_aggregate_tok_s", "prefill_tok_s", "ttft_ms",
-    "cost_per_mtok_usd", "cloud_monthly_usd", "power_monthly_usd", "break_even_months",
-    "break_even_months_used",
-    "cost_basis", "finetune_qlora_gib", "finetune_lora_gib", "finetune_full_gib",
-    "finetune_full_pure_bf16_gib", "finetune_regimes", "launch_llama_cpp",
-    "launch_vllm", "launch_vllm_reason", "launch_build", "rope_scaling", "rope_scaling_note")
-ESTIMATE_KEYS += ("cost_per_mtok_usd_reason", "prefill_tok_s_reason", "decode_tok_s_reason",
-                  "speed_basis", "speed_fit", "backend", "decode_error_band", "memory_basis",
-                  "weights_basis", "kv_cache_basis", "runtime_basis", "usable_basis",
-                  "kv_pool_gib", "kv_capacity_tokens", "vllm_version",
-                  "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                  "decode_j_per_token", "decode_tokens_per_kwh", "draft_gib", "draft_model",
-                  "draft_format", "decode_tok_s_with_draft", "draft_speedup_basis",
-                  "mmproj_gib", "mmproj_type", "mmproj_weights_gib", "mmproj_basis", "mtp_gib",
-                  "mtp_weights_gib", "mtp_kv_cache_gib", "decode_tok_s_with_mtp",
-                  "mtp_speedup_basis")
-
-
 class QueryError(ValueError):
     """One estimate that cannot be answered; the message is the one-line reason."""
 
@@ -217,13 +235,7 @@ def _query(args: argparse.Namespace, offers, cache: dict):
             draft_quant = find_format(args.draft_quant, WEIGHT_FORMATS)
         except UnknownName as e:
             raise QueryError(str(e)) from None
-    device = Device(gpu["gpu_id"], gpu["memory_gib"], gpu["unified_memory"], gpu["vendor"],
-                    gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"], gpu["tdp_w"],
-                    gpu["price_new_usd"], gpu["price_used_usd"],
-                    engines=tuple(e for e in gpu["engines"].split(";") if e),
-                    n_gpus_options=tuple(int(n) for n in gpu["n_gpus_options"].split(";")),
-                    memory_cuda_gib=gpu["memory_gib_cuda"], interconnect=gpu["interconnect"],
-                    memory_type=gpu["memory_type"])
+    device = Device.from_catalog(gpu)
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     backend = getattr(args, "backend", None)
     if backend is not None:  # any case: vulkan, VULKAN -> Vulkan
@@ -265,100 +277,101 @@ def estimate_command(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {e}") from None
     (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
-    out = _no_negative_memory({k: r.get(k) for k in ESTIMATE_KEYS})
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
-    out["recommendations"] = _recommendations(m, conf, gpu["gpu_id"], offers,
-                                              args.min_decode_tok_s, args.budget_usd,
-                                              args.objective)
-    r["recommendations"] = out["recommendations"]
+    rec = _recommendations(m, conf, gpu["gpu_id"], offers, args.min_decode_tok_s,
+                           args.budget_usd, args.objective, args.min_quality)
     if args.json:
-        print(json.dumps(_finite(out), indent=2))
+        print(json.dumps(_finite(_no_negative_memory(r.to_dict()) | {"recommendations": rec}),
+                         indent=2))
         return 0
+    mem, speed, cost = r.memory, r.speed, r.cost
     print(f"{name} · {quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
           f"{args.gpus}x {gpu['name']} ({gpu['memory_gib']:g} GiB) · {args.engine}")
-    print(f"  parameters        {r['params_total'] / 1e9:.2f} B total, "
-          f"{r['params_active'] / 1e9:.2f} B active")
-    print(f"  weights           {r['weights_gib']:.2f} GiB ({r['weights_bytes'] / 1e9:.2f} GB), "
-          f"{r['weights_gpu_gib']:.2f} GiB per GPU  ({r['weights_basis']})")
-    if conf.engine == "vllm" and r.get("vision_bytes"):
-        print(f"  vision tower      {r['vision_bytes'] / 2**30:.2f} GiB (BF16), loaded by vLLM "
+    print(f"  parameters        {r.params_total / 1e9:.2f} B total, "
+          f"{r.params_active / 1e9:.2f} B active")
+    print(f"  weights           {mem.weights_gib:.2f} GiB ({mem.weights_bytes / 1e9:.2f} GB), "
+          f"{mem.weights_gpu_gib:.2f} GiB per GPU  ({mem.weights_basis})")
+    if conf.engine == "vllm" and mem.vision_bytes:
+        print(f"  vision tower      {mem.vision_bytes / 2**30:.2f} GiB (BF16), loaded by vLLM "
               "with the weights: in the per-GPU figure above")
-    for label, key, basis in (
-            ("KV cache & state", "kv_cache_gib", "kv_cache_basis"),
-            ("runtime buffers", "runtime_gib", "runtime_basis"),
-            ("offloaded to RAM", "offload_gib", None), ("total per GPU", "total_gib", None),
-            ("usable per GPU", "usable_gib", "usable_basis"),
-            ("headroom", "headroom_gib", None)):
-        print(f"  {label:17} {out[key]:.2f} GiB" + (f"  ({r[basis]})" if basis else "")
-              + (f"  short by {out['shortfall_gib']:.2f} GiB"
-                 if key == "headroom_gib" and out["shortfall_gib"] else ""))
-    print(f"  verdict           {r['verdict']}  (memory {r['memory_basis']}: exact = an "
+    short = _no_negative_memory({"headroom_gib": mem.headroom_gib,
+                                 "kv_pool_gib": r.vllm.kv_pool_gib if r.vllm else None})
+    for label, value, basis in (
+            ("KV cache & state", mem.kv_cache_gib, mem.kv_cache_basis),
+            ("runtime buffers", mem.runtime_gib, mem.runtime_basis),
+            ("offloaded to RAM", mem.offload_gib, None), ("total per GPU", mem.total_gib, None),
+            ("usable per GPU", mem.usable_gib, mem.usable_basis),
+            ("headroom", short["headroom_gib"], None)):
+        print(f"  {label:17} {value:.2f} GiB" + (f"  ({basis})" if basis else "")
+              + (f"  short by {short['shortfall_gib']:.2f} GiB"
+                 if label == "headroom" and short["shortfall_gib"] else ""))
+    print(f"  verdict           {mem.verdict}  (memory {mem.memory_basis}: exact = an "
           "engine's rule reproduced; fitted = fitted on published logs; estimated = neither)")
-    if conf.engine == "vllm":
-        short = out["kv_pool_shortfall_gib"]
-        print(f"  vLLM budget       {out['kv_pool_gib']:.2f} GiB of KV cache"
-              + (f" ({short:.2f} GiB short of any)" if short else "") + ", "
-              f"{r['kv_capacity_tokens'] or 0:,} tokens (vLLM {r['vllm_version']}, "
-              f"--gpu-memory-utilization {r['gpu_memory_utilization']:.2f}, --max-num-seqs "
-              f"{r['max_num_seqs']}, --max-num-batched-tokens {r['max_num_batched_tokens']})")
-    if r.get("rope_scaling_note"):
-        print(f"  context           {r['rope_scaling_note']}")
-    print(f"  largest context   {r['max_context_tokens']:,} tokens at this batch")
-    print(f"  concurrent seqs   {r['max_concurrent_sequences']} at {args.context:,} tokens")
-    if r["decode_tok_s"] is None:
-        print(f"  decode            n/a: {r.get('decode_tok_s_reason') or 'no bandwidth known'}")
+    if r.vllm is not None:
+        v = r.vllm
+        print(f"  vLLM budget       {short['kv_pool_gib']:.2f} GiB of KV cache"
+              + (f" ({short['kv_pool_shortfall_gib']:.2f} GiB short of any)"
+                 if short["kv_pool_shortfall_gib"] else "") + ", "
+              f"{v.kv_capacity_tokens or 0:,} tokens (vLLM {v.vllm_version}, "
+              f"--gpu-memory-utilization {v.gpu_memory_utilization:.2f}, --max-num-seqs "
+              f"{v.max_num_seqs}, --max-num-batched-tokens {v.max_num_batched_tokens})")
+    if r.rope_scaling_note:
+        print(f"  context           {r.rope_scaling_note}")
+    print(f"  largest context   {mem.max_context_tokens:,} tokens at this batch")
+    print(f"  concurrent seqs   {mem.max_concurrent_sequences} at {args.context:,} tokens")
+    if speed.decode_tok_s is None:
+        print(f"  decode            n/a: {speed.decode_tok_s_reason or 'no bandwidth known'}")
     else:
-        print(f"  decode            {r['decode_tok_s']:.1f} tok/s per sequence, "
-              f"{r['decode_aggregate_tok_s']:.1f} tok/s in all  ({_speed_basis(r, conf, gpu)})")
-    if r.get("draft_model"):
-        print(f"  draft model       {r['draft_model']} {r['draft_format']}: "
-              f"{r['draft_gib']:.2f} GiB per GPU ({r['draft_weights_gib']:.2f} weights, "
-              f"{r['draft_kv_cache_gib']:.2f} KV cache), in the total above; decode "
-              f"{_fmt(r['decode_tok_s_with_draft'], '.1f')} tok/s with it, "
-              f"{r['draft_speedup_basis']}")
-    if r.get("mmproj_type"):
-        print(f"  vision projector  {r['mmproj_gib']:.2f} GiB on one GPU "
-              f"({r['mmproj_weights_gib']:.2f} weights), in the total above: {r['mmproj_basis']}")
-    if conf.mtp:
-        print(f"  MTP layers        {r['mtp_gib']:.2f} GiB per GPU ({r['mtp_weights_gib']:.2f} "
-              f"weights, {r['mtp_kv_cache_gib']:.2f} KV cache), in the total above; decode "
-              f"{_fmt(r['decode_tok_s_with_mtp'], '.1f')} tok/s with them, "
-              f"{r['mtp_speedup_basis']}")
+        print(f"  decode            {speed.decode_tok_s:.1f} tok/s per sequence, "
+              f"{speed.decode_aggregate_tok_s:.1f} tok/s in all  "
+              f"({_speed_basis(speed, conf)})")
+    if r.draft is not None:
+        d = r.draft
+        print(f"  draft model       {d.model} {d.format}: {d.gib:.2f} GiB per GPU "
+              f"({d.weights_gib:.2f} weights, {d.kv_cache_gib:.2f} KV cache), in the total "
+              f"above; decode {_fmt(d.decode_tok_s, '.1f')} tok/s with it, {d.speedup_basis}")
+    if r.projector is not None:
+        p = r.projector
+        print(f"  vision projector  {p.gib:.2f} GiB on one GPU ({p.weights_gib:.2f} weights), "
+              f"in the total above: {p.basis}")
+    if r.mtp is not None:
+        t = r.mtp
+        print(f"  MTP layers        {t.gib:.2f} GiB per GPU ({t.weights_gib:.2f} weights, "
+              f"{t.kv_cache_gib:.2f} KV cache), in the total above; decode "
+              f"{_fmt(t.decode_tok_s, '.1f')} tok/s with them, {t.speedup_basis}")
     if conf.n_cpu_moe:
         print(f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
               f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
               "figure was 77 % too fast on the one public measurement compared: README)")
-    if r["prefill_tok_s"] is None:
-        print(f"  prefill           n/a: {r['prefill_tok_s_reason']}")
+    if speed.prefill_tok_s is None:
+        print(f"  prefill           n/a: {speed.prefill_tok_s_reason}")
     else:
-        print(f"  prefill           {_fmt(r['prefill_tok_s'], '.0f')} tok/s; time to first "
-              f"token {_fmt(r['ttft_ms'], ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
-    if r.get("decode_j_per_token") is not None:
-        print(f"  energy            {r['decode_j_per_token']:.2f} J per generated token, "
-              f"{r['decode_tokens_per_kwh']:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
+        print(f"  prefill           {_fmt(speed.prefill_tok_s, '.0f')} tok/s; time to first "
+              f"token {_fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens")
+    if speed.decode_j_per_token is not None:
+        print(f"  energy            {speed.decode_j_per_token:.2f} J per generated token, "
+              f"{speed.decode_tokens_per_kwh:,.0f} tokens per kWh ({gpu['tdp_w']:g} W board "
               f"power x {conf.n_gpus} GPUs, drawn in full while decoding: an upper bound; "
               "host not counted)")
-    b = r["cost_basis"]
-    if r["cost_per_mtok_usd"] is None:
-        print(f"  cost              unknown: {r['cost_per_mtok_usd_reason']}")
+    b = cost.basis
+    if cost.cost_per_mtok_usd is None:
+        print(f"  cost              unknown: {cost.cost_per_mtok_usd_reason}")
     else:
-        print(f"  cost              {r['cost_per_mtok_usd']:.2f} USD per 1M generated tokens at "
-              f"{b['price_per_gpu_hour_usd']} USD/GPU-hour ({b['price_source']})")
-        print(f"  rent vs buy       {r['cloud_monthly_usd']:.2f} USD/month cloud, "
-              f"{_fmt(r['power_monthly_usd'], '.2f')} USD/month power at {b['hours_per_day']:g} "
-              f"h/day and {b['electricity_usd_per_kwh']} USD/kWh; break-even "
-              f"{_fmt(r['break_even_months'], '.1f')} months new, "
-              f"{_fmt(r['break_even_months_used'], '.1f')} used")
-    for key, label in r["finetune_regimes"].items():
-        rank = f", LoRA r={DEFAULT_LORA_RANK}" if "LoRA" in label else ""  # adapters only
-        print(f"  fine-tune         {r[f'finetune_{key}_gib']:.2f} GiB  {label} (seq "
+        print(f"  cost              {cost.cost_per_mtok_usd:.2f} USD per 1M generated tokens at "
+              f"{b.price_per_gpu_hour_usd} USD/GPU-hour ({b.price_source})")
+        print(f"  rent vs buy       {cost.cloud_monthly_usd:.2f} USD/month cloud, "
+              f"{_fmt(cost.power_monthly_usd, '.2f')} USD/month power at {b.hours_per_day:g} "
+              f"h/day and {b.electricity_usd_per_kwh} USD/kWh; break-even "
+              f"{_fmt(cost.break_even_months, '.1f')} months new, "
+              f"{_fmt(cost.break_even_months_used, '.1f')} used")
+    for regime in r.finetune:
+        rank = f", LoRA r={DEFAULT_LORA_RANK}" if "LoRA" in regime.label else ""  # adapters
+        print(f"  fine-tune         {regime.total_gib:.2f} GiB  {regime.label} (seq "
               f"{DEFAULT_SEQUENCE_TOKENS}, micro-batch {DEFAULT_MICRO_BATCH}, gradient "
               f"checkpointing{rank})")
-    print("  launch            " + (r["launch_llama_cpp"] or r["launch_vllm"]
-                                    or r["launch_vllm_reason"]))
-    print(f"  build             {r['launch_build']}")
-    rec = r["recommendations"]
+    print("  launch            " + (r.launch.llama_cpp or r.launch.vllm or r.launch.vllm_reason))
+    print(f"  build             {r.launch.build}")
     for key, label in (("cheapest_single_gpu", "cheapest GPU"), ("best_value", "best value"),
                        ("smallest_unified_memory", "unified memory"),
                        ("cheapest_cloud", "cloud")):
@@ -374,7 +387,11 @@ def estimate_command(args: argparse.Namespace) -> int:
             text += (f", {c['provider']} {c['tier']} {c['price_per_hour_usd']:.2f} USD/h "
                      f"(verified {c['verified_at']})")
         print(f"  {label:17} {text}")
-    print(f"  best format here  {rec['best_format_for_this_gpu'] or 'none fits'}")
+    best, tier_of = rec["best_format_for_this_gpu"], rec["quality_tiers"]
+    print(f"  quality           {quant}: {tier_of.get(quant) or 'unmeasured'} "
+          "(sizing/quality.py)")
+    print("  best format here  " + (f"{best} ({tier_of.get(best)})" if best else
+                                    f"none fits at quality {rec['min_quality']} or better"))
     crit = rec["criteria"]
     print(f"  criteria          fits, vLLM/llama.cpp kernels for {quant} on the GPU, decode "
           f">= {crit['min_decode_tok_s']:g} tok/s"
@@ -394,7 +411,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         for row in rec["per_format"]:
             print(f"  per format        {row['weight_format']:10} {row['n_gpus']}x {row['name']}: "
                   f"{_fmt(row['decode_tok_s'], '.1f')} tok/s, buy "
-                  f"{_fmt(row['outlay_usd'], ',.0f')} USD")
+                  f"{_fmt(row['outlay_usd'], ',.0f')} USD, {row['quality_tier']}")
         for key, row in rec["per_finetune_regime"].items():
             print(f"  fine-tune on      {key:14} " + ("no single priced GPU holds it" if row
                   is None else f"{row['name']} ({row['needs_gib']:.1f} GiB needed, "
@@ -407,7 +424,7 @@ def plan_command(args: argparse.Namespace) -> int:
     _use_project_instance()
     import polars as pl
 
-    from assets.catalogs.readers import load_gpus
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
     from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
     from sizing.engines import FORMATS_BY_ENGINE
     from sizing.model_facts import format_row, model_row
@@ -423,17 +440,18 @@ def plan_command(args: argparse.Namespace) -> int:
         .unique("weight_format")
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
-    gpus, offers = load_gpus(), _published_offers()
+    gpus, offers, tiers = load_gpus(), _published_offers(), load_quality_tiers()
 
-    def run(profile: TrafficProfile, budget_usd: float | None) -> pl.DataFrame:
+    def run(profile: TrafficProfile, budget_usd: float | None, min_quality: str
+            ) -> pl.DataFrame:
         return plan(pl.DataFrame([model_row(m)]), weights, gpus, profile, offers, formats,
-                    budget_usd)
+                    budget_usd, quality=tiers, min_quality=min_quality)
 
-    table = run(profile, args.budget_usd)
+    table = run(profile, args.budget_usd, args.min_quality)
     if table.is_empty():  # why, on stderr, in both modes
         from pipeline.no_match import first_failed_target
-        print(f"no plan: {first_failed_target(run, profile, args.budget_usd)}",
-              file=sys.stderr)
+        why = first_failed_target(run, profile, args.budget_usd, args.min_quality)
+        print(f"no plan: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -442,23 +460,26 @@ def plan_command(args: argparse.Namespace) -> int:
         args.tpot_ms and f"<= {args.tpot_ms:g} ms per output token") if t) or "no latency target"
     print(f"{m.name}: {args.requests_per_s:g} requests/s of {args.prompt_tokens:,} prompt + "
           f"{args.output_tokens:,} output tokens; {targets}"
-          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else ""))
+          + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else "")
+          + f"; quality {args.min_quality}" + (" or better" if args.min_quality != "any" else ""))
     if table.is_empty():
         print("no configuration meets these targets")
         return 1
     print(f"{'format':10} {'engine':9} {'GPU':24} {'n':>2} {'KV':4} {'repl':>4} {'batch':>5} "
           f"{'cap r/s':>7} {'TPOT ms':>7} {'TTFT95':>7} {'rent USD/mo':>11} {'buy USD':>9} "
-          f"{'J/tok':>6}")
+          f"{'J/tok':>6} quality")
     for r in table.head(args.top).iter_rows(named=True):
         print(f"{r['weight_format']:10} {r['engine']:9} {r['gpu_id'][:24]:24} {r['n_gpus']:>2} "
               f"{r['kv_dtype']:4} {r['replicas']:>4} {r['batch']:>5} "
               f"{r['replica_capacity_req_s']:>7.2f} {r['tpot_ms']:>7.1f} {r['ttft_p95_ms']:>7.0f} "
               f"{_fmt(r['rent_usd_per_month'], ',.0f'):>11} "
-              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6}")
+              f"{_buy(r):>9} {_fmt(r['j_per_output_token'], '.2f'):>6} "
+              f"{r['quality_tier'] or 'unmeasured'}")
     print(f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
           "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
           "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
-          "(sizing/capacity.py); J/tok at each GPU's board power limit.")
+          "(sizing/capacity.py); J/tok at each GPU's board power limit; quality: the worse "
+          "of the weights' and the KV cache's tier (sizing/quality.py).")
     return 0
 
 
@@ -516,8 +537,7 @@ def _bulk(source: str, offers) -> int:
     results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
     for answer in answers:
         if "error" not in answer:
-            answer |= _no_negative_memory({k: v for k, v in next(results).items()
-                                           if k in ESTIMATE_KEYS})
+            answer |= _no_negative_memory(next(results).to_dict())
         print(json.dumps(_finite(answer), default=str))
     return 0 if all("error" not in a for a in answers) else 1
 
@@ -530,16 +550,16 @@ class _QueryParser(argparse.ArgumentParser):
         raise QueryError(message)
 
 
-def _speed_basis(r: dict, conf, gpu: dict) -> str:
+def _speed_basis(speed, conf) -> str:
     """What a decode figure rests on, in words."""
-    if r["speed_basis"] == "calibrated":
-        return (f"calibrated on {conf.engine} measurements with its {r['backend']} backend, "
-                f"median error {r['decode_error_band']:.0%} on GPUs left out of the fit")
+    if speed.speed_basis == "calibrated":
+        return (f"calibrated on {conf.engine} measurements with its {speed.backend} backend, "
+                f"median error {speed.decode_error_band:.0%} on GPUs left out of the fit")
     if conf.row_split:
-        return (f"transferred: {r['speed_fit']} (its gathers measured on that rig only); "
-                f"the fit's median error on GPUs left out is {r['decode_error_band']:.0%}")
-    return (f"transferred: {r['speed_fit']} fit, no {conf.engine} {r['backend']} "
-            f"measurement; its median error elsewhere is {r['decode_error_band']:.0%}")
+        return (f"transferred: {speed.speed_fit} (its gathers measured on that rig only); "
+                f"the fit's median error on GPUs left out is {speed.decode_error_band:.0%}")
+    return (f"transferred: {speed.speed_fit} fit, no {conf.engine} {speed.backend} "
+            f"measurement; its median error elsewhere is {speed.decode_error_band:.0%}")
 
 
 # Memory figures that go below zero where a configuration does not fit, and the name of
@@ -597,28 +617,37 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
 
 
 def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
-                     budget_usd: float | None, objective: str | None) -> dict:
-    from assets.catalogs.readers import load_gpus
+                     budget_usd: float | None, objective: str | None,
+                     min_quality: str = DEFAULT_MIN_QUALITY) -> dict:
+    from assets.catalogs.readers import load_gpus, load_quality_tiers
+    from sizing.quality import ranked_formats
     from sizing.recommend import best_format_for_gpu, recommend
 
-    gpus = load_gpus()
+    gpus, tiers = load_gpus(), load_quality_tiers()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
                     offers, min_decode_tok_s, budget_usd)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
-                               offers, min_decode_tok_s, budget_usd)
+                               offers, min_decode_tok_s, budget_usd, tiers, min_quality)
         rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
-                                             "decode_tok_s", "outlay_usd",
-                                             "rent_usd_per_hour").to_dicts()
+                                             "decode_tok_s", "outlay_usd", "rent_usd_per_hour",
+                                             "quality_tier").to_dicts() if by_format.height \
+            else []
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
                                batch=conf.batch).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
-        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus)
+        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers,
+        min_quality)
+    rec["quality_tiers"] = dict(ranked_formats([conf.weight_format,
+                                                *([rec["best_format_for_this_gpu"]]
+                                                  if rec["best_format_for_this_gpu"] else [])],
+                                               m.name, tiers, "any"))
+    rec["min_quality"] = min_quality
     return rec
 
 
@@ -639,6 +668,9 @@ def _estimate_parser(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
     e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
     e.add_argument("--batch", type=_count, default=1, help="sequences decoded together")
+    e.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                   help="recommend only formats of this quality tier or better "
+                        "(sizing/quality.py; 'any' turns the floor off)")
     e.add_argument("--gpu", required=not bulk,
                    help="catalog id, name or alias, any case ('RTX 4090', h100_sxm5_80gb)")
     e.add_argument("--gpus", type=_count, default=1, help="number of GPUs")
@@ -756,8 +788,26 @@ def main(argv: list[str] | None = None) -> int:
     pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
     pl_.add_argument("--quant", nargs="+", help="only these weight formats")
     pl_.add_argument("--top", type=_count, default=15, help="rows to print")
+    pl_.add_argument("--min-quality", choices=FLOOR_CHOICES, default=DEFAULT_MIN_QUALITY,
+                     help="rank only formats of this quality tier or better (sizing/quality.py;"
+                          " 'any' turns the floor off)")
     pl_.add_argument("--json", action="store_true")
     pl_.set_defaults(func=plan_command)
+    f = sub.add_parser("fit", help="the models that run on one GPU, best first",
+                       description="Lists the published rows only (run `llm-sizing refresh` "
+                                   "first); without --detect nothing on this machine is read.")
+    f.add_argument("--gpu", help="catalog id, name or alias, any case ('RTX 4090')")
+    f.add_argument("--detect", action="store_true",
+                   help="read this machine's GPUs and memory from nvidia-smi, rocm-smi or "
+                        "system_profiler and /proc/meminfo")
+    f.add_argument("--gpus", type=_count, help="number of GPUs (default 1, or as detected)")
+    f.add_argument("--context", type=_count, default=8192, help="tokens per sequence")
+    f.add_argument("--min-tok-s", type=_amount, default=DEFAULT_MIN_DECODE_TOK_S,
+                   help="decode one sequence at least this fast (default 10; 0: list "
+                        "rows without a speed too)")
+    f.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=fit)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     rec = snap_sub.add_parser(
@@ -769,6 +819,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
     p.add_argument("--need-gb", type=_amount, required=True, help="GPU memory needed, in GB")
     p.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")
+    p.add_argument("--split", choices=sorted(SPLIT_WORDS), default="layers",
+                   help="how the memory may spread over an instance's GPUs")
+    p.add_argument("--attention-heads", type=int,
+                   help="the model's attention heads (for --split tensor)")
     p.set_defaults(func=prices)
     site = sub.add_parser("site", help="the static compatibility site").add_subparsers(
         dest="site_command", required=True)

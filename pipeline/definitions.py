@@ -11,10 +11,18 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets.catalogs.tables import engines, gpus, quantized_releases, weight_formats
+from assets.catalogs.tables import (
+    engines,
+    format_quality,
+    format_quality_tiers,
+    gpus,
+    quantized_releases,
+    weight_formats,
+)
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
+from assets.prices.history import price_history
 from assets.publish.release import build_release
 from assets.publish.site import site
 from assets.quality.accuracy import accuracy
@@ -40,10 +48,11 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, hub_models, models, weights,
+TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, format_quality,
+                format_quality_tiers, hub_models, models, weights,
                 fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
                 gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,
-                capacity_plans, finetune, *PROVIDER_ASSETS, gpu_prices]
+                capacity_plans, finetune, *PROVIDER_ASSETS, gpu_prices, price_history]
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.
 release = build_release(TABLE_ASSETS)

@@ -7,10 +7,14 @@ hold, for one configuration or many, computed by the same expressions as the mat
     >>> model = parse_config(config, "Qwen/Qwen3-8B")
     >>> rtx_4090 = Device("rtx_4090", memory_gib=23.99, vendor="NVIDIA", bandwidth_gb_s=1008)
     >>> out = estimate(model, Configuration("Q4_K_M", context=32768, kv_dtype="f16"), rtx_4090)
-    >>> out["verdict"], round(out["weights_gib"], 2)
+    >>> out.memory.verdict, round(out.memory.weights_gib, 2)
     ('fits', 4.68)
+    >>> out.speed.speed_basis, out.draft is None
+    ('calibrated', True)
 
-`estimate_many` answers a list of (model, configuration, device, usage) in one pass;
+`estimate` returns an `Estimate` (sizing.result: memory, speed, cost, launch, and the vLLM
+budget, draft, projector and MTP parts where they apply; `to_dict()` is the flat record the
+CLI prints); `estimate_many` answers a list of (model, configuration, device, usage) in one pass;
 `InvalidConfiguration` names every reason a configuration cannot run. These names are the
 stable interface; the modules behind them may move.
 """
@@ -25,6 +29,8 @@ from sizing.estimate import (
     estimate,
     estimate_many,
 )
+from sizing.result import Estimate
 
-__all__ = ["ConfigError", "Configuration", "Device", "InvalidConfiguration", "ModelArch",
+__all__ = ["ConfigError", "Configuration", "Device", "Estimate", "InvalidConfiguration",
+           "ModelArch",
            "Usage", "VllmSettings", "estimate", "estimate_many", "parse_config"]

@@ -46,8 +46,8 @@ from sizing.evaluation import STAGE_COLUMNS
 from sizing.grid import configurations, engine_kv_dtypes
 from sizing.kernels import kernels_run
 from sizing.memory import kv_cell_bytes_columns
+from sizing.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
 from sizing.rules import ROW_RULES, allowed, effective_max_context
-from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S
 
 # Concurrency per replica tried: 1 to 1,024 in steps of at most 25 %.
 BATCH_GRID = tuple(sorted({max(1, round(1.25 ** k)) for k in range(32)}))
@@ -110,7 +110,6 @@ def serving_rows(configured: pl.LazyFrame, prompt_tokens: int, output_tokens: in
                           pl.lit(False).alias("rope_scaled"))
             .with_columns(kv_cell_bytes_columns())
             .join(pl.LazyFrame({"batch": list(batches)}), how="cross")
-            .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"))
             .with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
             .filter((pl.col("verdict") != "exceeds") & pl.col("decode_tok_s").is_not_null()
                     & ((pl.col("engine") != VLLM) | (pl.col("batch") <= pl.col("max_num_seqs"))))
@@ -121,13 +120,22 @@ _CONFIG = ["model_id", "weight_format", "engine", "gpu_id", "n_gpus", "kv_dtype"
 
 
 def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | None,
-          prices: pl.DataFrame, budget_usd: float | None = None) -> pl.LazyFrame:
+          prices: pl.DataFrame, budget_usd: float | None = None,
+          quality: pl.DataFrame | None = None,
+          min_quality: str = DEFAULT_MIN_QUALITY) -> pl.LazyFrame:
     """Per configuration that meets the profile's targets: replicas, load, latencies at
     that load, monthly rent of the cheapest on-demand offer for its GPUs, purchase price
-    (new and, where the catalog has one, used), energy per output token; cheapest to rent
-    first, then cheapest to buy. `prices`: the GPU catalog's gpu_id, name, price_new_usd,
-    price_used_usd, vendor, compute_capability. `budget_usd` drops plans whose purchase
-    (the lower of new and used) exceeds it."""
+    (new and, where the catalog has one, used), energy per output token, quality tier;
+    cheapest to rent first, then cheapest to buy. `prices`: the GPU catalog's gpu_id, name,
+    price_new_usd, price_used_usd, vendor, compute_capability. `budget_usd` drops plans
+    whose purchase (the lower of new and used) exceeds it. `quality`: the tiers
+    (sizing.quality.format_tiers); with them, plans below `min_quality` are dropped
+    (without, the tier columns are null and nothing is dropped)."""
+    if quality is not None:
+        rows = with_quality(rows, quality).filter(at_least(min_quality))
+    else:
+        rows = rows.with_columns(pl.lit(None, pl.String).alias(c) for c in (
+            "weight_quality_tier", "kv_quality_tier", "quality_tier"))
     ok = pl.lit(True)
     if profile.tpot_ms is not None:
         ok &= pl.col("tpot_ms") <= profile.tpot_ms
@@ -177,20 +185,23 @@ def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | No
         "replica_capacity_req_s", "prompt_tokens", "output_tokens", "tpot_ms",
         "ttft_mean_ms", "ttft_p95_ms", "rent_usd_per_hour", "rent_offer",
         "rent_usd_per_month", "purchase_new_usd", "purchase_used_usd",
-        "j_per_output_token", "speed_basis")
+        "j_per_output_token", "speed_basis", "weight_quality_tier", "kv_quality_tier",
+        "quality_tier")
 
 
 def plan(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
          profile: TrafficProfile, offers: pl.DataFrame | None = None,
          formats: pl.DataFrame | None = None, budget_usd: float | None = None,
-         batches: tuple[int, ...] = BATCH_GRID) -> pl.DataFrame:
+         batches: tuple[int, ...] = BATCH_GRID, quality: pl.DataFrame | None = None,
+         min_quality: str = DEFAULT_MIN_QUALITY) -> pl.DataFrame:
     """plans() over every configuration of the grid (sizing.grid.configurations: each
     model's formats on every catalog GPU and count its engine runs) whose engine has the
     format's kernels on that GPU (sizing.kernels). `formats`: (engine, weight_format)
-    pairs, the grid's unless given."""
+    pairs, the grid's unless given; `quality` and `min_quality` as plans()."""
     configured = (configurations(models.lazy(), weights.lazy(), gpus.lazy(),
                                  None if formats is None else formats.lazy())
                   .join(gpus.lazy().select("gpu_id", "compute_capability"), on="gpu_id")
                   .filter(kernels_run()))
     rows = serving_rows(configured, profile.prompt_tokens, profile.output_tokens, batches)
-    return plans(rows, profile, offers, gpus, budget_usd).collect(engine="streaming")
+    return plans(rows, profile, offers, gpus, budget_usd, quality, min_quality) \
+        .collect(engine="streaming")

@@ -13,6 +13,9 @@ DEFAULT_MIN_DECODE_TOK_S = 10.0
 # weights and experts kept in system RAM unless the caller gives its own (sizing.speed).
 DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
 
+# The prompt a time to first token is given for unless the question names one.
+DEFAULT_PROMPT_TOKENS = 4096
+
 # The objectives sizing.objectives ranks hardware by.
 OBJECTIVES = ("cheapest_to_buy", "fastest_under_budget", "cheapest_per_mtok",
               "cheapest_to_rent")

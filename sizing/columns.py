@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
+
 MODEL: dict[str, pl.DataType] = {
     "model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
     "params_active": pl.Int64(), "params_embedding": pl.Int64(), "n_layers": pl.Int64(),
@@ -84,6 +86,19 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # llama.cpp's --split-mode across several GPUs (sizing.engines.llama_cpp.SPLIT_MODES;
     # null: its default, layer).
     "split_mode": pl.String(),
+}
+
+# What a question leaves unset, as the matrix sizes it: no weights or cache offloaded,
+# nothing beside the model on the GPUs, the config's native context (no RoPE scaling), the
+# vendor's own backend and llama.cpp's layer split, and the prompt and host memory of
+# sizing.choices. vLLM's flags default per version in sizing.engines.vllm (VllmSettings).
+# sizing.evaluation.with_input_defaults fills them for the grid, the recommendations, the
+# speed checks and the single estimate (whose Configuration starts from the same values).
+INPUT_DEFAULTS: dict[str, object] = {
+    "offload_frac": 0.0, "cpu_moe_expert_share": 0.0, "draft_gpu_bytes": 0.0,
+    "mmproj_gpu_bytes": 0.0, "mtp_gpu_bytes": 0.0, "rope_scaling": None, "backend": None,
+    "split_mode": None, "prompt_tokens": DEFAULT_PROMPT_TOKENS,
+    "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,
 }
 
 # The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,

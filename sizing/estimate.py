@@ -10,6 +10,7 @@ import polars as pl
 
 from sizing import engines
 from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
+from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
@@ -34,11 +35,20 @@ from sizing.mtp import (
     mtp_tensors,
 )
 from sizing.offload import cpu_moe_expert_share
-from sizing.rules import refusals
-from sizing.speed import (
-    DEFAULT_HOST_BANDWIDTH_GB_S,
-    DEFAULT_PROMPT_TOKENS,
+from sizing.result import (
+    Cost,
+    CostBasis,
+    Draft,
+    Estimate,
+    FinetuneRegime,
+    Launch,
+    Memory,
+    Mtp,
+    Projector,
+    Speed,
+    VllmBudget,
 )
+from sizing.rules import refusals
 from sizing.units import gib
 from sizing.vision import (
     CLIP_COMPUTE_BYTES,
@@ -72,6 +82,18 @@ class Device:
     # The memory technology ("HBM3", "GDDR6X"; None: not known): llama.cpp's decode on HBM
     # cards has a fit of its own.
     memory_type: str | None = None
+
+    @classmethod
+    def from_catalog(cls, g: Mapping[str, Any]) -> Device:
+        """A row of the published `gpus` table (or of its catalog before the first refresh)."""
+        return cls(g["gpu_id"], g["memory_gib"], bool(g["unified_memory"]), g["vendor"],
+                   g["bandwidth_gb_s"], g["fp16_dense_tflops"], g["tdp_w"],
+                   g["price_new_usd"], g["price_used_usd"],
+                   engines=tuple(e for e in (g["engines"] or "").split(";") if e),
+                   n_gpus_options=tuple(int(n) for n in (g["n_gpus_options"] or "").split(";")
+                                        if n),
+                   memory_cuda_gib=g["memory_gib_cuda"], interconnect=g["interconnect"],
+                   memory_type=g["memory_type"])
 
 
 @dataclass(frozen=True)
@@ -296,7 +318,7 @@ def configuration_frame(queries: list[Query], extra: list[dict[str, float]] | No
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
-             repos: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+             repos: Mapping[tuple[str, str], str] | None = None) -> Estimate:
     """Memory, speed, cost, fine-tuning and launch commands for one configuration;
     `repos` (model, weight format) -> a public repository holding it, for the commands."""
     validate(m, c, d)
@@ -304,7 +326,7 @@ def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
 
 
 def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | None = None
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[Estimate]:
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed)."""
     drafts = _draft_rows(queries)
@@ -314,28 +336,11 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
               "mtp_gpu_bytes": mtp_gpu_bytes(t) if t else 0.0}
              for r, t, (m, c, _, _) in zip(drafts, mtp, queries, strict=True)]
     frame = evaluate(configuration_frame(queries, extra))
-    finetune: dict[int, dict] = {}
-    out = [_finish(row, m, c, d, u, (repos or {}).get((m.name, c.weight_format)), finetune)
-           for row, (m, c, d, u) in zip(frame.iter_rows(named=True), queries, strict=True)]
-    for row, draft, (_, c, _, _) in zip(out, drafts, queries, strict=True):
-        if draft is not None:
-            speed = row["decode_tok_s"]
-            row |= {"draft_model": c.draft_model.name,
-                    "draft_format": c.draft_format or c.weight_format,
-                    "draft_weights_gib": draft["weights_gpu_gib"],
-                    "draft_kv_cache_gib": draft["kv_cache_gib"],
-                    "decode_tok_s_with_draft": speed * DEFAULT_DRAFT_SPEEDUP if speed else None,
-                    "draft_speedup_basis": DRAFT_SPEEDUP_SOURCE}
-    for row, t, (m, c, _, _) in zip(out, mtp, queries, strict=True):
-        if c.mmproj is not None:
-            row |= _mmproj_parts(m, c)
-        if t is not None:
-            speed = row["decode_tok_s"]
-            row |= {"mtp_weights_gib": t["mtp_weights_gpu_gib"],
-                    "mtp_kv_cache_gib": t["kv_cache_gib"],
-                    "decode_tok_s_with_mtp": speed * MTP_SPEEDUP[c.engine] if speed else None,
-                    "mtp_speedup_basis": MTP_SPEEDUP_SOURCE[c.engine]}
-    return out
+    finetune: dict[int, tuple[FinetuneRegime, ...]] = {}
+    return [_result(row, q, draft, t, (repos or {}).get((q[0].name, q[1].weight_format)),
+                    finetune)
+            for row, q, draft, t in zip(frame.iter_rows(named=True), queries, drafts, mtp,
+                                        strict=True)]
 
 
 def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:
@@ -347,15 +352,15 @@ def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:
     return mmproj_bytes(m.vision, c.mmproj) + compute, compute
 
 
-def _mmproj_parts(m: ModelArch, c: Configuration) -> dict[str, Any]:
+def _projector(m: ModelArch, c: Configuration, total_gib: float) -> Projector:
+    """The projector's part: its weights, and its compute buffer where published."""
     total, compute = _mmproj_bytes(m, c)
     buffer = (f"{gib(compute):.2f} GiB clip compute buffer ({CLIP_COMPUTE_SOURCE})" if compute
               else "its clip compute buffer not counted (no published figure for this "
                    "projector; it grows with the largest image)")
-    return {"mmproj_type": c.mmproj, "mmproj_weights_gib": gib(total - compute),
-            "mmproj_basis": f"{c.mmproj} mmproj of the {m.vision.kind} tower, tensor by "
-                            f"tensor as llama.cpp's converter writes it (sizing/vision.py), "
-                            f"on one GPU; {buffer}"}
+    return Projector(c.mmproj, total_gib, gib(total - compute),
+                     f"{c.mmproj} mmproj of the {m.vision.kind} tower, tensor by tensor as "
+                     f"llama.cpp's converter writes it (sizing/vision.py), on one GPU; {buffer}")
 
 
 def _mtp_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
@@ -391,24 +396,13 @@ def _draft_rows(queries: list[Query]) -> list[dict[str, Any] | None]:
     return rows
 
 
-def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: Usage,
-            repo: str | None, finetune: dict[int, dict]) -> dict[str, Any]:
-    """The row's figures with what is not a column: notes, cost basis, fine-tuning memory
-    (per model) and launch commands."""
+def _result(out: dict[str, Any], q: Query, draft: dict[str, Any] | None,
+            mtp: dict[str, Any] | None, repo: str | None,
+            finetune: dict[int, tuple[FinetuneRegime, ...]]) -> Estimate:
+    """The evaluated row's figures as the typed result, with what is not a column: notes,
+    cost basis, fine-tuning memory (per model) and launch commands."""
+    m, c, d, u = q
     out["weights_gib"] = gib(out["weights_bytes"])
-    if c.rope_scaling is not None and m.rope_recipe is not None:
-        r = m.rope_recipe
-        out["rope_scaling_note"] = (
-            f"relies on {r.rope_type} RoPE scaling (factor {r.factor:g} over "
-            f"{r.original_max_position_embeddings:,} tokens, up to {r.scaled_max_context:,}) "
-            f"as the model card documents ({r.source_url}); the config's native maximum is "
-            f"{m.max_context:,} tokens")
-    out["cost_basis"] = {"price_per_gpu_hour_usd": u.price_per_gpu_hour_usd,
-                         "price_source": u.price_source, "hours_per_day": u.hours_per_day,
-                         "electricity_usd_per_kwh": u.electricity_usd_per_kwh,
-                         "host_power_w": u.host_power_w, "tdp_w": d.tdp_w,
-                         "purchase_usd": out["purchase_usd"],
-                         "purchase_used_usd": out["purchase_used_usd"]}
     if out["verdict"] == "exceeds":  # it does not run: no speed, no cost
         reason = (f"does not fit: {out['total_gib']:.1f} GiB needed per GPU, "
                   f"{out['usable_gib']:.1f} GiB usable")
@@ -420,48 +414,59 @@ def _finish(out: dict[str, Any], m: ModelArch, c: Configuration, d: Device, u: U
         out["cost_per_mtok_usd_reason"] = reason
     elif u.price_per_gpu_hour_usd is None:
         out["cost_per_mtok_usd_reason"] = f"no hourly price: {u.price_source}"
-    if out["prefill_tok_s"] is None and "prefill_tok_s_reason" not in out:
+    if out["prefill_tok_s"] is None and out.get("prefill_tok_s_reason") is None:
         out["prefill_tok_s_reason"] = (
             f"no published dense FP16 tensor throughput for {d.name}"
             if d.fp16_dense_tflops is None
             else "prefill with llama.cpp's row split is not sized (one public rig: it "
             "prefilled 4 to 6x slower than the layer split)" if c.row_split
             else f"prefill not calibrated for {c.engine}'s {out['backend']} backend")
+    basis = CostBasis(u.price_per_gpu_hour_usd, u.price_source, u.hours_per_day,
+                      u.electricity_usd_per_kwh, u.host_power_w, d.tdp_w,
+                      out["purchase_usd"], out["purchase_used_usd"])
     if id(m) not in finetune:
-        finetune[id(m)] = finetune_memory(m)
-    ft = finetune[id(m)]
-    for key, regime in ft.items():
-        out[f"finetune_{key}_gib"] = regime.total_gib
-    out["finetune_regimes"] = {k: v.regime for k, v in ft.items()}
-    out["launch_llama_cpp"] = (llama_cpp.server_command(
-        repo, c.weight_format, c.context, c.kv_dtype, c.batch, c.n_gpus, m.n_layers,
-        c.offload_frac, c.split_mode) if c.engine == LLAMA_CPP else None)
-    if out["launch_llama_cpp"] and c.draft_model is not None:
-        out["launch_llama_cpp"] += f" \\\n  --model-draft <{c.draft_model.name} GGUF> -ngld 999"
-    if out["launch_llama_cpp"] and c.mmproj is not None:
-        out["launch_llama_cpp"] += f" \\\n  --mmproj <{m.name} mmproj {c.mmproj} GGUF>"
-    if out["launch_llama_cpp"] and c.mtp:
-        # llama.cpp PR #22673: a GGUF converted with its MTP layers (nextn_predict_layers)
-        out["launch_llama_cpp"] += " \\\n  --spec-type draft-mtp"
-    if out["launch_llama_cpp"] and c.n_cpu_moe:
-        out["launch_llama_cpp"] += f" \\\n  --n-cpu-moe {c.n_cpu_moe}"
-    if out["launch_llama_cpp"] and c.rope_scaling is not None and m.rope_recipe is not None:
-        # llama-server's YaRN flags, as the Qwen3 cards give them ("llama-server ...
-        # --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768").
-        r = m.rope_recipe
-        out["launch_llama_cpp"] += (f" \\\n  --rope-scaling {r.rope_type} --rope-scale "
-                                    f"{r.factor:g} --yarn-orig-ctx "
-                                    f"{r.original_max_position_embeddings}")
-    command, reason = (vllm.serve_command(m.name, c.weight_format, checkpoint_format(m), c.context,
-                                       c.kv_dtype, c.n_gpus,
-                                       out["weights_bytes"] * c.offload_frac,
-                                       out["gpu_memory_utilization"], out["max_num_seqs"],
-                                       out["max_num_batched_tokens"], c.vllm.enforce_eager,
-                                       repo)
-                    if c.engine != LLAMA_CPP else (None, "llama.cpp configuration"))
+        finetune[id(m)] = tuple(FinetuneRegime(k, r.regime, r.total_gib)
+                                for k, r in finetune_memory(m).items())
+    speed = out["decode_tok_s"]
+    return Estimate(
+        model_id=m.name, params_total=out["params_total"], params_active=out["params_active"],
+        rope_scaling=c.rope_scaling, rope_scaling_note=_rope_note(m, c),
+        memory=Memory.from_row(out), speed=Speed.from_row(out),
+        cost=Cost.from_row(out | {"cost_basis": basis}), finetune=finetune[id(m)],
+        launch=_launch(out, m, c, repo),
+        vllm=VllmBudget.from_row(out) if c.engine == vllm.NAME else None,
+        draft=None if draft is None else Draft(
+            c.draft_model.name, c.draft_format or c.weight_format, out["draft_gib"],
+            draft["weights_gpu_gib"], draft["kv_cache_gib"],
+            speed * DEFAULT_DRAFT_SPEEDUP if speed else None, DRAFT_SPEEDUP_SOURCE),
+        projector=_projector(m, c, out["mmproj_gib"]) if c.mmproj is not None else None,
+        mtp=None if mtp is None else Mtp(
+            out["mtp_gib"], mtp["mtp_weights_gpu_gib"], mtp["kv_cache_gib"],
+            speed * MTP_SPEEDUP[c.engine] if speed else None, MTP_SPEEDUP_SOURCE[c.engine]))
+
+
+def _rope_note(m: ModelArch, c: Configuration) -> str | None:
+    """What a context beyond the config's native maximum relies on."""
+    if c.rope_scaling is None or m.rope_recipe is None:
+        return None
+    r = m.rope_recipe
+    return (f"relies on {r.rope_type} RoPE scaling (factor {r.factor:g} over "
+            f"{r.original_max_position_embeddings:,} tokens, up to {r.scaled_max_context:,}) "
+            f"as the model card documents ({r.source_url}); the config's native maximum is "
+            f"{m.max_context:,} tokens")
+
+
+def _launch(out: dict[str, Any], m: ModelArch, c: Configuration, repo: str | None) -> Launch:
+    """llama-server's or `vllm serve`'s command for the configuration, and the build."""
+    backend = out["backend"]
+    if c.engine == LLAMA_CPP:
+        command = llama_cpp.launch_command(m, c, repo)
+        return Launch(command, None, "llama.cpp configuration", llama_cpp.build(backend))
+    command, reason = vllm.serve_command(
+        m.name, c.weight_format, checkpoint_format(m), c.context, c.kv_dtype, c.n_gpus,
+        out["weights_bytes"] * c.offload_frac, out["gpu_memory_utilization"],
+        out["max_num_seqs"], out["max_num_batched_tokens"], c.vllm.enforce_eager, repo)
     if command and c.mtp:  # vLLM's MTP drafter, one speculative token (PR #12755)
         command += (" \\\n  --speculative-config "
                     "'{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'")
-    out["launch_vllm"], out["launch_vllm_reason"] = command, reason
-    out["launch_build"] = engines.MODULES[c.engine].build(out["backend"])
-    return out
+    return Launch(None, command, reason, engines.MODULES[c.engine].build(backend))

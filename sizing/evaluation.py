@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import polars as pl
 
-from sizing.columns import STAGES
+from sizing.columns import CONFIGURATION, INPUT_DEFAULTS, STAGES
 from sizing.cost import cost_columns
 from sizing.energy import energy_columns
-from sizing.engines.vllm import resolved_settings_columns
+from sizing.engines.vllm import VllmSettings, resolved_settings_columns, settings_row
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
 from sizing.rules import effective_max_context
 from sizing.speed import (
@@ -39,6 +39,16 @@ STAGE_COLUMNS: dict[str, Callable[[], list[pl.Expr]]] = {
     "energy": energy_columns,
     "cost": cost_columns,
 }
+
+
+def with_input_defaults(frame: Frame, later: tuple[str, ...] = ()) -> Frame:
+    """The frame with each input it does not set at its default (sizing.columns'
+    INPUT_DEFAULTS, vLLM's VllmSettings()), typed as the column protocol types it; `later`:
+    inputs a later join brings (the matrix's contexts bring their RoPE scaling)."""
+    have = set(frame.collect_schema().names()) | set(later)
+    defaults = INPUT_DEFAULTS | settings_row(VllmSettings())
+    return frame.with_columns(pl.lit(v, CONFIGURATION[k]).alias(k)
+                              for k, v in defaults.items() if k not in have)
 
 
 def configuration_inputs(max_model_len: pl.Expr | None = None) -> list[pl.Expr]:

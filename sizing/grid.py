@@ -12,8 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing.engines import FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE, vllm
-from sizing.engines.vllm import settings_literals
-from sizing.evaluation import STAGE_COLUMNS, configuration_inputs
+from sizing.evaluation import STAGE_COLUMNS, configuration_inputs, with_input_defaults
 from sizing.memory import (
     configuration_memory_columns,
     kv_bytes_per_element_column,
@@ -25,10 +24,6 @@ from sizing.rules import (
     ROW_RULES,
     allowed,
     effective_max_context,
-)
-from sizing.speed import (
-    DEFAULT_HOST_BANDWIDTH_GB_S,
-    DEFAULT_PROMPT_TOKENS,
 )
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
@@ -99,14 +94,7 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
             .join(models, on="model_id")
             .join(gpu_configurations(gpus), on="engine")
             .filter(allowed(CONFIGURATION_RULES))
-            .with_columns(pl.lit(DEFAULT_PROMPT_TOKENS).alias("prompt_tokens"),
-                          pl.lit(0.0).alias("offload_frac"),
-                          pl.lit(0.0).alias("cpu_moe_expert_share"),
-                          pl.lit(0.0).alias("draft_gpu_bytes"),
-                          pl.lit(0.0).alias("mmproj_gpu_bytes"),
-                          pl.lit(0.0).alias("mtp_gpu_bytes"),
-                          pl.lit(None, pl.String).alias("backend"),
-                          pl.lit(None, pl.String).alias("split_mode"), *settings_literals())
+            .pipe(with_input_defaults, later=("rope_scaling",))
             .with_columns(configuration_inputs())
             .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
 
@@ -121,8 +109,7 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
             .with_columns(effective_max_context().alias("max_context"),
                           pl.col("rope_scaling").is_not_null().alias("rope_scaled"))
             .with_columns(kv_cell_bytes_columns())
-            .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
-            .with_columns(pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s")))
+            .join(pl.LazyFrame({"batch": BATCHES}), how="cross"))
     return (rows.with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
             .with_columns(STAGE_COLUMNS["energy"]()))
 

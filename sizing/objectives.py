@@ -24,6 +24,7 @@ from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.cost import rental
 from sizing.engines import FORMATS_BY_ENGINE
 from sizing.finetune import finetune_memory
+from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
 from sizing.recommend import runs_at, sized_over_gpus
 
 _RENTAL = ("cheapest_per_mtok", "cheapest_to_rent")
@@ -70,14 +71,21 @@ def ranked(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.DataFrame,
                objective: str = "cheapest_to_buy", offers: pl.DataFrame | None = None,
                min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-               budget_usd: float | None = None) -> pl.DataFrame:
+               budget_usd: float | None = None, quality: pl.DataFrame | None = None,
+               min_quality: str = DEFAULT_MIN_QUALITY) -> pl.DataFrame:
     """The first-ranked configuration for each weight format the engine loads (the
-    reference page's "recommended GPU per format"); formats with none are left out."""
+    reference page's "recommended GPU per format"); formats with none are left out, and
+    with `quality` (sizing.quality.format_tiers) those below `min_quality`, the rest
+    carrying their `quality_tier`, best tier first."""
+    tiered = ([(f, None) for f in FORMATS_BY_ENGINE[engine]] if quality is None
+              else ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality))
     frames = [ranked(m, fmt, context, kv_dtype, engine, gpus, objective, offers,
                      min_decode_tok_s, budget_usd, top=1)
-              for fmt in FORMATS_BY_ENGINE[engine]]
-    return pl.concat([f for f in frames if f.height], how="vertical_relaxed") \
-        if any(f.height for f in frames) else frames[0]
+              .with_columns(pl.lit(tier, pl.String).alias("quality_tier"))
+              for fmt, tier in tiered]
+    found = [f for f in frames if f.height]
+    return pl.concat(found, how="vertical_relaxed") if found else frames[0].head(0) \
+        if frames else pl.DataFrame()
 
 
 # Fine-tuning runs on PyTorch's CUDA or ROCm builds (bitsandbytes for QLoRA): the vendors

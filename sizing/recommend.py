@@ -8,15 +8,14 @@ from typing import Any
 import polars as pl
 
 from sizing.architecture import ModelArch
-from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, DEFAULT_PROMPT_TOKENS
 from sizing.cost import cheapest_on_demand
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
-from sizing.engines.vllm import settings_literals
-from sizing.evaluation import derive_inputs, evaluate
+from sizing.evaluation import derive_inputs, evaluate, with_input_defaults
 from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
-from sizing.speed import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
+from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
 
 
 def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
@@ -55,16 +54,9 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
     (the grid's defaults for what the question does not set)."""
     dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
-    return derive_inputs(configs.join(dims, how="cross").with_columns(
+    return derive_inputs(with_input_defaults(configs.join(dims, how="cross").with_columns(
         pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
-        pl.lit(batch).alias("batch"), pl.lit(0.0).alias("offload_frac"),
-        pl.lit(0.0).alias("cpu_moe_expert_share"), pl.lit(0.0).alias("draft_gpu_bytes"),
-        pl.lit(0.0).alias("mmproj_gpu_bytes"), pl.lit(0.0).alias("mtp_gpu_bytes"),
-        pl.lit(prompt_tokens).alias("prompt_tokens"),
-        pl.lit(DEFAULT_HOST_BANDWIDTH_GB_S).alias("host_bandwidth_gb_s"),
-        pl.lit(None, pl.String).alias("rope_scaling"), pl.lit(None, pl.String).alias("backend"),
-        pl.lit(None, pl.String).alias("split_mode"),
-        *settings_literals())
+        pl.lit(batch).alias("batch"), pl.lit(prompt_tokens).alias("prompt_tokens")))
     ).filter(tensor_parallel_possible())
 
 
@@ -161,9 +153,15 @@ def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 
 def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
-                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1) -> str | None:
-    """The most faithful format that fits this GPU and count at this context, if any."""
-    for fmt in FORMATS_BY_ENGINE[engine]:
+                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1,
+                        quality: pl.DataFrame | None = None,
+                        min_quality: str = DEFAULT_MIN_QUALITY) -> str | None:
+    """The most faithful format that fits this GPU and count at this context, if any:
+    with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
+    first, then the most bits."""
+    order = FORMATS_BY_ENGINE[engine] if quality is None else [
+        f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
+    for fmt in order:
         rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
             (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
         if rows.height and rows.get_column("verdict").item() == "fits":

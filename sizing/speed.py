@@ -20,7 +20,6 @@ import polars as pl
 
 from sizing import engines
 from sizing.architecture import HCA_RATIO
-from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S as DEFAULT_HOST_BANDWIDTH_GB_S
 from sizing.columns import col
 from sizing.memory import (
     engine_weights_bytes,
@@ -57,7 +56,6 @@ DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")
 SPEED_BASES = ("calibrated", "transferred", "none")
 FALLBACK_ENGINE = engines.LLAMA_CPP
 
-DEFAULT_PROMPT_TOKENS = 4096
 
 _GB, _TFLOPS = 1e9, 1e12
 

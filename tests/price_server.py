@@ -6,7 +6,9 @@ recording repositories saved them; the server puts them back in the documented
 envelopes ({"data": {"gpuTypes": ...}}, {"offers": ...}). The Vultr and DigitalOcean
 recordings are Python literals in gpuhunt's tests; the server answers them as JSON. The
 RunPod pricing page is the documented-format fixture (no recording exists); the
-DigitalOcean docs pricing page is its table transcribed from a stored text copy.
+DigitalOcean docs pricing page is its table transcribed from a stored text copy. The
+normalised catalogs (SkyPilot's Vast.ai vms.csv, tugot17's tracker lines) are served as
+recorded, at their raw.githubusercontent.com paths.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ def _recorded() -> dict[tuple[str, str], bytes]:
     html = (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
     do_page = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
                ".html").read_bytes()
+    skypilot = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
+    tracker = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
     return {
+        ("GET", "/skypilot-org/skypilot-catalog/master/catalogs/v9/vast/vms.csv"): skypilot,
+        ("GET", "/tugot17/gpu-price-tracker/main/data/summary/H100_80GB_SXM5.jsonl"): tracker,
         ("GET", "/pricing"): html,
         ("GET", "/products/droplets/details/pricing/"): do_page,
         ("POST", "/graphql"): json.dumps({"data": {"gpuTypes": runpod}}).encode(),

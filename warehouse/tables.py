@@ -109,6 +109,12 @@ GPU_FACT_SOURCES = {
     "memory_type": "source_memory_type",
 }
 
+# What a purchase price is: a launch MSRP, a list price, a dated street listing, an
+# analyst's estimate, or a published system's price divided per GPU (new); a used sale or a
+# street listing (used).
+PRICE_NEW_BASES = ("msrp", "list", "street", "estimate", "system")
+PRICE_USED_BASES = ("used", "street")
+
 GPUS = TableContract(
     "gpus",
     keys=("gpu_id",),
@@ -119,6 +125,7 @@ GPUS = TableContract(
             "fp16_dense_tflops": pl.Float64(), "fp8_dense_tflops": pl.Float64(),
             "tdp_w": pl.Float64(), "price_new_usd": pl.Float64(), "price_new_date": pl.Date(),
             "price_used_usd": pl.Float64(), "price_used_date": pl.String(),
+            "price_new_basis": pl.String(), "price_used_basis": pl.String(),
             "unified_memory": pl.Boolean(),
             "engines": pl.String(), "n_gpus_options": pl.String(),
             "compute_capability": pl.Float64(), "interconnect": pl.String()}
@@ -130,7 +137,13 @@ GPUS = TableContract(
             pl.col("bandwidth_gb_s").is_between(50, 20_000)),
            ("every fact names its source", pl.all_horizontal(
                pl.col(f).is_null() | pl.col(s).is_not_null()
-               for f, s in GPU_FACT_SOURCES.items()))),
+               for f, s in GPU_FACT_SOURCES.items())),
+           ("a new price is dated and names its basis", pl.col("price_new_usd").is_null()
+            | (pl.col("price_new_date").is_not_null()
+               & pl.col("price_new_basis").is_in(PRICE_NEW_BASES).fill_null(False))),
+           ("a used price is dated and names its basis", pl.col("price_used_usd").is_null()
+            | (pl.col("price_used_date").is_not_null()
+               & pl.col("price_used_basis").is_in(PRICE_USED_BASES).fill_null(False)))),
 )
 
 # Public checkpoints of a model in a vLLM weight format (data/catalogs/quantized_releases.csv).
@@ -189,6 +202,38 @@ WEIGHT_FORMATS = TableContract(
     not_null=("weight_format", "kind"),
 )
 
+# Published measurements of a format's loss against the 16-bit model
+# (data/catalogs/format_quality.csv), each row with its tier (sizing.quality).
+QUALITY_TIER_NAMES = ("near-lossless", "small-loss", "noticeable", "heavy")
+FORMAT_QUALITY = TableContract(
+    "format_quality",
+    keys=("model", "format", "kind", "metric", "benchmark", "source_url", "quote"),
+    schema={"model": pl.String(), "model_id": pl.String(), "params_b": pl.Float64(),
+            "format": pl.String(), "kind": pl.String(), "metric": pl.String(),
+            "value": pl.Float64(), "baseline": pl.String(), "benchmark": pl.String(),
+            "source_url": pl.String(), "quote": pl.String(), "date": pl.String(),
+            "notes": pl.String(), "tier": pl.String()} | VERIFIED_AT,
+    not_null=("model", "format", "kind", "metric", "value", "source_url", "quote", "tier"),
+    rules=(("kind is weights or kv_cache", pl.col("kind").is_in(["weights", "kv_cache"])),
+           ("a tier of sizing.quality", pl.col("tier").is_in(QUALITY_TIER_NAMES))),
+)
+
+# Per format (and per model where a measurement names one of ours) its quality tier.
+FORMAT_QUALITY_TIERS = TableContract(
+    "format_quality_tiers",
+    keys=("kind", "format", "model_id"),
+    schema={"kind": pl.String(), "format": pl.String(), "model_id": pl.String(),
+            "tier": pl.String(), "tier_rank": pl.Int8(), "meets_default_floor": pl.Boolean(),
+            "basis": pl.String(), "n_measurements": pl.Int32(),
+            "basis_metric": pl.String(), "basis_value": pl.Float64(),
+            "basis_model": pl.String(), "basis_source_url": pl.String()} | VERIFIED_AT,
+    not_null=("kind", "format", "basis", "meets_default_floor"),
+    rules=(("basis is measured, baseline or unmeasured",
+            pl.col("basis").is_in(["measured", "baseline", "unmeasured"])),
+           ("a tier exactly where measured or baseline",
+            pl.col("tier").is_null() == (pl.col("basis") == "unmeasured"))),
+)
+
 ENGINES = TableContract(
     "engines",
     keys=("engine",),
@@ -229,11 +274,16 @@ COVERAGE = TableContract(
     "coverage",
     keys=("kind", "name_on_page"),
     schema={"kind": pl.String(), "name_on_page": pl.String(), "id": pl.String(),
-            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String()}
+            "status": pl.String(), "sized_as": pl.String(), "reason": pl.String(),
+            "gpu_facts_missing": pl.String(), "purchase_price_reason": pl.String(),
+            "rent_price_status": pl.String(), "rent_price_reason": pl.String()}
     | VERIFIED_AT,
     not_null=("kind", "name_on_page", "status"),
     rules=(("a stand-in names the model it is sized as",
-            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),),
+            (pl.col("status") != "stand-in") | pl.col("sized_as").is_not_null()),
+           ("a GPU no offer rents says why",
+            (pl.col("rent_price_status") != "not priced")
+            | pl.col("rent_price_reason").is_not_null())),
 )
 
 PRICE_PROVIDERS = ("runpod", "vastai", "vultr", "digitalocean")
@@ -271,7 +321,7 @@ PROVIDER_PRICES = tuple(TableContract(
 # All providers' offers that map to a catalog GPU at a plausible price.
 GPU_PRICES = TableContract(
     "gpu_prices", keys=("provider", "offer_id"),
-    schema={**_OFFER_SCHEMA, "gpu_id": pl.String()} | VERIFIED_AT,
+    schema={**_OFFER_SCHEMA, "gpu_id": pl.String(), "pricing": pl.String()} | VERIFIED_AT,
     renamed=_OFFER_RENAMED,
     not_null=("provider", "offer_id", "gpu_id", "n_gpus", "price_per_instance_hour_usd",
               "billing_mode"),
@@ -299,6 +349,29 @@ CHEAPEST_OFFERS = TableContract(
     | VERIFIED_AT,
     renamed=(("gpu_count", "n_gpus"),),
     not_null=("provider", "total_vram_gb", "price_per_instance_hour_usd"),
+)
+
+# Every recorded price point (all recordings in the snapshot, not only each source's
+# newest), mapped to catalog GPUs. Columns: provider and source (the adapter: api, html,
+# skypilot-catalog, primeintellect); offer_id as the source names the offer; gpu_id;
+# tier as the provider labels it (secure / community, verified host, bare metal...) and
+# pricing ("on-demand", "spot", or "mixed" where the source does not separate them);
+# n_gpus per instance; fractional (a slice of one GPU, never counted as a whole GPU);
+# region; both prices in USD per hour; verified_at, the recording's date; raw_ref, the
+# recorded body it was read from.
+PRICE_HISTORY = TableContract(
+    "price_history",
+    keys=("raw_ref", "offer_id"),
+    schema={"provider": pl.String(), "source": pl.String(), "offer_id": pl.String(),
+            "gpu_id": pl.String(), "tier": pl.String(), "pricing": pl.String(),
+            "n_gpus": pl.Int64(), "fractional": pl.Boolean(), "region": pl.String(),
+            "price_per_instance_hour_usd": pl.Float64(), "price_per_gpu_hour_usd": pl.Float64(),
+            "verified_at": pl.Date(), "raw_ref": pl.String()},
+    not_null=("provider", "source", "gpu_id", "pricing", "n_gpus",
+              "price_per_gpu_hour_usd", "verified_at", "raw_ref"),
+    rules=(_PER_GPU_CONSISTENT,
+           ("per-GPU price in the plausible band",
+            pl.col("price_per_gpu_hour_usd").is_between(*PLAUSIBLE_GPU_HOUR_USD))),
 )
 
 HUB_MODELS = TableContract(
@@ -366,7 +439,8 @@ CAPACITY_PLANS = TableContract(
             "rent_offer": pl.String(), "rent_usd_per_month": pl.Float64(),
             "purchase_new_usd": pl.Float64(), "purchase_used_usd": pl.Float64(),
             "j_per_output_token": pl.Float64(), "speed_basis": pl.String(),
-            "rank": pl.Int32()} | VERIFIED_AT,
+            "weight_quality_tier": pl.String(), "kv_quality_tier": pl.String(),
+            "quality_tier": pl.String(), "rank": pl.Int32()} | VERIFIED_AT,
     not_null=("profile", "model_id", "gpu_id", "replicas", "replica_capacity_req_s", "rank"),
     rules=(("at least one replica, each carrying a positive rate",
             (pl.col("replicas") >= 1) & (pl.col("replica_capacity_req_s") > 0)),
@@ -453,8 +527,9 @@ CONTRACTS = {c.name: c for c in (
     MODEL_QUARANTINE,
     WEIGHTS, GPUS, QUANTIZED_RELEASES,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
-    GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS, SPEED_CHECKS, ACCURACY, GPU_PRICES,
-    PRICE_QUARANTINE, CHEAPEST_OFFERS, *PROVIDER_PRICES)}
+    FORMAT_QUALITY, FORMAT_QUALITY_TIERS, GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS,
+    SPEED_CHECKS, ACCURACY, GPU_PRICES,
+    PRICE_QUARANTINE, CHEAPEST_OFFERS, PRICE_HISTORY, *PROVIDER_PRICES)}
 
 
 # The release log (not a published table: the record of which versions are published).

@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.paths import CATALOG_DIR
 from sizing.architecture import RopeRecipe
+from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
 from warehouse.tables import GPU_FACT_SOURCES, GPUS
 
 _GPU_NUMBERS = ("memory_gib", "memory_gb_marketed", "memory_gib_cuda", "bandwidth_gb_s",
@@ -41,6 +42,9 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
         "bandwidth_gb_s", "fp16_dense_tflops", "fp8_dense_tflops", "tdp_w", "price_new_usd",
         "price_new_date", "price_used_usd",
         pl.col("price_used_date"),  # as the source states it: a day or a month
+        # msrp, list, street, estimate or system (warehouse.tables.PRICE_NEW_BASES)
+        pl.col("price_new_basis"),
+        pl.col("price_used_basis"),  # used or street
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
         pl.col("n_gpus_options").fill_null("1"),
@@ -70,6 +74,21 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
     raw = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
     return raw.select(pl.col("model_repo").alias("model_id"), "weight_format", "release_repo",
                       "source_url", "quote", "notes")
+
+
+def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """data/catalogs/format_quality.csv: published measurements of a format's loss against
+    the 16-bit model, typed, with each row's tier (sizing.quality)."""
+    raw = pl.read_csv(Path(catalog_dir) / "format_quality.csv", infer_schema_length=0)
+    return raw.with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64),
+                            pl.col("model_id").replace("", None)) \
+        .with_columns(measurement_tier().alias("tier"))
+
+
+def load_quality_tiers(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """Every weight format and KV-cache type the engines offer, with its tier (and per
+    model where measured): sizing.quality.format_tiers over the catalog."""
+    return format_tiers(load_format_quality(catalog_dir), QUALITY_FORMATS)
 
 
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:

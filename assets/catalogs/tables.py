@@ -5,7 +5,13 @@ import datetime as dt
 import dagster as dg
 import polars as pl
 
-from assets.catalogs.readers import gpu_rows_refused, load_gpus, load_quantized_releases
+from assets.catalogs.readers import (
+    gpu_rows_refused,
+    load_format_quality,
+    load_gpus,
+    load_quality_tiers,
+    load_quantized_releases,
+)
 from assets.resources import CatalogResource, WarehouseResource, table_asset
 from sizing.catalog import engine_catalog_rows, format_catalog_rows
 
@@ -62,3 +68,26 @@ def engines(context: dg.AssetExecutionContext,
             warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = pl.DataFrame(engine_catalog_rows())
     return warehouse.publish(context, "engines", df, CATALOGS_VERIFIED, "sizing")
+
+
+@table_asset("format_quality", group="catalogs", eager=False,
+          description="Published measurements of each weight format's and KV-cache type's "
+                      "loss against the 16-bit model (KL divergence, perplexity ratio, "
+                      "top-token agreement, accuracy recovery), each with its source, quote "
+                      "and tier (sizing.quality).")
+def format_quality(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = load_format_quality(catalog.path)
+    return warehouse.publish(context, "format_quality", df, CATALOGS_VERIFIED,
+                             "data/catalogs/format_quality.csv")
+
+
+@table_asset("format_quality_tiers", group="catalogs", eager=False,
+          description="Each weight format and KV-cache type the engines offer with its quality "
+                      "tier, per model where a measurement names one of ours, and the "
+                      "measurement it rests on; 'unmeasured' where none was published.")
+def format_quality_tiers(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                         warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = load_quality_tiers(catalog.path)
+    return warehouse.publish(context, "format_quality_tiers", df, CATALOGS_VERIFIED,
+                             "data/catalogs/format_quality.csv")

@@ -26,7 +26,7 @@ from assets.resources import (
     table_asset,
     table_spec,
 )
-from sizing.cost import cheapest_on_demand
+from sizing.cost import INTERRUPTIBLE_TIERS, cheapest_on_demand
 from warehouse import store
 from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
 
@@ -96,16 +96,21 @@ PROVIDER_ASSETS = [_provider_asset(p) for p in PRICE_PROVIDERS]
 def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Offers with a catalog GPU id and a plausible price, and the rest with a reason.
-    Whole-GPU offers take the catalog's marketed memory, so that one card is one size
-    across providers (Vast.ai reports MiB as the driver sees them; others round)."""
+    A name is looked up with its per-GPU memory first ("A100 SXM4 40GB"), since one
+    provider name can cover two memory sizes, then alone. Whole-GPU offers take the
+    catalog's marketed memory, so that one card is one size across providers (Vast.ai
+    reports MiB as the driver sees them; others round)."""
     low, high = PLAUSIBLE_GPU_HOUR_USD
     memory = gpus.select("gpu_id", pl.col("memory_gb_marketed").alias("catalog_gb"))
-    df = (offers.with_columns(pl.col("gpu_name").replace_strict(names, default=None)
+    per_gpu_gb = pl.col("vram_per_gpu_gb").cast(pl.Float64).round(0).cast(pl.Int64)
+    sized_name = pl.format("{} {}GB", "gpu_name", per_gpu_gb)
+    df = (offers.with_columns(pl.coalesce(sized_name.replace_strict(names, default=None),
+                                          pl.col("gpu_name").replace_strict(names, default=None))
                               .alias("gpu_id"))
           .join(memory, on="gpu_id", how="left")
           .with_columns(pl.when(pl.col("fractional")).then(pl.col("vram_per_gpu_gb"))
                         .otherwise(pl.coalesce("catalog_gb", "vram_per_gpu_gb"))
-                        .alias("vram_per_gpu_gb"))
+                        .alias("vram_per_gpu_gb"), pricing_label().alias("pricing"))
           .drop("catalog_gb"))
     reason = (pl.when(pl.col("gpu_id").is_null())
               .then(pl.format("GPU name '{}' maps to no catalog id", "gpu_name"))
@@ -114,6 +119,14 @@ def split_offers(offers: pl.DataFrame, names: dict[str, str], gpus: pl.DataFrame
     df = df.with_columns(reason.alias("reason"))
     return (df.filter(pl.col("reason").is_null()).drop("reason"),
             df.filter(pl.col("reason").is_not_null()))
+
+
+def pricing_label() -> pl.Expr:
+    """How the price is bought: "spot" for interruptible tiers, "mixed" where the source
+    does not separate spot from on-demand, else "on-demand" (the default cost basis)."""
+    return (pl.when(pl.col("tier").str.contains("not excluded")).then(pl.lit("mixed"))
+            .when(pl.col("tier").str.contains(INTERRUPTIBLE_TIERS)).then(pl.lit("spot"))
+            .otherwise(pl.lit("on-demand")))
 
 
 def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:

@@ -11,7 +11,9 @@ provider's previous prices then stay published. Field meanings and pitfalls foll
 from __future__ import annotations
 
 import ast
+import csv
 import datetime as dt
+import io
 import json
 import re
 from typing import Any
@@ -276,4 +278,69 @@ def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[d
             billing_mode=do_billing_mode(recorded_on), region=None, fractional=False))
     if not offers:
         raise LayoutChanged("digitalocean html: the GPU table lists no priced droplet")
+    return offers
+
+
+# Normalised catalogs (second sources) ---------------------------------------------------
+# SkyPilot's catalog (skypilot-org/skypilot-catalog, catalogs/<schema>/vast/vms.csv): one row
+# per synthetic instance type and region; `Price` is per instance, the median of the Vast.ai
+# offers bucketed under that type (gpu-price-sources.md 1.2), and `SpotPrice` 0.00 means
+# "not collected", not free (5.5). The InstanceType carries Vast.ai's own gpu_name with
+# spaces as "_" ("1x-A100_SXM4-32-65536"); GpuInfo carries the memory in MiB.
+_SKYPILOT_FIELDS = ("InstanceType", "AcceleratorCount", "GpuInfo", "Price", "SpotPrice", "Region")
+
+
+def parse_skypilot_vast_vms(body: bytes) -> list[dict[str, Any]]:
+    try:
+        rows = list(csv.DictReader(io.StringIO(body.decode())))
+    except UnicodeDecodeError as e:
+        raise LayoutChanged(f"skypilot vast: body is not text ({e})") from e
+    if not rows:
+        raise LayoutChanged("skypilot vast: no rows in the catalog")
+    offers: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        _require(row, _SKYPILOT_FIELDS, "skypilot vast")
+        n = int(float(row["AcceleratorCount"]))
+        total_mib = ast.literal_eval(row["GpuInfo"])["TotalGpuMemoryInMiB"]
+        vram = round(total_mib / n / 1024, 1)
+        name = row["InstanceType"].split("-")[1].replace("_", " ")
+        offer_id = f"{row['InstanceType']}|{row['Region']}|{vram:g}GiB"
+        offers.setdefault(offer_id, _offer(
+            provider="vastai", source="skypilot-catalog", offer_id=offer_id,
+            tier="marketplace median on-demand", gpu_name=name, n_gpus=n, vram_per_gpu_gb=vram,
+            price_per_instance_hour_usd=float(row["Price"]), billing_mode="per-second",
+            region=row["Region"], fractional=False))
+    return list(offers.values())
+
+
+# Prime Intellect's aggregated listings as tugot17/gpu-price-tracker records them
+# (data/summary/<GPU>.jsonl, one line per snapshot): `by_provider.runpod.min` is the lowest
+# per-GPU price over RunPod's listings, spot and on-demand, secure and community mixed
+# (the tracker divides each listing's price by its GPU count and does not split them), so
+# the row's tier says spot is not excluded and it never becomes the on-demand basis.
+_PI_FIELDS = ("timestamp", "gpu_type", "socket_type", "by_provider")
+
+
+def parse_primeintellect_summary(body: bytes) -> list[dict[str, Any]]:
+    newest: dict[str, dict[str, Any]] = {}
+    for line in body.decode(errors="strict").splitlines():
+        if not line.strip():
+            continue
+        row = _json(line.encode(), "primeintellect")
+        _require(row, _PI_FIELDS, "primeintellect")
+        name = " ".join(p for p in (row["gpu_type"], row["socket_type"]) if p)
+        if name not in newest or row["timestamp"] > newest[name]["timestamp"]:
+            newest[name] = row
+    offers = []
+    for name, row in newest.items():
+        runpod = row["by_provider"].get("runpod")
+        if not runpod:
+            continue
+        offers.append(_offer(
+            provider="runpod", source="primeintellect", offer_id=f"{name}|min",
+            tier="aggregated minimum, spot not excluded", gpu_name=name, n_gpus=1,
+            vram_per_gpu_gb=None, price_per_instance_hour_usd=float(runpod["min"]),
+            billing_mode="per-second", region=None, fractional=False))
+    if not newest:
+        raise LayoutChanged("primeintellect: no snapshot line in the body")
     return offers

@@ -23,6 +23,11 @@ RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCou
                 "communitySpotPrice } }")
 VAST_SEARCH = {"rentable": {"eq": True}, "rented": {"eq": False}, "num_gpus": {"gte": 1},
                "type": "on-demand", "limit": 3000, "allocated_storage": 5}
+# Normalised catalogs kept fresh by other projects' scheduled jobs, read as second sources.
+SKYPILOT_VAST_URL = ("https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/"
+                     "catalogs/v9/vast/vms.csv")
+PRIMEINTELLECT_SUMMARY_URL = ("https://raw.githubusercontent.com/tugot17/gpu-price-tracker/main/"
+                              "data/summary/H100_80GB_SXM5.jsonl")
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
                 _ignoring_date(parsers.parse_runpod_graphql), {"query": RUNPOD_QUERY}),
         Request("pricing-html", "GET", "https://www.runpod.io/pricing",
                 _ignoring_date(parsers.parse_runpod_pricing_html), optional=True),
+        Request("primeintellect-summary", "GET", PRIMEINTELLECT_SUMMARY_URL,
+                _ignoring_date(parsers.parse_primeintellect_summary), optional=True),
     ),
     "vastai": (Request("bundles", "POST", "https://console.vast.ai/api/v0/bundles/",
-                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),),
+                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),
+               Request("skypilot-vms-csv", "GET", SKYPILOT_VAST_URL,
+                       _ignoring_date(parsers.parse_skypilot_vast_vms), optional=True)),
     "vultr": (
         Request("plans", "GET", "https://api.vultr.com/v2/plans?type=all&per_page=500",
                 _ignoring_date(parsers.parse_vultr_plans)),
@@ -90,27 +99,50 @@ def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str
             from e
 
 
-def newest_recordings(snapshot: Path, provider: str) -> list[dict[str, Any]]:
-    """Manifest lines of the provider's newest recording, each with its bounded date as
-    `when` (all bodies of one refresh share its timestamp, so older recordings are kept on
-    disk but not replayed). Refused (snapshot_files.Refused) when any line of the provider
-    is unreadable or has a date that is no date, in the future or before the provider."""
+def provider_entries(snapshot: Path, provider: str
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every manifest line of the provider, each with its bounded date as `when`, and the
+    reasons of the lines refused (a line that is not JSON, a date that is no date, in the
+    future or before the provider existed: snapshot_files.bounded_date)."""
     path = snapshot / "prices" / "manifest.jsonl"
     if not path.exists():
-        return []
+        return [], []
     since = snapshot_files.provider_since().get(provider)
-    entries = []
+    entries, refused = [], []
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            raise snapshot_files.Refused(f"prices/manifest.jsonl line {n} is not JSON") from None
-        if entry.get("provider") == provider:
+            refused.append(f"prices/manifest.jsonl line {n} is not JSON")
+            continue
+        if not isinstance(entry, dict) or entry.get("provider") != provider:
+            continue
+        try:
             entries.append(entry | {"when": snapshot_files.bounded_date(entry, since)})
-    newest = max((e["when"] for e in entries), default=None)
-    return [e for e in entries if e["when"] == newest]
+        except snapshot_files.Refused as e:
+            refused.append(e.reason)
+    return entries, refused
+
+
+def request_name(entry: dict[str, Any]) -> str:
+    """The request a manifest line answers: public recordings without one answer the
+    provider's main request."""
+    return entry.get("request") or REQUESTS[entry["provider"]][0].name
+
+
+def newest_per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines of the newest recording of each of the provider's requests (all bodies of
+    one recording share its minute), so that a second source recorded later does not hide
+    the provider's main response; older recordings are kept on disk but not replayed."""
+    def minute(e: dict[str, Any]) -> dt.datetime:
+        return e["when"].replace(second=0, microsecond=0)
+
+    newest: dict[str, dt.datetime] = {}
+    for e in entries:
+        newest[request_name(e)] = max(newest.get(request_name(e), minute(e)), minute(e))
+    return [e for e in entries if minute(e) == newest[request_name(e)]]
 
 
 def unlisted_recordings(snapshot: Path, provider: str) -> list[str]:

@@ -2,6 +2,7 @@
 browser without JavaScript and cost microseconds, where a chart library would cost
 seconds per thousand pages."""
 
+import datetime as dt
 import math
 from html import escape
 
@@ -108,5 +109,53 @@ def bar_chart(bars: list[tuple[str, float]], title: str, unit: str) -> str:
                    f'<rect x="{ml}" y="{y + 2}" width="{w:.1f}" height="{row - 6}" '
                    f'fill="{PALETTE[0]}"/><text x="{ml + w + 4:.1f}" y="{y + 13}">'
                    f'{v:,.1f} {escape(unit)}</text>')
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+def dated_chart(rows: list[dict], title: str, y_label: str) -> str:
+    """Price over the recorded dates (dates or ISO strings, as the site's rows carry them),
+    one line per provider (x: days, y: from zero)."""
+    if not rows:
+        return ""
+    series: dict[str, list[tuple[dt.date, float]]] = {}
+    for r in rows:
+        day = dt.date.fromisoformat(str(r["verified_at"]))
+        series.setdefault(r["provider"], []).append((day, r["price_per_gpu_hour_usd"]))
+    width, height, ml, mr, mt, mb = 640, 240, 60, 130, 20, 45
+    days = sorted({d for pts in series.values() for d, _ in pts})
+    span = (days[-1] - days[0]).days or 1
+    top = max(y for pts in series.values() for _, y in pts) * 1.15 or 1
+
+    def px(d: dt.date) -> float:
+        return ml + (0.5 if len(days) == 1 else (d - days[0]).days / span) * (width - ml - mr)
+
+    def py(y: float) -> float:
+        return mt + (1 - y / top) * (height - mt - mb)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+           f'role="img" aria-label="{escape(title)}" class="chart"><title>{escape(title)}'
+           f'</title><g font-size="12" fill="{INK}">']
+    for i in range(5):
+        y = top * i / 4
+        out.append(f'<line x1="{ml}" x2="{width - mr}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
+                   f'stroke="{GRID}"/><text x="{ml - 6}" y="{py(y) + 4:.1f}" '
+                   f'text-anchor="end">{y:.2f}</text>')
+    for d in (days[0], days[-1]) if len(days) > 1 else days:
+        out.append(f'<text x="{px(d):.1f}" y="{height - mb + 16}" text-anchor="middle">'
+                   f'{d.isoformat()}</text>')
+    out.append(f'<text x="14" y="{mt + 6}" transform="rotate(-90 14 {mt + 6})" '
+               f'text-anchor="end">{escape(y_label)}</text>')
+    for i, (name, pts) in enumerate(sorted(series.items())):
+        colour = PALETTE[i % len(PALETTE)]
+        path = " ".join(f"{px(d):.1f},{py(y):.1f}" for d, y in sorted(pts))
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
+                   f'stroke-width="2.5"/>')
+        out += [f'<circle cx="{px(d):.1f}" cy="{py(y):.1f}" r="3.5" fill="{colour}">'
+                f'<title>{escape(name)}: {y:.2f} on {d.isoformat()}</title></circle>'
+                for d, y in pts]
+        out.append(f'<rect x="{width - mr + 6}" y="{mt + 18 * i + 20}" width="12" '
+                   f'height="12" fill="{colour}"/><text x="{width - mr + 22}" '
+                   f'y="{mt + 18 * i + 30}">{escape(name)}</text>')
     out.append("</g></svg>")
     return "".join(out)

@@ -21,8 +21,8 @@ from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEAD
 from warehouse import store
 
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "gguf_published_sizes",
-          "finetune", "quantized_releases")
+          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "price_history",
+          "gguf_published_sizes", "finetune", "quantized_releases", "format_quality_tiers")
 _FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
                 "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
                 "headroom_gib", "verdict", "max_context_tokens",
@@ -55,7 +55,10 @@ class SiteData:
     costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
+    history: dict[str, list[dict]] = field(default_factory=dict)
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
+    # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
+    quality_floor: str | None = None
 
 
 def table_versions(base: str | None = None,
@@ -152,13 +155,20 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     d.engine_formats = summary["formats"]
     for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
         h[name] = _combine(h["fits"], pick)
-    cost = scan("cost_matrix")
+    tiers = scan("format_quality_tiers").collect()
+    d.quality_floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")[
+        "tier"].last()
+    cost = _with_tiers(scan("cost_matrix"), tiers)
     d.costs = _group(cost.join(hctx, on="model_id").filter(_shown())
-                     .select(*_KEYS, "cost_per_mtok_usd").collect(engine="streaming"),
+                     .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY).collect(engine="streaming"),
                      h, "costs", "model_id", "gpu_id")
     d.cost_basis = _group(scan("cost_basis").collect(), h, "cost_basis", "gpu_id")
     d.offers = _group(scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id")
                       .collect(), h, "offers", "gpu_id")
+    d.history = _group(scan("price_history").filter(pl.col("pricing") == "on-demand")
+                       .group_by("gpu_id", "provider", "verified_at")
+                       .agg(pl.col("price_per_gpu_hour_usd").min())
+                       .sort("gpu_id", "provider", "verified_at").collect(), h, "history", "gpu_id")
     d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id")).collect(engine="streaming"),
                         h, "cheapest", "model_id")
     return d
@@ -240,6 +250,35 @@ def _shown() -> pl.Expr:
                & ((pl.col("batch") == 1) | (pl.col("n_gpus") == 1))))
 
 
+_QUALITY = ("quality_tier", "meets_quality_floor")
+
+
+def _with_tiers(rows: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
+    """Rows with the configuration's quality tier (the worse of its weights', the model's
+    own where measured, and its KV cache's: format_quality_tiers) and whether both meet
+    the default floor; null tier and False where either is unmeasured."""
+    t = tiers.lazy()
+    w = t.filter(pl.col("kind") == "weights")
+    cols = [pl.col("tier_rank"), pl.col("meets_default_floor")]
+    own = w.filter(pl.col("model_id").is_not_null()).select(
+        "model_id", pl.col("format").alias("weight_format"), *(c.name.prefix("own_") for c in cols))
+    gen = w.filter(pl.col("model_id").is_null()).select(
+        pl.col("format").alias("weight_format"), *(c.name.prefix("gen_") for c in cols))
+    kv = t.filter((pl.col("kind") == "kv_cache") & pl.col("model_id").is_null()).select(
+        pl.col("format").alias("kv_dtype"), *(c.name.prefix("kv_") for c in cols))
+    names = dict(tiers.drop_nulls("tier").select("tier_rank", "tier").unique().iter_rows())
+    weight_rank = pl.coalesce("own_tier_rank", "gen_tier_rank")
+    worst = pl.when(weight_rank.is_not_null() & pl.col("kv_tier_rank").is_not_null()) \
+        .then(pl.max_horizontal(weight_rank, "kv_tier_rank"))
+    return (rows.join(own, on=["model_id", "weight_format"], how="left")
+            .join(gen, on="weight_format", how="left").join(kv, on="kv_dtype", how="left")
+            .with_columns(worst.replace_strict(names, default=None, return_dtype=pl.String)
+                          .alias("quality_tier"),
+                          (pl.coalesce("own_meets_default_floor", "gen_meets_default_floor")
+                           & pl.col("kv_meets_default_floor")).fill_null(False)
+                          .alias("meets_quality_floor")))
+
+
 def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
     """Per model and weight format, the cheapest configuration per million generated
     tokens at the headline context and default cache: at batch 1 (one user) and at any
@@ -248,7 +287,7 @@ def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
                        & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values())))
     one = cost.filter(pl.col("batch") == 1).with_columns(pl.lit("one user").alias("use"))
     many = cost.with_columns(pl.lit("any batch").alias("use"))
-    return (pl.concat([one, many]).select(*_KEYS, "cost_per_mtok_usd", "use")
+    return (pl.concat([one, many]).select(*_KEYS, "cost_per_mtok_usd", "use", *_QUALITY)
             .sort("cost_per_mtok_usd", "gpu_id", "n_gpus", "engine", "batch", "kv_dtype")
             .group_by("model_id", "weight_format", "use", maintain_order=True).first()
             .sort("model_id", "use", "cost_per_mtok_usd", "weight_format"))

@@ -19,7 +19,8 @@ from assets.publish.heads import hctx as _hctx
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
               "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
-COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "gpus")
+COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "price_history", "gpus",
+               "format_quality_tiers")
 
 
 @dataclass
@@ -90,7 +91,7 @@ def all_pages(d: SiteData) -> list[Page]:
             gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
             "gpu",
             {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
-             "cost": (("gpus", g), ("offers", g), ("cost_basis", g))},
+             "cost": (("gpus", g), ("offers", g), ("cost_basis", g), ("history", g))},
             functools.partial(lambda g: gpu_parts(d, g), g)))
     pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
                       {"fit": (("models", ALL), ("gpus", ALL))}, lambda: index_parts(d)))
@@ -157,9 +158,12 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "gpu": gpu, "engine": engine, "fmt": fmt, "hctx": hctx, "kv": kv,
             "head": _first(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
                                  kv_dtype=kv, batch=1, n_gpus=1)),
+            # Formats at the default quality floor first, cheapest first; those below after.
             "formats": sorted(_pick(costs, context=hctx, batch=1, n_gpus=1),
-                              key=lambda r: (r["cost_per_mtok_usd"], r["engine"],
+                              key=lambda r: (not r["meets_quality_floor"],
+                                             r["cost_per_mtok_usd"], r["engine"],
                                              r["weight_format"], r["kv_dtype"])),
+            "quality_floor": d.quality_floor,
             "multi": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
                                   kv_dtype=kv, batch=1), key=lambda r: r["n_gpus"]),
             "batches": sorted(_pick(costs, engine=engine, weight_format=fmt, context=hctx,
@@ -245,14 +249,15 @@ def _model_summary(d: SiteData, m: str) -> dict:
             fitting.setdefault(r["gpu_id"], r)
     by_price = sorted((r for r in fitting.values() if r["price_new_usd"]),
                       key=lambda r: (r["price_new_usd"], r["gpu_id"], r["engine"]))[:5]
-    # Per format, most bits per weight first: the cheapest 1-bit offer is rarely the
-    # answer to "how do I serve this model".
+    # Per format, those at the default quality floor first, then most bits per weight:
+    # the cheapest 1-bit offer is rarely the answer to "how do I serve this model".
     cheapest = sorted(({**c, "name": d.gpus[c["gpu_id"]]["name"]} for c in d.cheapest.get(m, [])),
-                      key=lambda c: (c["use"], -(d.formats.get(c["weight_format"], {}).get(
-                          "nominal_bits_per_weight") or 0), c["weight_format"]))
+                      key=lambda c: (c["use"], not c["meets_quality_floor"],
+                                     -(d.formats.get(c["weight_format"], {}).get(
+                                         "nominal_bits_per_weight") or 0), c["weight_format"]))
     return {"hctx": hctx, "runs": sorted(runs, key=lambda r: (r["memory_gib"], r["gpu_id"],
                                                                 r["engine"])),
-            "buy": by_price, "cheapest": cheapest}
+            "buy": by_price, "cheapest": cheapest, "quality_floor": d.quality_floor}
 
 
 def model_parts(d: SiteData, m: str, summary: Callable[[], dict]) -> list[Part]:
@@ -288,7 +293,7 @@ def gpu_parts(d: SiteData, g: str) -> list[Part]:
     return [Part("fit", "gpu_fit.html.j2", FIT_TABLES, fit),
             Part("cost", "gpu_cost.html.j2", COST_TABLES,
                  lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
-                          "basis": d.cost_basis.get(g, [])})]
+                          "basis": d.cost_basis.get(g, []), "history": d.history.get(g, [])})]
 
 
 def index_parts(d: SiteData) -> list[Part]:

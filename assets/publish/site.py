@@ -12,7 +12,8 @@ from assets.resources import WarehouseResource
           automation_condition=dg.AutomationCondition.eager(),
           deps=["release", "fit_matrix", "fit_configurations", "cost_matrix", "cost_basis",
                 "gpus", "models", "weights", "weight_formats", "engines",
-                "gguf_published_sizes", "gpu_prices", "finetune", "quantized_releases"],
+                "gguf_published_sizes", "gpu_prices", "finetune", "quantized_releases",
+                "format_quality_tiers"],
           description="Static pages for every model x GPU pair of the fit matrix, every "
                       "model and GPU, and a searchable index, rendered from the published "
                       "tables; a page is rendered again only when the rows it shows change.")

@@ -24,6 +24,7 @@ from sizing import calibration, engines, speed
 from sizing.architecture import ModelArch, parse_config
 from sizing.calibration import fit
 from sizing.engines import llama_cpp
+from sizing.evaluation import with_input_defaults
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
 from sizing.model_facts import format_row, model_row
 from warehouse import store
@@ -146,15 +147,12 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
              .with_columns(weight_format=pl.col("fmt"),
                            kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
                            .otherwise(pl.lit("auto")),
-                           offload_frac=pl.lit(0.0), cpu_moe_expert_share=pl.lit(0.0),
-                           draft_gpu_bytes=pl.lit(0.0),
-                           mmproj_gpu_bytes=pl.lit(0.0), mtp_gpu_bytes=pl.lit(0.0),
                            max_num_batched_tokens=pl.lit(2048),
-                           host_bandwidth_gb_s=pl.lit(speed.DEFAULT_HOST_BANDWIDTH_GB_S),
                            context=pl.when(decode).then(pl.col("n_prompt") + pl.col("depth")
                                                         + pl.col("tokens") // 2)
                            .otherwise(pl.col("tokens")),
-                           prompt_tokens=pl.col("tokens")))
+                           prompt_tokens=pl.col("tokens"))
+             .pipe(with_input_defaults))
     frame = frame.with_columns(kv_bytes_per_element_column()) \
         .with_columns(kv_cell_bytes_columns())
     speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())

@@ -18,7 +18,8 @@ from assets.resources import (
 )
 from sizing.architecture import parse_config
 from sizing.engines.vllm import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
-from sizing.estimate import Configuration, Device, Usage, estimate_many
+from sizing.estimate import Configuration, Device, Usage, configuration_frame
+from sizing.evaluation import evaluate
 from sizing.units import BYTES_PER_GIB
 
 # Checkpoint dtypes and vLLM quantizations as logged -> the weight format sized.
@@ -73,8 +74,7 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
                                "activation_peak_gib", "non_torch_gib", "cuda_graph_gib")),
     ).with_columns(_why_not(configs).alias("not_compared"))
     compared = runs.filter(pl.col("not_compared").is_null())
-    devices = {g["gpu_id"]: Device(g["gpu_id"], g["memory_gib"], vendor=g["vendor"],
-                                   memory_cuda_gib=g["memory_gib_cuda"])
+    devices = {g["gpu_id"]: Device.from_catalog(g)
                for g in gpus.iter_rows(named=True)}
     archs = {m: parse_config(configs[m].read_bytes(), m)
              for m in compared.get_column("model_repo").unique()}
@@ -87,7 +87,8 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
                                                 r["max_num_batched_tokens"])),
                 devices[r["gpu_id"]], Usage())
                for r in compared.iter_rows(named=True)]
-    out = estimate_many(queries) if queries else []
+    out = (evaluate(configuration_frame(queries), through="memory").to_dicts()
+           if queries else [])
     # vLLM prints blocks x 16 as its token capacity for full-attention models only; for
     # sliding-window and hybrid ones it prints concurrency x max_model_len.
     full_attention = [o["kv_window_bytes_per_cell"] == 0 and o["state_conv_elems_per_seq"]

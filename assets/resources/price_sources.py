@@ -19,8 +19,10 @@ from assets.prices.sources import (
     REQUESTS,
     Collected,
     Request,
-    newest_recordings,
+    newest_per_request,
     parsed,
+    provider_entries,
+    request_name,
     unlisted_recordings,
 )
 
@@ -39,27 +41,48 @@ class PriceSourcesResource(dg.ConfigurableResource):
             else self._fetch_and_record(provider, requests)
 
     def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
-        """The provider's newest recording, each body through the snapshot's door: a line
-        it refuses (a path out of the snapshot, a wrong checksum, a missing file, a date in
-        the future) fails the provider with the reason, so its previous prices stay."""
+        """The newest recording of each of the provider's requests, each body through the
+        snapshot's door: a line it refuses (a path out of the snapshot, a wrong checksum, a
+        missing file, a date in the future) fails the provider with the reason, so its
+        previous prices stay."""
+        entries, refused = provider_entries(Path(self.snapshot_path), provider)
+        if refused:
+            raise parsers.LayoutChanged(f"{provider}: recording refused: {refused[0]}")
+        return self._parse_recordings(provider, requests, newest_per_request(entries))
+
+    def history(self, provider: str) -> Collected:
+        """Every recording of the provider in the snapshot, each offer with its own date; a
+        line the snapshot's door refuses is left out, its reason in `skipped`."""
+        entries, refused = provider_entries(Path(self.snapshot_path), provider)
+        return self._parse_recordings(provider, REQUESTS[provider], entries, refused)
+
+    def _parse_recordings(self, provider: str, requests: tuple[Request, ...],
+                          entries: list[dict], refused: list[str] | None = None
+                          ) -> Collected:
+        """The offers of the given lines. Without `refused` (the replay), a body the door
+        refuses fails the provider; with it (the history), it is left out and named."""
         snapshot = Path(self.snapshot_path)
         by_name = {r.name: r for r in requests}
         offers, refs, dates = [], [], []
-        try:
-            for entry in newest_recordings(snapshot, provider):
-                # Public recordings answer the provider's main request unless they say
-                # otherwise.
-                request = by_name.get(entry.get("request"), requests[0])
+        for entry in entries:
+            try:
                 body = snapshot_files.verified_bytes(snapshot, entry)
-                offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"]}
-                           for o in parsed(provider, request, body, entry["when"].date())]
-                refs.append(entry["path"])
-                dates.append(entry["when"])
-        except snapshot_files.Refused as e:
-            raise parsers.LayoutChanged(f"{provider}: recording refused: {e.reason}") from e
+            except snapshot_files.Refused as e:
+                if refused is None:
+                    raise parsers.LayoutChanged(
+                        f"{provider}: recording refused: {e.reason}") from e
+                refused.append(e.reason)
+                continue
+            request, when = by_name[request_name(entry)], entry["when"]
+            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"],
+                            "verified_at": when.date()}
+                       for o in parsed(provider, request, body, when.date())]
+            refs.append(entry["path"])
+            dates.append(when)
         if not refs:
             raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
-        return Collected(offers, max(dates), refs, unlisted_recordings(snapshot, provider))
+        return Collected(offers, max(dates), refs,
+                         [*(refused or []), *unlisted_recordings(snapshot, provider)])
 
     def _url(self, provider: str, r: Request) -> str:
         """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
@@ -100,7 +123,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
         """The body written under the snapshot by the rules it is read back by (confined,
         whole: a temporary file renamed), its manifest line added once it reads back."""
         snapshot = Path(self.snapshot_path)
-        suffix = "html" if r.name.endswith("html") else "json"
+        suffix = next((s for s in ("html", "csv") if r.name.endswith(s)), "json")
         rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
         path = snapshot_files.confined(snapshot, rel)
         path.parent.mkdir(parents=True, exist_ok=True)

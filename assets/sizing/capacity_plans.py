@@ -1,5 +1,6 @@
 """The `capacity_plans` table: for each standard traffic profile (sizing.capacity) and
-model, the cheapest configurations that serve it at its latency targets."""
+model, the cheapest configurations that serve it at its latency targets, at or above the
+default quality floor (sizing.quality.DEFAULT_MIN_QUALITY)."""
 
 import dagster as dg
 import polars as pl
@@ -31,20 +32,23 @@ def plannable_gpus(gpus: pl.DataFrame, offers: pl.DataFrame) -> pl.DataFrame:
                        | pl.col("price_used_usd").is_not_null())
 
 
-@table_asset("capacity_plans", group="sizing", deps=["models", "weights", "gpus", "gpu_prices"],
+@table_asset("capacity_plans", group="sizing", deps=["models", "weights", "gpus", "gpu_prices",
+                                                 "format_quality_tiers"],
              description="Per standard traffic profile (chat, rag, batch: sizing.capacity) "
                          "and model, the cheapest configurations that serve it at its "
-                         "targets: replicas, latencies at the load, monthly rent and "
-                         "purchase price.")
+                         "targets at the default quality floor: replicas, latencies at the "
+                         "load, monthly rent, purchase price and quality tier.")
 def capacity_plans(context: dg.AssetExecutionContext,
                    warehouse: WarehouseResource) -> dg.MaterializeResult:
     models, weights = warehouse.read("models"), warehouse.read("weights")
     gpus, offers = warehouse.read("gpus"), warehouse.read("gpu_prices")
+    tiers = warehouse.read("format_quality_tiers").drop("verified_at")
     offers = offers.filter(~pl.col("fractional"))
     verified_at = max(models.get_column("verified_at").max(),
                       offers.get_column("verified_at").max())
     content = store.fingerprint_of(*(store.frame_fingerprint(f.drop("verified_at"))
                                      for f in (models, weights, gpus, offers)),
+                                   store.frame_fingerprint(tiers),
                                    code_fingerprint())
     if (current := warehouse.unchanged(context, "capacity_plans", content,
                                        verified_at)) is not None:
@@ -57,11 +61,12 @@ def capacity_plans(context: dg.AssetExecutionContext,
         w = weights.filter(pl.col("model_id").is_in(chosen.implode()))
         for profile in STANDARD_PROFILES:
             frames.append(plan(m, w, priced, profile, offers, TABLE_FORMATS,
-                               batches=TABLE_BATCHES)
+                               batches=TABLE_BATCHES, quality=tiers)
                           .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32)
                                         .over("model_id").alias("rank"))
                           .filter(pl.col("rank") <= PLANS_PER_MODEL))
     df = pl.concat(frames).drop("name").with_columns(
         pl.col("prompt_tokens").cast(pl.Int32), pl.col("output_tokens").cast(pl.Int32))
     return warehouse.publish(context, "capacity_plans", df, verified_at,
-                             "models,weights,gpus,gpu_prices", fingerprint=content)
+                             "models,weights,gpus,gpu_prices,format_quality_tiers",
+                             fingerprint=content)

@@ -9,12 +9,17 @@ tools/server README (flags), docs/docker.md (images); fits in sizing.calibration
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from sizing.columns import col
 from sizing.engines.base import ceil_to
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
+
+if TYPE_CHECKING:
+    from sizing.architecture import ModelArch
+    from sizing.estimate import Configuration
 
 NAME = "llama.cpp"
 KV_DTYPES = ("f16", "q8_0", "q4_0")
@@ -318,23 +323,35 @@ def build(backend: str) -> str:
     return BUILDS[backend]
 
 
-def server_command(gguf_repo: str | None, quant: str, context: int, kv_dtype: str,
-                   batch: int, n_gpus: int, n_layers: int, offload_frac: float,
-                   split_mode: str | None = None) -> str:
+def launch_command(m: ModelArch, c: Configuration, gguf_repo: str | None) -> str:
     """llama-server with only flags it accepts for this configuration: `-hf REPO:QUANT`
     pulls a GGUF of that type, `-c` is the total context of all slots, `-np` the slots,
     `-ngl` the layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a
-    quantized V cache needs flash attention), `-sm row` a row split, `-ts` the split. Names
-    are shell-quoted."""
-    source = f"-hf {shlex.quote(f'{gguf_repo}:{quant}')}" if gguf_repo \
-        else f"-m model-{quant}.gguf"
-    gpu_layers = 999 if offload_frac == 0 else round(n_layers * (1 - offload_frac))
-    parts = [f"llama-server {source}", f"-c {context * batch}", f"-np {batch}",
+    quantized V cache needs flash attention), `-sm row` a row split, `-ts` the split, then
+    a draft model, a projector, MTP, expert offload and YaRN. Names are shell-quoted."""
+    source = f"-hf {shlex.quote(f'{gguf_repo}:{c.weight_format}')}" if gguf_repo \
+        else f"-m model-{c.weight_format}.gguf"
+    gpu_layers = 999 if c.offload_frac == 0 else round(m.n_layers * (1 - c.offload_frac))
+    parts = [f"llama-server {source}", f"-c {c.context * c.batch}", f"-np {c.batch}",
              f"-ngl {gpu_layers}", "-fa on"]
-    if kv_dtype != DEFAULT_KV_DTYPE:
-        parts.append(f"-ctk {kv_dtype} -ctv {kv_dtype}")
-    if n_gpus > 1 and split_mode == ROW:
+    if c.kv_dtype != DEFAULT_KV_DTYPE:
+        parts.append(f"-ctk {c.kv_dtype} -ctv {c.kv_dtype}")
+    if c.n_gpus > 1 and c.split_mode == ROW:
         parts.append(f"-sm {ROW}")
-    if n_gpus > 1:
-        parts.append("-ts " + ",".join(["1"] * n_gpus))
+    if c.n_gpus > 1:
+        parts.append("-ts " + ",".join(["1"] * c.n_gpus))
+    if c.draft_model is not None:
+        parts.append(f"--model-draft <{c.draft_model.name} GGUF> -ngld 999")
+    if c.mmproj is not None:
+        parts.append(f"--mmproj <{m.name} mmproj {c.mmproj} GGUF>")
+    if c.mtp:  # PR #22673: a GGUF converted with its MTP layers (nextn_predict_layers)
+        parts.append("--spec-type draft-mtp")
+    if c.n_cpu_moe:
+        parts.append(f"--n-cpu-moe {c.n_cpu_moe}")
+    if c.rope_scaling is not None and m.rope_recipe is not None:
+        # As the Qwen3 cards give them ("llama-server ... --rope-scaling yarn
+        # --rope-scale 4 --yarn-orig-ctx 32768").
+        r = m.rope_recipe
+        parts.append(f"--rope-scaling {r.rope_type} --rope-scale {r.factor:g} "
+                     f"--yarn-orig-ctx {r.original_max_position_embeddings}")
     return " \\\n  ".join(parts)

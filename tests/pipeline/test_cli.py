@@ -24,7 +24,7 @@ def test_estimate_json(capsys):
     assert out["launch_llama_cpp"].startswith("llama-server")
 
 
-def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
+def _published_prices(tmp_path, monkeypatch):
     import dagster as dg
 
     from assets.catalogs.tables import CatalogResource, gpus
@@ -36,13 +36,45 @@ def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monke
     dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
                    resources={"catalog": CatalogResource(), "price_sources": PriceSourcesResource(),
                               "warehouse": WarehouseResource(root=root)})
-    assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0
+
+
+def _price_rows(capsys) -> dict[str, list[str]]:
+    """provider -> [provider, Nx, gpu, GB/GPU, GPUs, total GB, USD/h, USD/month, ...]"""
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[1:-1]}
-    assert set(rows) == {"runpod", "digitalocean", "vultr"}  # Vast's offers hold 48 GB at most
-    assert all(float(r[3]) >= 150 for r in rows.values())  # provider, Nx, gpu, VRAM GB, ...
-    usd_h, usd_month = float(rows["runpod"][4]), float(rows["runpod"][5])
+    return {line.split()[0]: line.split() for line in lines[1:-1]}
+
+
+def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monkeypatch, capsys):
+    _published_prices(tmp_path, monkeypatch)
+    assert main(["prices", "--need-gb", "150", "--hours-per-day", "4"]) == 0
+    rows = _price_rows(capsys)
+    assert set(rows) == {"runpod", "vastai", "digitalocean", "vultr"}
+    for r in rows.values():  # total = GB per GPU x GPUs, and it holds the need
+        assert float(r[5]) == pytest.approx(float(r[3]) * int(r[4])) and float(r[5]) >= 150
+    usd_h, usd_month = float(rows["runpod"][6]), float(rows["runpod"][7])
     assert usd_month == pytest.approx(usd_h * 4 * 365.25 / 12, abs=0.01)
+
+
+def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Two 24 GB cards hold 48 GB for llama.cpp's layer split, not for a model that must
+    sit on one GPU; vLLM's tensor parallelism needs the GPU count to divide the attention
+    heads (vllm/config/model.py verify_with_parallel_config)."""
+    _published_prices(tmp_path, monkeypatch)
+    assert main(["prices", "--need-gb", "48", "--split", "layers"]) == 0
+    layers = _price_rows(capsys)
+    assert any(float(r[3]) < 48 for r in layers.values())  # cards added up
+    assert main(["prices", "--need-gb", "48", "--split", "none"]) == 0
+    single = _price_rows(capsys)
+    assert all(float(r[3]) >= 48 for r in single.values())
+    assert main(["prices", "--need-gb", "100"]) == 0
+    assert _price_rows(capsys)["vastai"][4] == "5"  # 5 x RTX 3090 by layers
+    assert main(["prices", "--need-gb", "100", "--split", "tensor",
+                 "--attention-heads", "64"]) == 0
+    tensor = _price_rows(capsys)
+    assert tensor["vastai"][4] != "5" and all(64 % int(r[4]) == 0 for r in tensor.values())
+    with pytest.raises(SystemExit, match="needs --attention-heads"):
+        main(["prices", "--need-gb", "100", "--split", "tensor"])
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -134,3 +166,73 @@ def test_split_mode_row_is_an_option_that_says_what_it_rests_on(capsys):
     assert "prefill with llama.cpp's row split is not sized" in out
     with pytest.raises(SystemExit, match="llama.cpp's option"):
         main(args + ["--engine", "vllm", "--quant", "BF16"])
+
+
+@pytest.fixture(scope="module")
+def small_release(tmp_path_factory):
+    """The pipeline's tables (no site) released for three small models."""
+    import dagster as dg
+
+    from assets.resources import (
+        CatalogResource,
+        HubResource,
+        PriceSourcesResource,
+        SnapshotResource,
+        WarehouseResource,
+    )
+    from assets.sizing.shards import ALL_SHARDS_TAGS
+    from pipeline.definitions import ALL_ASSETS
+    from tests.conftest import small_snapshot
+
+    tmp = tmp_path_factory.mktemp("fit")
+    root = str(tmp / "warehouse")
+    snapshot = small_snapshot(tmp / "snapshot", ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B",
+                                                 "Qwen/Qwen3-30B-A3B"))
+    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "catalog": CatalogResource(),
+                 "warehouse": WarehouseResource(root=root),
+                 "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
+                 "hub": HubResource()}
+    tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
+    assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
+    return root
+
+
+def test_fit_lists_the_models_the_published_rows_run(small_release, monkeypatch, capsys):
+    """The same set as the fit matrix read here on its own: a model runs on one RTX 4090
+    at 32K when some row of it at batch 1 fits or is tight and decodes at 20 tok/s."""
+    import polars as pl
+
+    from warehouse import store
+
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
+    assert main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fit = pl.read_parquet(store.latest_parquet_uri("fit_matrix", small_release)).filter(
+        (pl.col("gpu_id") == "rtx_4090") & (pl.col("n_gpus") == 1) & (pl.col("batch") == 1)
+        & (pl.col("context") == 32768) & pl.col("verdict").is_in(["fits", "tight"])
+        & (pl.col("decode_tok_s") >= 20))
+    assert {m["model_id"] for m in out["models"]} == set(fit["model_id"]) != set()
+    assert out["count"] == len(out["models"])
+    params = [m["params_total"] for m in out["models"]]
+    assert params == sorted(params, reverse=True)  # the biggest model first
+    bits = dict(pl.read_parquet(store.latest_parquet_uri("weight_formats", small_release))
+                .select("weight_format", "nominal_bits_per_weight").iter_rows())
+    for m in out["models"]:
+        rows = fit.filter(pl.col("model_id") == m["model_id"])
+        assert m["decode_tok_s"] >= 20
+        if m["verdict"] == "fits":  # no fitting row of the model holds more bits
+            best = max(bits[f] for f in rows.filter(pl.col("verdict") == "fits")["weight_format"])
+            assert bits[m["weight_format"]] == best
+
+
+def test_fit_before_any_release(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit, match="run `llm-sizing refresh` first"):
+        main(["fit", "--gpu", "RTX 4090"])
+
+
+def test_fit_refuses_a_context_off_the_grid(small_release, monkeypatch):
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
+    with pytest.raises(SystemExit, match="llm-sizing estimate --context 30000"):
+        main(["fit", "--gpu", "RTX 4090", "--context", "30000"])

@@ -33,6 +33,8 @@ RUNPOD = (PRICES / "runpod/gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json").read
 VAST_48 = (PRICES / "vastai/bundles-offers-filtered-2024-01-27-g1ibby-case_48GB.json").read_bytes()
 VULTR = (PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt.py.txt").read_bytes()
 DO = (PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt").read_bytes()
+SKYPILOT_VAST = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
+PI_2025_11_16 = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
 DO_PAGE_2026 = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
                 ".html").read_bytes()
 DO_PAGE_2025 = (TEST_DATA / "prices/digitalocean-pricing-2025-04-22-reconstructed-from-page-text"
@@ -81,6 +83,52 @@ def test_vultr_flags_fractional_slices_and_counts_bare_metal_gpus():
     metal = offers["vbm-256c-2048gb-8-mi300x-gpu"]
     assert metal["n_gpus"] == 8 and metal["price_per_gpu_hour_usd"] == pytest.approx(17.52 / 8)
     assert offers["vbm-256c-2048gb-8-mi300x-gpu|preemptible"]["tier"] == "bare metal preemptible"
+
+
+def test_skypilot_vast_catalog_rows_are_per_instance_with_memory_per_gpu():
+    offers = _by_id(parsers.parse_skypilot_vast_vms(SKYPILOT_VAST))
+    assert len(offers) == 64  # 65 lines: a header and one row per instance type and region
+    # "4x-H200-32-65536,H200,4,...,'TotalGpuMemoryInMiB': 575084}",10.35,0.00,"France, FR, EU"
+    h200 = offers["4x-H200-32-65536|France, FR, EU|140.4GiB"]
+    assert h200["n_gpus"] == 4 and h200["price_per_instance_hour_usd"] == 10.35
+    assert h200["price_per_gpu_hour_usd"] == pytest.approx(10.35 / 4)
+    assert h200["gpu_name"] == "H200" and h200["region"] == "France, FR, EU"
+    # One Vast.ai name, two memory sizes: SizeInMiB 81920 in Czechia, 40960 in Georgia.
+    a100 = [o for o in offers.values() if o["offer_id"].startswith("1x-A100_SXM4")]
+    assert sorted(o["vram_per_gpu_gb"] for o in a100) == [40.0, 80.0]
+    # SpotPrice is 0.00 on every row: not collected, so no spot offer is made of it.
+    assert {o["tier"] for o in offers.values()} == {"marketplace median on-demand"}
+
+
+def test_skypilot_vast_a100_sizes_map_to_their_own_catalog_ids():
+    catalog = CatalogResource()
+    kept, _ = split_offers(pl.DataFrame(parsers.parse_skypilot_vast_vms(SKYPILOT_VAST)),
+                           gpu_alias_map(catalog.path), load_gpus(catalog.path))
+    a100 = kept.filter(pl.col("offer_id").str.starts_with("1x-A100_SXM4"))
+    assert dict(zip(a100["region"], a100["gpu_id"], strict=True)) == {
+        "Czechia, CZ, EU": "a100_sxm4_80gb", "Georgia, US, NA": "a100_sxm4_40gb"}
+
+
+def test_primeintellect_summary_reads_runpods_minimum_per_gpu():
+    offers = _by_id(parsers.parse_primeintellect_summary(PI_2025_11_16))
+    # "by_provider": {"runpod": {"count": 10, "min": 1.39, "avg": 1.4}} for A100_80GB PCIe
+    assert offers["A100_80GB PCIe|min"]["price_per_gpu_hour_usd"] == 1.39
+    assert offers["B200_180GB|min"]["price_per_gpu_hour_usd"] == 5.49
+    assert "GH200_96GB|min" not in offers  # no RunPod listing in that snapshot
+    assert {o["tier"] for o in offers.values()} == {"aggregated minimum, spot not excluded"}
+
+
+@pytest.mark.parametrize(("parse", "body", "message"), [
+    (parsers.parse_skypilot_vast_vms, SKYPILOT_VAST.replace(b"SpotPrice", b"Spot"),
+     "SpotPrice"),
+    (parsers.parse_skypilot_vast_vms, b"", "no rows"),
+    (parsers.parse_primeintellect_summary, PI_2025_11_16.replace(b'"by_provider"', b'"bp"'),
+     "by_provider"),
+    (parsers.parse_primeintellect_summary, PI_2025_11_16[:100], "not JSON"),
+])
+def test_catalog_layout_changes_raise_layout_changed(parse, body, message):
+    with pytest.raises(parsers.LayoutChanged, match=message):
+        parse(body)
 
 
 def test_digitalocean_price_is_per_droplet_and_billing_changed_in_2026():
@@ -189,8 +237,12 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
         again = replayed.collect(provider)
         assert [o["offer_id"] for o in again.offers] == [o["offer_id"] for o in got.offers]
     manifest = (tmp_path / "prices/manifest.jsonl").read_text().splitlines()
-    assert len(manifest) == 7  # one line per recorded body, both pricing pages included
-    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html"}
+    # One line per recorded body: both pricing pages and both normalised catalogs included.
+    assert len(manifest) == 9
+    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html", "primeintellect"}
+    assert {o["source"] for o in fetched["vastai"].offers} == {"api", "skypilot-catalog"}
+    assert any('"prices/vastai/skypilot-vms-csv-' in line and '.csv"' in line
+               for line in manifest)
     assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html"}
     assert all("test-token" not in line for line in manifest)
 
@@ -229,18 +281,76 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
     after = store.read("gpu_prices", base=root)
     runpod = after.filter(pl.col("provider") == "runpod")
     assert runpod.height == before.filter(pl.col("provider") == "runpod").height
-    assert runpod.get_column("verified_at").unique().to_list() == [dt.date(2025, 6, 21)]
+    # Each offer keeps its own recording's date: the GraphQL response of 2025-06-21 and
+    # the aggregated listings of 2025-11-16.
+    assert sorted(runpod.get_column("verified_at").unique()) == [dt.date(2025, 6, 21),
+                                                                  dt.date(2025, 11, 16)]
 
 
-def test_quarantine_names_unmapped_gpus(tmp_path):
+def test_quarantine_holds_only_names_the_catalog_does_not_know(tmp_path):
     root, resources = _replayed_prices(tmp_path)
     q = store.read("price_quarantine", base=root)
-    # Vultr names its A100 without the memory size, which has 40 and 80 GB variants.
-    assert "GPU name 'NVIDIA_A100' maps to no catalog id" in q.get_column("reason").to_list()
+    # SkyPilot's Vast.ai catalog: the 8 GB RTX 3060 Ti and the RTX 5880 Ada are not cards
+    # of the catalog; nothing else is held back.
+    assert sorted(set(q.get_column("reason"))) == [
+        "GPU name 'RTX 3060 Ti' maps to no catalog id",
+        "GPU name 'RTX 5880Ada' maps to no catalog id"]
     prices = store.read("gpu_prices", base=root)
     assert "a30_24gb" in set(prices.get_column("gpu_id"))  # RunPod's A30, once unmapped
     assert prices.get_column("gpu_id").null_count() == 0
     assert set(prices.get_column("provider")) == {"runpod", "vastai", "vultr", "digitalocean"}
+
+
+def test_vultr_a100_maps_and_its_slices_stay_fractional(tmp_path):
+    """gpuhunt's Vultr fixture: vcg-a100-12c-120g-80vram is one whole 80 GB A100 (2.397
+    USD/h); the 4 and 40 GB plans are slices of it (0.123 and 1.397 USD/h)."""
+    root, _ = _replayed_prices(tmp_path)
+    vultr = store.read("gpu_prices", base=root).filter(pl.col("provider") == "vultr")
+    a100 = {r["offer_id"]: r for r in vultr.filter(pl.col("gpu_name") == "NVIDIA_A100")
+            .iter_rows(named=True)}
+    assert {r["gpu_id"] for r in a100.values()} == {"a100_sxm4_80gb"}
+    whole = a100["vcg-a100-12c-120g-80vram"]
+    assert not whole["fractional"] and whole["price_per_gpu_hour_usd"] == 2.397
+    assert whole["vram_per_gpu_gb"] == 80
+    for slice_id, gb in (("vcg-a100-1c-6g-4vram", 4), ("vcg-a100-6c-60g-40vram", 40)):
+        assert a100[slice_id]["fractional"] and a100[slice_id]["vram_per_gpu_gb"] == gb
+    cheapest = store.read("cheapest_offers", base=root).filter(pl.col("provider") == "vultr")
+    assert not set(cheapest["offer_id"]) & {"vcg-a100-1c-6g-4vram", "vcg-a100-6c-60g-40vram"}
+
+
+def test_offers_are_labelled_spot_on_demand_or_mixed(tmp_path):
+    root, _ = _replayed_prices(tmp_path)
+    prices = store.read("gpu_prices", base=root)
+    label = dict(zip(prices["offer_id"], prices["pricing"], strict=True))
+    # RunPod GraphQL secureSpotPrice (2025-06-21): A100 SXM 80GB secure spot 0.95 per GPU.
+    assert label["NVIDIA A100-SXM4-80GB|secure|spot|1"] == "spot"
+    assert label["NVIDIA A100-SXM4-80GB|secure|on-demand|1"] == "on-demand"
+    assert label["vbm-112c-2048gb-8-h100-gpu|preemptible"] == "spot"
+    # Prime Intellect's RunPod minimum mixes spot and on-demand listings.
+    assert label["A100_80GB PCIe|min"] == "mixed"
+    cheapest = store.read("cheapest_offers", base=root)
+    picked = prices.join(cheapest.select("provider", "offer_id"), on=["provider", "offer_id"])
+    assert set(picked["pricing"]) == {"on-demand"} and not picked["fractional"].any()
+
+
+def test_price_history_keeps_every_recorded_date(tmp_path):
+    from assets.prices.history import price_history
+
+    root = str(tmp_path / "warehouse")
+    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
+                 "price_sources": PriceSourcesResource()}
+    assert dg.materialize([gpus, price_history], resources=resources).success
+    history = store.read("price_history", base=root)
+    dates = dict(history.group_by("provider").agg(pl.col("verified_at").n_unique())
+                 .iter_rows())
+    assert dates["runpod"] == 4 and dates["vastai"] == 2
+    # tugot17/gpu-price-tracker: RunPod's A100 80GB PCIe minimum, 1.64 USD per GPU-hour on
+    # 2025-10-19 and 1.39 on 2025-11-16.
+    a100 = history.filter((pl.col("source") == "primeintellect")
+                          & (pl.col("gpu_id") == "a100_pcie_80gb")).sort("verified_at")
+    assert a100.select("verified_at", "price_per_gpu_hour_usd").rows() == [
+        (dt.date(2025, 10, 19), 1.64), (dt.date(2025, 11, 1), 1.64),
+        (dt.date(2025, 11, 16), 1.39)]
 
 
 def test_old_prices_are_flagged_not_hidden(tmp_path):
@@ -260,7 +370,7 @@ def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
     with price_server({"/pricing": "500"}) as url:
         got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
                                    base_urls={"runpod": url}).collect("runpod")
-    assert {o["source"] for o in got.offers} == {"api"}
+    assert {o["source"] for o in got.offers} == {"api", "primeintellect"}
     assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")
 
 
@@ -270,3 +380,39 @@ def test_one_list_of_price_providers():
     from warehouse.tables import PRICE_PROVIDERS
 
     assert tuple(REQUESTS) == PRICE_PROVIDERS
+
+
+def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
+    """Spot offers and fractional slices can be taken away or are not the card: a GPU
+    with only those is not priced; known reasons (DigitalOcean's 'Per contract after
+    contacting sales', docs pricing page validated 2026-05-28) come before the generic one."""
+    from assets.quality.coverage import UNPRICED_SEARCHED, price_columns
+
+    offers = pl.DataFrame({"gpu_id": ["l4", "a40_48gb", "a100_sxm4_80gb"],
+                           "tier": ["secure on-demand", "secure spot", "cloud gpu"],
+                           "fractional": [False, False, True]})
+    page = pl.DataFrame({"kind": ["gpu"] * 4 + ["model"],
+                         "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi325x_256gb", "m"]})
+    unpriced = pl.read_csv(CatalogResource().path + "/unpriced_gpus.csv", infer_schema_length=0)
+    got = page.with_columns(price_columns(offers, unpriced))
+    status = dict(zip(got["id"], got["rent_price_status"], strict=True))
+    assert status == {"l4": "priced", "a40_48gb": "not priced", "a100_sxm4_80gb": "not priced",
+                      "mi325x_256gb": "not priced", "m": None}
+    reason = dict(zip(got["id"], got["rent_price_reason"], strict=True))
+    assert reason["a40_48gb"] == UNPRICED_SEARCHED and reason["l4"] is None
+    assert "Per contract after contacting sales" in reason["mi325x_256gb"]
+
+
+def test_price_history_chart_draws_one_line_per_provider_over_its_dates():
+    from assets.publish.charts import dated_chart
+
+    rows = [{"provider": "runpod", "verified_at": dt.date(2025, 10, 19),
+             "price_per_gpu_hour_usd": 1.64},
+            {"provider": "runpod", "verified_at": dt.date(2025, 11, 16),
+             "price_per_gpu_hour_usd": 1.39},
+            {"provider": "vastai", "verified_at": "2025-11-16",  # as the site's rows carry it
+             "price_per_gpu_hour_usd": 0.93}]
+    svg = dated_chart(rows, "t", "USD / GPU-hour")
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 3
+    assert "runpod: 1.64 on 2025-10-19" in svg and "2025-11-16" in svg
+    assert dated_chart([], "t", "u") == ""

@@ -447,3 +447,35 @@ def test_offloading_gives_what_must_leave_the_gpu(built, capsys, model, gpu):
             main([*args[:-1], str(int(args[-1]) + delta), "--json"])
             verdicts.append(json.loads(capsys.readouterr().out)["verdict"])
         assert verdicts[0] == "fits" and verdicts[1] != "fits", (command, verdicts)
+
+
+def test_cost_tables_show_quality_tiers_and_rank_the_floor_first(built):
+    """The pair page's cost table and the model page's cheapest table: every row names its
+    quality tier, the worse of its weights' and its KV cache's in format_quality_tiers as
+    published, and no row below the default floor comes before one at or above it."""
+    root, site = built
+    tiers = latest(root, "format_quality_tiers")
+    general = {(k, f): t for k, f, t in tiers.filter(pl.col("model_id").is_null())
+               .select("kind", "format", "tier").iter_rows()}
+    order = {t: r for t, r in tiers.drop_nulls("tier").select("tier", "tier_rank").iter_rows()}
+    floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"][-1]
+    cost = latest(root, "cost_matrix")
+    model = "Qwen/Qwen3-0.6B"
+    gpu = cost.filter(pl.col("model_id") == model).sort("cost_per_mtok_usd")["gpu_id"][0]
+    page = (site / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
+    table = page.split('id="cost-formats"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr( class="below-floor")?><td>([^<]*)</td><th scope="row">([^<]*)'
+                      r'</th><td>([^<]*)</td><td class="quality">([^<]*)</td>', table)
+    assert len(rows) >= 5 and f"quality {floor} or better first" in table
+    below = [bool(b) for b, *_ in rows]
+    assert below == sorted(below) and any(below) and not all(below)
+    for b, _engine, fmt, kv, shown in rows:
+        w, c = general.get(("weights", fmt)), general[("kv_cache", kv)]
+        want = max((w, c), key=order.get) if w and c else None
+        assert shown.split(" (below")[0] == (want or "unmeasured"), (fmt, kv, shown)
+        assert bool(b) == (want is None or order[want] > order[floor])
+    cheapest = (site / "models" / "Qwen--Qwen3-0.6B.html").read_text() \
+        .split('id="cheapest"')[1].split("</table>")[0]
+    flags = [bool(b) for b in re.findall(r'<tr( class="below-floor")?><th scope="row">',
+                                         cheapest)]
+    assert flags and flags == sorted(flags) and 'class="quality"' in cheapest

@@ -31,8 +31,7 @@ def _device(gpu_id: str) -> Device:
     """As `llm-sizing estimate` builds it from the catalog row."""
     gpus = load_gpus()
     g = gpus.row(gpus.get_column("gpu_id").index_of(gpu_id), named=True)
-    return Device(g["gpu_id"], g["memory_gib"], g["unified_memory"], g["vendor"],
-                  g["bandwidth_gb_s"], g["fp16_dense_tflops"], g["tdp_w"])
+    return Device.from_catalog(g)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +47,8 @@ def compared() -> pl.DataFrame:
                 devices[r["gpu_id"]], Usage()) for r in rows]
     out = estimate_many(queries)
     return RAW.with_columns(
-        pl.Series("predicted", [o["decode_aggregate_tok_s"] for o in out], pl.Float64),
-        pl.Series("moe", [o["n_experts"] > 0 for o in out]),
+        pl.Series("predicted", [o.speed.decode_aggregate_tok_s for o in out], pl.Float64),
+        pl.Series("moe", [q[0].moe is not None for q in queries]),
         pl.col("measured_tg_tok_s").cast(pl.Float64).alias("measured"),
         pl.col("batch").cast(pl.Int64), pl.col("prompt_tokens").cast(pl.Int64),
     ).with_columns((pl.col("predicted") / pl.col("measured") - 1).alias("error"))

@@ -45,11 +45,7 @@ KEYS = ["model_id", "weight_format", "engine", "context", "kv_dtype", "gpu_id", 
 def _device(gpu_id: str) -> Device:
     """As `llm-sizing estimate` builds it from the catalog row (pipeline/cli.py)."""
     g = GPUS.row(GPUS.get_column("gpu_id").index_of(gpu_id), named=True)
-    return Device(g["gpu_id"], g["memory_gib"], g["unified_memory"], g["vendor"],
-                  g["bandwidth_gb_s"], g["fp16_dense_tflops"], g["tdp_w"],
-                  g["price_new_usd"], g["price_used_usd"],
-                  engines=tuple(e for e in g["engines"].split(";") if e),
-                  n_gpus_options=tuple(int(n) for n in g["n_gpus_options"].split(";")))
+    return Device.from_catalog(g)
 
 
 def _matrix() -> tuple[pl.DataFrame, dict[tuple, bool]]:

@@ -18,8 +18,7 @@ LLAMA_1B = load_arch("meta-llama/Llama-3.2-1B-Instruct")
 
 def _rtx_3060() -> Device:
     g = load_gpus().filter(pl.col("gpu_id") == "rtx_3060_12gb").row(0, named=True)
-    return Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-                  g["fp16_dense_tflops"], g["tdp_w"])
+    return Device.from_catalog(g)
 
 
 def test_the_published_draft_run_fits_and_the_draft_is_counted():
@@ -35,16 +34,16 @@ def test_the_published_draft_run_fits_and_the_draft_is_counted():
     both = estimate(LLAMA_8B, Configuration("Q8_0", 4096, "f16", draft_model=LLAMA_1B),
                     card, Usage())
     draft = estimate(LLAMA_1B, Configuration("Q8_0", 4096, "f16"), card, Usage())
-    expected = (draft["weights_gpu_gib"] + draft["kv_cache_gib"] + draft["runtime_gib"]
+    expected = (draft.memory.weights_gpu_gib + draft.memory.kv_cache_gib + draft.memory.runtime_gib
                 - DEVICE_CONTEXT_BYTES / BYTES_PER_GIB)
-    assert both["draft_gib"] == pytest.approx(expected)
-    assert both["total_gib"] == pytest.approx(alone["total_gib"] + expected)
-    assert both["verdict"] in ("fits", "tight")
-    assert abs(alone["decode_tok_s"] / 32.49 - 1) < 0.2
-    assert both["decode_tok_s_with_draft"] == pytest.approx(
-        both["decode_tok_s"] * DEFAULT_DRAFT_SPEEDUP)
-    assert "#5877" in both["draft_speedup_basis"] and "0.98x" in both["draft_speedup_basis"]
-    assert "--model-draft" in both["launch_llama_cpp"]
+    assert both.draft.gib == pytest.approx(expected)
+    assert both.memory.total_gib == pytest.approx(alone.memory.total_gib + expected)
+    assert both.memory.verdict in ("fits", "tight")
+    assert abs(alone.speed.decode_tok_s / 32.49 - 1) < 0.2
+    assert both.draft.decode_tok_s == pytest.approx(
+        both.speed.decode_tok_s * DEFAULT_DRAFT_SPEEDUP)
+    assert "#5877" in both.draft.speedup_basis and "0.98x" in both.draft.speedup_basis
+    assert "--model-draft" in both.launch.llama_cpp
 
 
 def test_a_draft_too_big_for_the_card_makes_it_exceed():
@@ -53,7 +52,7 @@ def test_a_draft_too_big_for_the_card_makes_it_exceed():
     card = _rtx_3060()
     ok = estimate(LLAMA_8B, Configuration("Q4_K_M", 4096, "f16", draft_model=LLAMA_1B,
                                           draft_format="BF16"), card, Usage())
-    assert ok["verdict"] == "fits" and ok["draft_gib"] > 2.0
+    assert ok.memory.verdict == "fits" and ok.draft.gib > 2.0
 
 
 def test_a_draft_needs_the_same_vocabulary_and_llama_cpp():

@@ -16,9 +16,7 @@ MEASURED = pl.read_csv(ROOT / "data" / "catalogs" / "energy_measurements.csv",
 
 def _device(gpu_id: str) -> Device:
     g = load_gpus().filter(pl.col("gpu_id") == gpu_id).row(0, named=True)
-    return Device(g["gpu_id"], g["memory_gib"], g["unified_memory"], g["vendor"],
-                  g["bandwidth_gb_s"], g["fp16_dense_tflops"], g["tdp_w"],
-                  memory_cuda_gib=g["memory_gib_cuda"])
+    return Device.from_catalog(g)
 
 
 @pytest.mark.parametrize("row", MEASURED.to_dicts(), ids=lambda r: r["model_repo"])
@@ -32,18 +30,19 @@ def test_energy_per_token_bounds_the_published_measurement(row):
                                int(row["n_gpus"]), row["engine"]),
                  _device(row["gpu_id"]), Usage())
     measured = float(row["measured_j_per_token"])
-    ratio = r["decode_j_per_token"] / measured
+    ratio = r.speed.decode_j_per_token / measured
     print(f"\n{row['model_repo']} batch {row['batch']} on {row['gpu_id']}: "
-          f"{r['decode_j_per_token']:.3f} J/token at the power limit vs {measured} measured "
+          f"{r.speed.decode_j_per_token:.3f} J/token at the power limit vs {measured} measured "
           f"({ratio:.2f}x)")
     assert 1.0 <= ratio <= 3.0
-    assert r["decode_tokens_per_kwh"] == pytest.approx(JOULES_PER_KWH / r["decode_j_per_token"])
-    assert r["decode_j_per_token"] == pytest.approx(
-        700 * int(row["n_gpus"]) / r["decode_aggregate_tok_s"])  # H100 SXM: 700 W (gpus.csv)
+    assert r.speed.decode_tokens_per_kwh == pytest.approx(
+        JOULES_PER_KWH / r.speed.decode_j_per_token)
+    assert r.speed.decode_j_per_token == pytest.approx(
+        700 * int(row["n_gpus"]) / r.speed.decode_aggregate_tok_s)  # H100 SXM: 700 W (gpus.csv)
 
 
 def test_no_energy_without_speed_or_power():
     """A configuration that does not fit has no speed, so no energy figure either."""
     r = estimate(load_arch("Qwen/Qwen2.5-72B-Instruct"), Configuration("BF16", 8192, "auto",
                  engine="vllm"), _device("rtx_4090"), Usage())
-    assert r["verdict"] == "exceeds" and r["decode_j_per_token"] is None
+    assert r.memory.verdict == "exceeds" and r.speed.decode_j_per_token is None

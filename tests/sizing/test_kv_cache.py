@@ -125,8 +125,8 @@ def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
     four = estimate(m, Configuration("BF16", ctx, "auto", 1, n_gpus=4, engine="vllm"),
                     Device("x", 80.0))
     full = 5 * 2 * 2 * 512 * 2 * ctx / BYTES_PER_GIB  # 5 layers, K+V, 2 heads x 512, BF16
-    window = one["kv_cache_gib"] - full
-    assert four["kv_cache_gib"] == pytest.approx(full / 2 + window / 4, rel=1e-6)
+    window = one.memory.kv_cache_gib - full
+    assert four.memory.kv_cache_gib == pytest.approx(full / 2 + window / 4, rel=1e-6)
 
 
 def test_kimi_delta_attention_state_per_sequence():

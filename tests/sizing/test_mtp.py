@@ -32,7 +32,7 @@ def test_mtp_layers_are_not_in_the_default_count():
     estimate without --mtp adds nothing."""
     assert count_params(DEEPSEEK).total == pytest.approx(671e9, rel=0.005)
     r = estimate(DEEPSEEK, Configuration("FP8", 8192, "auto", n_gpus=8, engine="vllm"), H200)
-    assert r["mtp_gib"] == 0 and "mtp_speedup_basis" not in r
+    assert r.mtp is None
 
 
 @pytest.mark.parametrize(("repo", "conf", "device"), [
@@ -47,15 +47,15 @@ def test_mtp_is_counted_when_asked(repo, conf, device):
     both = estimate(m, conf_mtp, device)
     weights = weight_bytes(m, mtp_tensors(m), conf.weight_format,
                            gguf=conf.engine == "llama.cpp").total / BYTES_PER_GIB / conf.n_gpus
-    assert both["mtp_weights_gib"] == pytest.approx(weights)
-    assert both["mtp_kv_cache_gib"] > 0
-    assert both["mtp_gib"] == pytest.approx(weights + both["mtp_kv_cache_gib"])
-    assert both["total_gib"] == pytest.approx(alone["total_gib"] + both["mtp_gib"])
-    assert both["decode_tok_s_with_mtp"] == pytest.approx(
-        both["decode_tok_s"] * MTP_SPEEDUP[conf.engine])
-    launch = both["launch_vllm"] if conf.engine == "vllm" else both["launch_llama_cpp"]
+    assert both.mtp.weights_gib == pytest.approx(weights)
+    assert both.mtp.kv_cache_gib > 0
+    assert both.mtp.gib == pytest.approx(weights + both.mtp.kv_cache_gib)
+    assert both.memory.total_gib == pytest.approx(alone.memory.total_gib + both.mtp.gib)
+    assert both.mtp.decode_tok_s == pytest.approx(
+        both.speed.decode_tok_s * MTP_SPEEDUP[conf.engine])
+    launch = both.launch.vllm if conf.engine == "vllm" else both.launch.llama_cpp
     assert ('"method": "mtp"' if conf.engine == "vllm" else "--spec-type draft-mtp") in launch
-    assert "PR #" in both["mtp_speedup_basis"]
+    assert "PR #" in both.mtp.speedup_basis
 
 
 def test_mtp_needs_mtp_layers_of_a_sized_family():

@@ -41,16 +41,17 @@ def test_qwen3_30b_with_36_moe_layers_on_the_cpu_of_an_8gb_card():
     run = estimate(QWEN3_30B, Configuration("Q4_K_M", 4096, "f16", n_cpu_moe=36,
                                             host_bandwidth_gb_s=102.0), card, Usage())
     whole = estimate(QWEN3_30B, Configuration("Q4_K_M", 4096, "f16"), card, Usage())
-    assert run["verdict"] in ("fits", "tight") and whole["verdict"] == "exceeds"
-    assert run["weights_gpu_gib"] + run["offload_gib"] == pytest.approx(
-        whole["weights_gpu_gib"] + whole["offload_gib"], rel=1e-9)
+    assert run.memory.verdict in ("fits", "tight") and whole.memory.verdict == "exceeds"
+    assert run.memory.weights_gpu_gib + run.memory.offload_gib == pytest.approx(
+        whole.memory.weights_gpu_gib + whole.memory.offload_gib, rel=1e-9)
     measured = 36.7
-    err = run["decode_tok_s"] / measured - 1
+    err = run.speed.decode_tok_s / measured - 1
     print(f"\nQwen3-30B-A3B Q4_K_M, RTX 2080, --n-cpu-moe 36, 102 GB/s host: "
-          f"{run['decode_tok_s']:.1f} tok/s predicted vs {measured} measured ({err:+.0%}); "
-          f"{run['total_gib']:.2f} GiB per GPU, {run['offload_gib']:.2f} GiB in host memory")
-    assert 0.5 < run["decode_tok_s"] / measured < 2.0
-    assert "--n-cpu-moe 36" in run["launch_llama_cpp"]
+          f"{run.speed.decode_tok_s:.1f} tok/s predicted vs {measured} measured ({err:+.0%}); "
+          f"{run.memory.total_gib:.2f} GiB per GPU, {run.memory.offload_gib:.2f} GiB in host "
+          "memory")
+    assert 0.5 < run.speed.decode_tok_s / measured < 2.0
+    assert "--n-cpu-moe 36" in run.launch.llama_cpp
 
 
 def test_vllm_has_no_n_cpu_moe():

@@ -60,10 +60,10 @@ def test_memory_monotone_and_non_negative(cfg, fmt, engine_kv, ctx, batch):
     # One evaluation of the three (estimate() evaluates one configuration at a time).
     base, longer, wider = estimate_many([(m, c, DEVICE, Usage()) for c in asked])
     for r in (base, longer, wider):
-        assert min(r["weights_gpu_gib"], r["kv_cache_gib"], r["runtime_gib"]) >= 0
-    assert longer["total_gib"] >= base["total_gib"]
-    assert wider["total_gib"] >= base["total_gib"]
-    assert 0 <= base["max_context_tokens"] <= m.max_context
+        assert min(r.memory.weights_gpu_gib, r.memory.kv_cache_gib, r.memory.runtime_gib) >= 0
+    assert longer.memory.total_gib >= base.memory.total_gib
+    assert wider.memory.total_gib >= base.memory.total_gib
+    assert 0 <= base.memory.max_context_tokens <= m.max_context
 
 
 @settings(max_examples=40, deadline=None)

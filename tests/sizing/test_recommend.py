@@ -76,4 +76,4 @@ def test_used_price_shortens_break_even():
     card = Device("rtx_3090", 24.0, False, "NVIDIA", 936.0, 71.0, 350.0, 1499.0, 1207.0)
     r = estimate(load_arch("meta-llama/Llama-3.1-8B-Instruct"),
                  Configuration("Q4_K_M", 8192, "f16"), card, Usage(0.22, "given", 4.0))
-    assert r["break_even_months_used"] == pytest.approx(r["break_even_months"] * 1207 / 1499)
+    assert r.cost.break_even_months_used == pytest.approx(r.cost.break_even_months * 1207 / 1499)

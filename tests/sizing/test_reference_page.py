@@ -25,27 +25,27 @@ def qwen72b():
 @pytest.mark.parametrize(("fmt", "expected_gib"), [("BF16", 135.43), ("Q8_0", 71.95)])
 def test_weight_sizes(qwen72b, fmt, expected_gib):
     r = estimate(qwen72b, Configuration(fmt, 8192, "f16"), MTT_S4000)
-    assert r["weights_gib"] == pytest.approx(expected_gib, abs=0.005)
+    assert r.memory.weights_gib == pytest.approx(expected_gib, abs=0.005)
 
 
 def test_q4_k_m_matches_published_file(qwen72b):
     r = estimate(qwen72b, Configuration("Q4_K_M", 8192, "f16"), MTT_S4000)
-    assert r["weights_bytes"] / 1e9 == pytest.approx(47.4, rel=0.01)
+    assert r.memory.weights_bytes / 1e9 == pytest.approx(47.4, rel=0.01)
 
 
 @pytest.mark.parametrize(("context", "kv_gib"), [(8192, 2.50), (32768, 10.0)])
 def test_kv_cache_f16(qwen72b, context, kv_gib):
     r = estimate(qwen72b, Configuration("Q4_K_M", context, "f16"), MTT_S4000)
-    assert r["kv_cache_gib"] == pytest.approx(kv_gib, abs=0.005)
+    assert r.memory.kv_cache_gib == pytest.approx(kv_gib, abs=0.005)
 
 
 def test_q8_0_kv_cache_is_1_0625_bytes_per_element(qwen72b):
     r = estimate(qwen72b, Configuration("Q4_K_M", 32768, "q8_0"), MTT_S4000)
-    assert r["kv_cache_gib"] == pytest.approx(10.0 * 1.0625 / 2, abs=0.005)
+    assert r.memory.kv_cache_gib == pytest.approx(10.0 * 1.0625 / 2, abs=0.005)
 
 
 def test_reference_verdict_flips(qwen72b):
     """The reference page says 'fits with safe headroom'; with the real file it does not."""
     r = estimate(qwen72b, Configuration("Q4_K_M", 8192, "f16"), MTT_S4000)
-    assert r["verdict"] != "fits"
-    assert r["total_gib"] > 44.62  # the page's own total, built on the flat 41.55 GiB
+    assert r.memory.verdict != "fits"
+    assert r.memory.total_gib > 44.62  # the page's own total, built on the flat 41.55 GiB

@@ -21,15 +21,15 @@ def test_llama_cpp_logits_buffer_row():
     m = load_arch("Qwen/Qwen2.5-7B-Instruct")  # same 151936-token vocabulary
     r = estimate(m, Configuration("Q4_K_M", 4096, "f16"), Device("x", 24.0))
     logits = (m.vocab + m.hidden) * 4 * LLAMA_CPP_UBATCH / BYTES_PER_GIB
-    assert r["runtime_gib"] == pytest.approx(logits + 457 / 1024, rel=1e-6)
+    assert r.memory.runtime_gib == pytest.approx(logits + 457 / 1024, rel=1e-6)
 
 
 def test_unified_memory_keeps_a_share_for_the_system():
     m = load_arch("Qwen/Qwen3-8B")
     mac = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("mac", 64.0, True))
     card = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("gpu", 64.0, False))
-    assert mac["usable_gib"] == pytest.approx(64.0 * 0.75 - 1.0)
-    assert card["usable_gib"] == pytest.approx(63.0)
+    assert mac.memory.usable_gib == pytest.approx(64.0 * 0.75 - 1.0)
+    assert card.memory.usable_gib == pytest.approx(63.0)
 
 
 def test_offload_moves_weights_and_cache_to_host():
@@ -37,9 +37,10 @@ def test_offload_moves_weights_and_cache_to_host():
     gpu = Device("x", 80.0, False, "NVIDIA", 1008.0, 165.0)  # both placements fit
     full = estimate(m, Configuration("Q4_K_M", 8192, "f16"), gpu)
     half = estimate(m, Configuration("Q4_K_M", 8192, "f16", offload_frac=0.5), gpu)
-    assert half["weights_gpu_gib"] == pytest.approx(full["weights_gpu_gib"] / 2)
-    assert half["offload_gib"] == pytest.approx(full["weights_gib"] / 2 + full["kv_cache_gib"] / 2)
-    assert half["decode_tok_s"] < full["decode_tok_s"] / 4  # host RAM is ~11x slower
+    assert half.memory.weights_gpu_gib == pytest.approx(full.memory.weights_gpu_gib / 2)
+    assert half.memory.offload_gib == pytest.approx(
+        full.memory.weights_gib / 2 + full.memory.kv_cache_gib / 2)
+    assert half.speed.decode_tok_s < full.speed.decode_tok_s / 4  # host RAM is ~11x slower
 
 
 def test_vllm_offload_moves_weights_only():
@@ -52,16 +53,16 @@ def test_vllm_offload_moves_weights_only():
     full = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
     part = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm", offload_frac=0.25),
                     gpu)
-    assert part["kv_cache_gib"] == pytest.approx(full["kv_cache_gib"])
-    assert part["weights_gpu_gib"] == pytest.approx(full["weights_gpu_gib"] * 0.75)
-    assert part["offload_gib"] == pytest.approx(full["weights_gpu_gib"] * 0.25)
-    assert "--cpu-offload-gb 4" in part["launch_vllm"]  # ceil(0.25 x 15.3 GiB) per GPU
+    assert part.memory.kv_cache_gib == pytest.approx(full.memory.kv_cache_gib)
+    assert part.memory.weights_gpu_gib == pytest.approx(full.memory.weights_gpu_gib * 0.75)
+    assert part.memory.offload_gib == pytest.approx(full.memory.weights_gpu_gib * 0.25)
+    assert "--cpu-offload-gb 4" in part.launch.vllm  # ceil(0.25 x 15.3 GiB) per GPU
 
 
 def test_no_bandwidth_no_speed():
     m = load_arch("Qwen/Qwen3-8B")
     r = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("unknown", 48.0))
-    assert r["decode_tok_s"] is None and r["prefill_tok_s"] is None
+    assert r.speed.decode_tok_s is None and r.speed.prefill_tok_s is None
 
 
 def test_tensor_parallel_replicates_few_kv_heads():
@@ -71,8 +72,8 @@ def test_tensor_parallel_replicates_few_kv_heads():
                   Device("x", 80.0))
     c8 = estimate(m, Configuration("BF16", 32768, "auto", n_gpus=8, engine="vllm"),
                   Device("x", 80.0))
-    assert c8["kv_cache_gib"] == pytest.approx(c4["kv_cache_gib"])
-    assert c8["weights_gpu_gib"] == pytest.approx(c4["weights_gpu_gib"] / 2)
+    assert c8.memory.kv_cache_gib == pytest.approx(c4.memory.kv_cache_gib)
+    assert c8.memory.weights_gpu_gib == pytest.approx(c4.memory.weights_gpu_gib / 2)
 
 
 def test_vllm_holds_gemma4_k_proj_twice():
@@ -86,8 +87,8 @@ def test_vllm_holds_gemma4_k_proj_twice():
     assert format_row(m, "BF16")["vllm_copy_bytes"] == copy_bytes
     gpu = Device("x", 141.0, False, "NVIDIA", 4800.0, 989.0)
     vllm = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
-    assert vllm["weights_gpu_gib"] * BYTES_PER_GIB == pytest.approx(
-        vllm["weights_bytes"] + copy_bytes)
+    assert vllm.memory.weights_gpu_gib * BYTES_PER_GIB == pytest.approx(
+        vllm.memory.weights_bytes + copy_bytes)
     assert format_row(load_arch("Qwen/Qwen3-8B"), "BF16")["vllm_copy_bytes"] == 0
 
 
@@ -113,11 +114,11 @@ def test_prefill_only_where_the_vendor_is_calibrated():
     conf = Configuration("Q4_K_M", 8192, "f16")
     amd = estimate(m, conf, Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0))
     nvidia = estimate(m, conf, Device("h100", 80.0, False, "NVIDIA", 3350.0, 989.0))
-    assert amd["prefill_tok_s"] is None and amd["ttft_ms"] is None
-    assert "not calibrated for llama.cpp's ROCm backend" in amd["prefill_tok_s_reason"]
-    assert nvidia["prefill_tok_s"] > 0 and "prefill_tok_s_reason" not in nvidia
+    assert amd.speed.prefill_tok_s is None and amd.speed.ttft_ms is None
+    assert "not calibrated for llama.cpp's ROCm backend" in amd.speed.prefill_tok_s_reason
+    assert nvidia.speed.prefill_tok_s > 0 and nvidia.speed.prefill_tok_s_reason is None
     apple = estimate(m, conf, Device("mac", 64.0, True, "Apple", 400.0))
-    assert "no published dense FP16" in apple["prefill_tok_s_reason"]
+    assert "no published dense FP16" in apple.speed.prefill_tok_s_reason
 
 
 def test_largest_context_fits_with_vllm_sparse_cache_layouts():
@@ -128,8 +129,8 @@ def test_largest_context_fits_with_vllm_sparse_cache_layouts():
     gpu = Device("h200", 140.4, False, "NVIDIA", 4800.0, 989.0)
     for kv in ("fp8", "auto"):
         at = estimate(m, Configuration("FP8", 8192, kv, 12, n_gpus=8, engine="vllm"), gpu)
-        ctx = at["max_context_tokens"]
+        ctx = at.memory.max_context_tokens
         assert 8192 < ctx < m.max_context
         fits = estimate(m, Configuration("FP8", ctx, kv, 12, n_gpus=8, engine="vllm"), gpu)
         over = estimate(m, Configuration("FP8", ctx + 4096, kv, 12, n_gpus=8, engine="vllm"), gpu)
-        assert fits["headroom_gib"] >= 0 > over["headroom_gib"], kv
+        assert fits.memory.headroom_gib >= 0 > over.memory.headroom_gib, kv

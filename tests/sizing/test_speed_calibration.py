@@ -7,6 +7,8 @@ constants in sizing/speed.py are sizing.calibration's fit on these rows; this te
 them and bounds the errors of the estimates that use them, in sample and held out.
 """
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
@@ -105,14 +107,13 @@ def test_llama_cpp_decodes_a_smaller_share_of_hbm_bandwidth():
     m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
 
     def run(memory_type: str | None) -> dict:
-        d = Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-                   g["fp16_dense_tflops"], memory_type=memory_type)
+        d = replace(Device.from_catalog(g), memory_type=memory_type)
         return estimate(m, Configuration("Q4_K_M", 4096, "f16"), d)
 
     hbm, gddr = run(g["memory_type"]), run("GDDR6X")
-    assert (hbm["speed_fit"], gddr["speed_fit"]) == ("llama.cpp CUDA HBM", "llama.cpp CUDA")
-    assert hbm["decode_tok_s"] < gddr["decode_tok_s"]
-    assert hbm["decode_error_band"] == speed.DECODE_HELD_OUT_ERROR["llama.cpp|CUDA|HBM"]
+    assert (hbm.speed.speed_fit, gddr.speed.speed_fit) == ("llama.cpp CUDA HBM", "llama.cpp CUDA")
+    assert hbm.speed.decode_tok_s < gddr.speed.decode_tok_s
+    assert hbm.speed.decode_error_band == speed.DECODE_HELD_OUT_ERROR["llama.cpp|CUDA|HBM"]
 
 
 def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
@@ -194,15 +195,15 @@ def test_every_speed_says_what_it_rests_on():
                       g["fp16_dense_tflops"])
 
     mtt = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("mtt_s4000_48gb"))
-    assert (mtt["speed_basis"], mtt["decode_error_band"]) == (
+    assert (mtt.speed.speed_basis, mtt.speed.decode_error_band) == (
         "transferred", speed.DECODE_HELD_OUT_ERROR["llama.cpp"])
     small = estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16"),
                      device("rtx_4090"))
-    assert small["speed_basis"] == "calibrated" and small["decode_tok_s"] > 0
+    assert small.speed.speed_basis == "calibrated" and small.speed.decode_tok_s > 0
     big = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("rtx_4090"))
-    assert big["verdict"] == "exceeds"
-    assert big["decode_tok_s"] is None and big["cost_per_mtok_usd"] is None
-    assert big["decode_tok_s_reason"].startswith("does not fit")
+    assert big.memory.verdict == "exceeds"
+    assert big.speed.decode_tok_s is None and big.cost.cost_per_mtok_usd is None
+    assert big.speed.decode_tok_s_reason.startswith("does not fit")
 
 
 def test_vllm_batched_decode_step_against_serve_benchmarks():
@@ -226,7 +227,7 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
         batch = int(row["batch"].rsplit(" ", 1)[1])
         tpot_ms = float(row["notes"].split("Mean TPOT ")[1].split(" ms")[0])
         r = estimate(phi4, Configuration("BF16", 306, "auto", batch, engine="vllm"), device)
-        errors.append(abs(1000 / r["decode_tok_s"] - tpot_ms) / tpot_ms)
+        errors.append(abs(1000 / r.speed.decode_tok_s - tpot_ms) / tpot_ms)
     assert len(errors) == 4
     assert sorted(errors)[len(errors) // 2] <= DECODE_BOUND
 
@@ -317,13 +318,13 @@ def test_backend_picks_its_own_fit():
     rocm = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device("rx_7900_xtx"))
     vulkan = estimate(m, Configuration("Q4_K_M", 4096, "f16", backend="Vulkan"),
                       device("rx_7900_xtx"))
-    assert (rocm["backend"], rocm["speed_fit"], rocm["speed_basis"]) == (
+    assert (rocm.speed.backend, rocm.speed.speed_fit, rocm.speed.speed_basis) == (
         "ROCm", "llama.cpp ROCm", "calibrated")
-    assert (vulkan["backend"], vulkan["speed_fit"]) == ("Vulkan", "llama.cpp Vulkan")
-    assert vulkan["launch_build"] == llama_cpp.BUILDS["Vulkan"]
+    assert (vulkan.speed.backend, vulkan.speed.speed_fit) == ("Vulkan", "llama.cpp Vulkan")
+    assert vulkan.launch.build == llama_cpp.BUILDS["Vulkan"]
     # Vulkan's smaller per-layer overhead: a small model decodes faster than on ROCm.
     fits = llama_cpp.DECODE_FIT
-    step = {b: 1 / r["decode_tok_s"] for b, r in (("ROCm", rocm), ("Vulkan", vulkan))}
+    step = {b: 1 / r.speed.decode_tok_s for b, r in (("ROCm", rocm), ("Vulkan", vulkan))}
     assert step["ROCm"] - step["Vulkan"] == pytest.approx(
         m.n_layers * (fits["ROCm"]["layer_seconds"] - fits["Vulkan"]["layer_seconds"])
         + (step["ROCm"] - m.n_layers * fits["ROCm"]["layer_seconds"])
@@ -333,7 +334,7 @@ def test_backend_picks_its_own_fit():
                  device("rx_7900_xtx"))
     arc = next(g for g, r in gpus.items() if r["vendor"] == "Intel" and r["bandwidth_gb_s"])
     sycl = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device(arc))
-    assert (sycl["backend"], sycl["speed_basis"], sycl["speed_fit"]) == (
+    assert (sycl.speed.backend, sycl.speed.speed_basis, sycl.speed.speed_fit) == (
         "SYCL", "transferred", "llama.cpp pooled")
 
 
@@ -364,9 +365,8 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     conf = Configuration("BF16", 4096, "auto", 1, 4, engine="vllm")
 
     def step(link: str | None) -> float:
-        d = Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-                   g["fp16_dense_tflops"], interconnect=link)
-        return 1 / estimate(m, conf, d)["decode_tok_s"]
+        d = replace(Device.from_catalog(g), interconnect=link)
+        return 1 / estimate(m, conf, d).speed.decode_tok_s
 
     extra = 2 * m.n_layers * (vllm.ALLREDUCE_SECONDS["pcie"] - vllm.ALLREDUCE_SECONDS["fabric"])
     assert step("PCIe 5.0 x16") - step(g["interconnect"]) == pytest.approx(extra, rel=1e-6)
@@ -415,23 +415,22 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
     assert runs.height >= 3 and runs.get_column("error").abs().max() <= 0.10
 
     g = load_gpus().filter(pl.col("gpu_id") == "rtx_4090").row(0, named=True)
-    d = Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-               g["fp16_dense_tflops"], memory_type=g["memory_type"])
+    d = Device.from_catalog(g)
     m = load_arch("meta-llama/Llama-3.1-70B-Instruct")
     layer = estimate(m, Configuration("Q4_K_M", 8192, "f16", n_gpus=4), d)
     row = estimate(m, Configuration("Q4_K_M", 8192, "f16", n_gpus=4, split_mode="row"), d)
     # Each GPU reads a quarter of the weights, but the gathers cost more than that saves
     # on this rig, as measured (row 0.83x the layer split's speed at every context).
     gathers = m.n_layers * 3 * llama_cpp.ROW_SPLIT_SYNC_SECONDS
-    assert 1 / row["decode_tok_s"] > gathers
-    assert row["decode_tok_s"] < layer["decode_tok_s"]
-    assert (row["speed_basis"], layer["speed_basis"]) == ("transferred", "calibrated")
-    assert row["speed_fit"].endswith(llama_cpp.ROW_SPLIT_RIG)
-    assert row["prefill_tok_s"] is None and "row split" in row["prefill_tok_s_reason"]
-    assert "-sm row" in row["launch_llama_cpp"] and "-sm" not in layer["launch_llama_cpp"]
+    assert 1 / row.speed.decode_tok_s > gathers
+    assert row.speed.decode_tok_s < layer.speed.decode_tok_s
+    assert (row.speed.speed_basis, layer.speed.speed_basis) == ("transferred", "calibrated")
+    assert row.speed.speed_fit.endswith(llama_cpp.ROW_SPLIT_RIG)
+    assert row.speed.prefill_tok_s is None and "row split" in row.speed.prefill_tok_s_reason
+    assert "-sm row" in row.launch.llama_cpp and "-sm" not in layer.launch.llama_cpp
     one = estimate(m, Configuration("Q4_K_M", 8192, "f16", split_mode="row"),
                    Device("x", 200.0, False, "NVIDIA", 1008.0, 165.2))
-    assert one["speed_basis"] == "calibrated"  # one GPU: nothing is split
+    assert one.speed.speed_basis == "calibrated"  # one GPU: nothing is split
     with pytest.raises(InvalidConfiguration, match="llama.cpp's option"):
         estimate(m, Configuration("BF16", 8192, "auto", n_gpus=4, engine="vllm",
                                   split_mode="row"), d)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sizing.architecture import parse_config
 from sizing.estimate import Configuration, Device, Usage, estimate, estimate_many
-from sizing.model_facts import model_row
+from sizing.model_facts import format_row, model_row
 from tests.conftest import load_arch
 
 
@@ -37,8 +37,8 @@ def test_monotone(bw, factor, ctx, batch, prompt):
     slow, fast, slow_longer = estimate_many([(m, c, _gpu(bw), Usage()),
                                              (m, c, _gpu(bw * factor), Usage()),
                                              (m, longer, _gpu(bw), Usage())])
-    assert fast["decode_tok_s"] >= slow["decode_tok_s"]
-    assert slow_longer["ttft_ms"] >= slow["ttft_ms"]
+    assert fast.speed.decode_tok_s >= slow.speed.decode_tok_s
+    assert slow_longer.speed.ttft_ms >= slow.speed.ttft_ms
 
 
 @settings(max_examples=30, deadline=None)
@@ -47,7 +47,7 @@ def test_more_active_parameters_never_decode_faster(ffn, extra):
     c = Configuration("Q8_0", 4096, "f16")
     small, large = estimate_many([(parse_config(_dense(32, 4096, f), n), c, _gpu(1000), Usage())
                                   for f, n in ((ffn, "a"), (ffn + extra * 256, "b"))])
-    assert large["decode_tok_s"] <= small["decode_tok_s"]
+    assert large.speed.decode_tok_s <= small.speed.decode_tok_s
 
 
 @pytest.mark.parametrize(("bandwidth", "low"), [(273, 0.6), (2039, 0.3)])
@@ -59,9 +59,11 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
     a fast GPU the fitted per-layer overhead narrows it, as measured (RTX PRO 6000:
     251.6 tok/s for Qwen3-30B-A3B Q4_K_M in data/catalogs/speed_measurements.csv)."""
     c = Configuration("Q4_K_M", 4096, "f16")
-    moe = estimate(load_arch("Qwen/Qwen3-30B-A3B"), c, _gpu(bandwidth))
-    dense = estimate(load_arch("Qwen/Qwen3-32B"), c, _gpu(bandwidth))
-    speedup = moe["decode_tok_s"] / dense["decode_tok_s"]
+    moe_arch, dense_arch = load_arch("Qwen/Qwen3-30B-A3B"), load_arch("Qwen/Qwen3-32B")
+    speedup = (estimate(moe_arch, c, _gpu(bandwidth)).speed.decode_tok_s
+               / estimate(dense_arch, c, _gpu(bandwidth)).speed.decode_tok_s)
+    moe, dense = format_row(moe_arch, "Q4_K_M", gguf=True), format_row(dense_arch, "Q4_K_M",
+                                                                        gguf=True)
     bytes_ratio = (dense["weights_bytes"] - dense["input_embd_bytes"]) / (
         moe["weights_bytes"] - moe["input_embd_bytes"] - moe["expert_bytes"]
         + moe["expert_bytes"] * 8 / 128)

@@ -79,22 +79,22 @@ def test_the_estimate_adds_the_projector_before_the_verdict():
     alone = estimate(m, Configuration("Q4_K_M", 8192, "f16"), CARD)
     both = estimate(m, Configuration("Q4_K_M", 8192, "f16", mmproj="F16"), CARD)
     added = (mmproj_bytes(m.vision, "F16") + CLIP_COMPUTE_BYTES["gemma3"]) / BYTES_PER_GIB
-    assert both["mmproj_gib"] == pytest.approx(added)
-    assert both["total_gib"] == pytest.approx(alone["total_gib"] + added)
-    assert both["headroom_gib"] == pytest.approx(alone["headroom_gib"] - added)
-    assert both["max_context_tokens"] < alone["max_context_tokens"]
-    assert alone["mmproj_gib"] == 0 and "mmproj_basis" not in alone
-    assert "--mmproj" in both["launch_llama_cpp"] and "issue #44" in both["mmproj_basis"]
+    assert both.projector.gib == pytest.approx(added)
+    assert both.memory.total_gib == pytest.approx(alone.memory.total_gib + added)
+    assert both.memory.headroom_gib == pytest.approx(alone.memory.headroom_gib - added)
+    assert both.memory.max_context_tokens < alone.memory.max_context_tokens
+    assert alone.projector is None
+    assert "--mmproj" in both.launch.llama_cpp and "issue #44" in both.projector.basis
     # a card the text model fits and the projector tips over
-    reserved = CARD.memory_gib - alone["usable_gib"]
-    tight = Device("tight", alone["total_gib"] + reserved + added / 2, vendor="NVIDIA",
+    reserved = CARD.memory_gib - alone.memory.usable_gib
+    tight = Device("tight", alone.memory.total_gib + reserved + added / 2, vendor="NVIDIA",
                    bandwidth_gb_s=1000.0)
-    assert estimate(m, Configuration("Q4_K_M", 8192, "f16"), tight)["verdict"] != "exceeds"
+    assert estimate(m, Configuration("Q4_K_M", 8192, "f16"), tight).memory.verdict != "exceeds"
     assert estimate(m, Configuration("Q4_K_M", 8192, "f16", mmproj="F16"),
-                    tight)["verdict"] == "exceeds"
+                    tight).memory.verdict == "exceeds"
     qwen = estimate(load_arch("Qwen/Qwen3.6-35B-A3B"),
                     Configuration("Q4_K_M", 8192, "f16", mmproj="Q8_0"), CARD)
-    assert "not counted" in qwen["mmproj_basis"]
+    assert "not counted" in qwen.projector.basis
 
 
 def test_a_projector_needs_a_sized_tower_and_llama_cpp():

@@ -113,8 +113,8 @@ def test_an_estimate_at_default_flags_uses_vllms_defaults():
     default = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), device, Usage())
     eager = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm",
                                       vllm=VllmSettings(enforce_eager=True)), device, Usage())
-    assert default["usable_gib"] == pytest.approx(79.19 * 0.92, abs=1e-6)
-    assert (default["max_num_batched_tokens"], default["max_num_seqs"]) == (8192, 1024)
+    assert default.memory.usable_gib == pytest.approx(79.19 * 0.92, abs=1e-6)
+    assert (default.vllm.max_num_batched_tokens, default.vllm.max_num_seqs) == (8192, 1024)
     graphs = budget.GRAPH_GIB_BASE + budget.GRAPH_GIB_PER_LAYER * 32
-    assert eager["kv_pool_gib"] - default["kv_pool_gib"] == pytest.approx(graphs)
-    assert "--gpu-memory-utilization 0.92 \\\n  --max-num-seqs 1024" in default["launch_vllm"]
+    assert eager.vllm.kv_pool_gib - default.vllm.kv_pool_gib == pytest.approx(graphs)
+    assert "--gpu-memory-utilization 0.92 \\\n  --max-num-seqs 1024" in default.launch.vllm

@@ -1,0 +1,62 @@
+"""Which models run on one GPU, picked from the published rows by one rule that the
+command line (`llm-sizing fit`) and the site's filter share: no sizing here, only a
+choice among rows the fit matrix already holds.
+
+Per model, the configuration shown is the first that runs in this order: `fits` before
+`tight` (5 % of the usable memory to spare or not), then the most bits per weight (the
+most faithful format), then the most precise KV cache, then the fastest decode. Models
+are ranked by parameters (the biggest model that runs first), then by decode speed.
+"""
+
+import polars as pl
+
+# KV-cache precision, most precise first: the engine's own 16-bit cache, then 8-bit,
+# then 4-bit (llama.cpp's f16, q8_0, q4_0; vLLM's auto = the model's dtype, fp8).
+KV_RANK = {"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1, "q4_0": 2}
+RUNS = ("fits", "tight")
+_KEYS = ["model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
+         "n_gpus"]
+ORDER = ["tight", "bits", "kv_rank", "decode_tok_s"]
+_DESCENDING = [False, True, False, True]
+
+
+def candidates(fit: pl.LazyFrame, cost: pl.LazyFrame, formats: pl.LazyFrame,
+               gpu_id: str | None = None, n_gpus: int = 1) -> pl.LazyFrame:
+    """Every row that runs at batch 1 (one GPU, or `n_gpus`), with its cost per million
+    tokens, in the rule's order within each model, GPU and context."""
+    rows = fit.filter((pl.col("batch") == 1) & (pl.col("n_gpus") == n_gpus)
+                      & pl.col("verdict").is_in(RUNS))
+    if gpu_id is not None:
+        rows = rows.filter(pl.col("gpu_id") == gpu_id)
+    return (rows.join(formats.select("weight_format", bits="nominal_bits_per_weight"),
+                      on="weight_format", how="left")
+            .join(cost.select(*_KEYS, "cost_per_mtok_usd"), on=_KEYS, how="left")
+            .with_columns(tight=pl.col("verdict") == "tight",
+                          kv_rank=pl.col("kv_dtype").replace_strict(
+                              KV_RANK, default=len(KV_RANK), return_dtype=pl.Int8))
+            .sort(*ORDER, "engine", "weight_format", descending=[*_DESCENDING, False, False],
+                  nulls_last=True))
+
+
+def frontier(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """Of each model's ordered rows per GPU, context and engine, those some minimum
+    decode speed would pick: a row later in the order is kept only if it decodes faster
+    than every row before it (the site's filter needs no other row)."""
+    speed = pl.col("decode_tok_s").fill_null(-1.0)
+    before = speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine")
+    return rows.filter(before.is_null() | (speed > before))
+
+
+def runs_on(rows: pl.LazyFrame, models: pl.LazyFrame, context: int,
+            min_tok_s: float = 0.0, engine: str | None = None) -> pl.LazyFrame:
+    """One row per model that runs at `context` decoding at least `min_tok_s` (a row
+    without a speed passes only at 0), ranked: most parameters first, then fastest."""
+    picked = rows.filter(pl.col("context") == context)
+    if min_tok_s > 0:
+        picked = picked.filter(pl.col("decode_tok_s") >= min_tok_s)
+    if engine is not None:
+        picked = picked.filter(pl.col("engine") == engine)
+    return (picked.group_by("model_id", maintain_order=True).first()
+            .join(models.select("model_id", "params_total"), on="model_id", how="left")
+            .sort(["params_total", "decode_tok_s", "model_id"], descending=[True, True, False],
+                  nulls_last=True))
