@@ -160,3 +160,15 @@ def test_a_refused_line_keeps_the_providers_previous_prices(tmp_path):
     after = store.read("gpu_prices", base=root).filter(pl.col("provider") == "digitalocean")
     assert after.equals(before)
     assert after.get_column("verified_at").unique().to_list() == [dt.date(2025, 8, 19)]
+
+
+def test_the_price_history_leaves_a_refused_line_out_and_names_it(tmp_path):
+    snap = _snapshot(tmp_path)
+    before = PriceSourcesResource(snapshot_path=str(snap)).history("digitalocean")
+    _append(snap, path="prices/../../forged.txt", sha256="0" * 64)
+    _append(snap, path=DO_LINE, sha256=hashlib.sha256(b"").hexdigest(),
+            published_date="2999-01-01")
+    after = PriceSourcesResource(snapshot_path=str(snap)).history("digitalocean")
+    assert after.offers == before.offers
+    assert any("without '..'" in s for s in after.skipped)
+    assert any("is in the future" in s for s in after.skipped)
