@@ -113,8 +113,10 @@ def serve_site(args: argparse.Namespace) -> int:
     _use_project_instance()
     from assets.publish.serve import serve
     from assets.publish.site_dir import site_dir
+    from pipeline.signals import stopping
 
-    serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
+    with stopping():  # SIGTERM stops it too, even when the parent ignored it
+        serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
     return 0
 
 
@@ -126,11 +128,21 @@ def record(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from pipeline.definitions import build_defs
+    from pipeline.signals import EXIT_INTERRUPTED, stopping
+    from warehouse import stop
 
     defs = build_defs(os.environ)
-    with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def("record_snapshot").execute_in_process(
-            instance=instance, raise_on_error=False)
+    words = f"snapshot record interrupted; what it wrote to {args.snapshot} is whole"
+    try:
+        with stopping(lambda: words), dg.DagsterInstance.get() as instance:
+            result = defs.resolve_job_def("record_snapshot").execute_in_process(
+                instance=instance, raise_on_error=False)
+            stopped = stop.REQUESTED.is_set()
+    except KeyboardInterrupt:
+        stopped = True
+    if stopped:
+        print(words, file=sys.stderr)
+        return EXIT_INTERRUPTED
     failed = _failed_sources(result)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
@@ -270,7 +282,8 @@ def estimate_command(args: argparse.Namespace) -> int:
     rec = _recommendations(m, conf, gpu["gpu_id"], offers, args.min_decode_tok_s,
                            args.budget_usd, args.objective, args.min_quality)
     if args.json:
-        print(json.dumps(_finite(r.to_dict() | {"recommendations": rec}), indent=2))
+        print(json.dumps(_finite(_no_negative_memory(r.to_dict()) | {"recommendations": rec}),
+                         indent=2))
         return 0
     mem, speed, cost = r.memory, r.speed, r.cost
     print(f"{name} · {quant} · {args.context:,} tokens · KV {kv} · batch {args.batch} · "
@@ -282,18 +295,24 @@ def estimate_command(args: argparse.Namespace) -> int:
     if conf.engine == "vllm" and mem.vision_bytes:
         print(f"  vision tower      {mem.vision_bytes / 2**30:.2f} GiB (BF16), loaded by vLLM "
               "with the weights: in the per-GPU figure above")
+    short = _no_negative_memory({"headroom_gib": mem.headroom_gib,
+                                 "kv_pool_gib": r.vllm.kv_pool_gib if r.vllm else None})
     for label, value, basis in (
             ("KV cache & state", mem.kv_cache_gib, mem.kv_cache_basis),
             ("runtime buffers", mem.runtime_gib, mem.runtime_basis),
             ("offloaded to RAM", mem.offload_gib, None), ("total per GPU", mem.total_gib, None),
             ("usable per GPU", mem.usable_gib, mem.usable_basis),
-            ("headroom", mem.headroom_gib, None)):
-        print(f"  {label:17} {value:.2f} GiB" + (f"  ({basis})" if basis else ""))
+            ("headroom", short["headroom_gib"], None)):
+        print(f"  {label:17} {value:.2f} GiB" + (f"  ({basis})" if basis else "")
+              + (f"  short by {short['shortfall_gib']:.2f} GiB"
+                 if label == "headroom" and short["shortfall_gib"] else ""))
     print(f"  verdict           {mem.verdict}  (memory {mem.memory_basis}: exact = an "
           "engine's rule reproduced; fitted = fitted on published logs; estimated = neither)")
     if r.vllm is not None:
         v = r.vllm
-        print(f"  vLLM budget       {v.kv_pool_gib:.2f} GiB of KV cache, "
+        print(f"  vLLM budget       {short['kv_pool_gib']:.2f} GiB of KV cache"
+              + (f" ({short['kv_pool_shortfall_gib']:.2f} GiB short of any)"
+                 if short["kv_pool_shortfall_gib"] else "") + ", "
               f"{v.kv_capacity_tokens or 0:,} tokens (vLLM {v.vllm_version}, "
               f"--gpu-memory-utilization {v.gpu_memory_utilization:.2f}, --max-num-seqs "
               f"{v.max_num_seqs}, --max-num-batched-tokens {v.max_num_batched_tokens})")
@@ -427,9 +446,18 @@ def plan_command(args: argparse.Namespace) -> int:
         .unique("weight_format")
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
-    table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
-                 _published_offers(), formats, args.budget_usd, quality=load_quality_tiers(),
-                 min_quality=args.min_quality)
+    gpus, offers, tiers = load_gpus(), _published_offers(), load_quality_tiers()
+
+    def run(profile: TrafficProfile, budget_usd: float | None, min_quality: str
+            ) -> pl.DataFrame:
+        return plan(pl.DataFrame([model_row(m)]), weights, gpus, profile, offers, formats,
+                    budget_usd, quality=tiers, min_quality=min_quality)
+
+    table = run(profile, args.budget_usd, args.min_quality)
+    if table.is_empty():  # why, on stderr, in both modes
+        from pipeline.no_match import first_failed_target
+        why = first_failed_target(run, profile, args.budget_usd, args.min_quality)
+        print(f"no plan: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -515,7 +543,7 @@ def _bulk(source: str, offers) -> int:
     results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
     for answer in answers:
         if "error" not in answer:
-            answer |= next(results).to_dict()
+            answer |= _no_negative_memory(next(results).to_dict())
         print(json.dumps(_finite(answer), default=str))
     return 0 if all("error" not in a for a in answers) else 1
 
@@ -538,6 +566,21 @@ def _speed_basis(speed, conf) -> str:
                 f"the fit's median error on GPUs left out is {speed.decode_error_band:.0%}")
     return (f"transferred: {speed.speed_fit} fit, no {conf.engine} {speed.backend} "
             f"measurement; its median error elsewhere is {speed.decode_error_band:.0%}")
+
+
+# Memory figures that go below zero where a configuration does not fit, and the name of
+# the positive shortfall each is given instead (the figure itself then reads 0).
+SHORTFALLS = {"headroom_gib": "shortfall_gib", "kv_pool_gib": "kv_pool_shortfall_gib"}
+
+
+def _no_negative_memory(out: dict) -> dict:
+    """No negative memory figure: what does not fit says so, by how much, as a positive
+    number under its own name."""
+    for key, short in SHORTFALLS.items():
+        value = out.get(key)
+        if isinstance(value, int | float) and math.isfinite(value):
+            out[key], out[short] = max(value, 0.0), max(-value, 0.0)
+    return out
 
 
 def _finite(value):

@@ -14,6 +14,7 @@ the warehouse for longer than LLM_SIZING_LOCK_TIMEOUT_S (default 3600); 130 inte
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -26,12 +27,14 @@ from filelock import FileLock, Timeout
 
 from assets.publish.site_dir import site_dir
 from assets.sizing.shards import ALL_SHARDS_TAGS
+from pipeline import signals
 from pipeline.definitions import build_defs
 from pipeline.reaper import process_tags, reap
-from warehouse import store
+from warehouse import stop, store
 from warehouse.tables import CONTRACTS
 
-EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 3, 4, 130
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_BUSY = 0, 1, 3, 4
+EXIT_INTERRUPTED = signals.EXIT_INTERRUPTED
 # Every published table: one per contract.
 TABLES = tuple(CONTRACTS)
 # Why a table may rightly hold no rows.
@@ -54,7 +57,26 @@ def run(offline: bool, verbose: bool = False) -> int:
                                   if verbose else {})
     print(f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
           f"warehouse {warehouse.root}", file=sys.stderr)
-    lock = FileLock(lock_path(warehouse.root))
+    seen: dict[str, store.Release | None] = {}  # the release current when the run began
+    with signals.stopping(lambda: _interrupted_words(where, seen.get("before"))):
+        try:
+            return _run_locked(defs, where, offline, loggers, started, seen)
+        except KeyboardInterrupt:  # before the run began, or after it ended
+            print(_interrupted_words(where, seen.get("before")), file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            print(f"refresh failed: the warehouse {warehouse.root} cannot be written "
+                  f"({e.strerror}: {e.filename}); nothing was run, the current release "
+                  "stays", file=sys.stderr)
+            return EXIT_FAILED
+
+
+def _run_locked(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
+                started: float, seen: dict) -> int:
+    """The run once this process holds the warehouse's lock."""
+    lock = FileLock(lock_path(where["base"]))
     try:
         lock.acquire(blocking=False)
     except Timeout:
@@ -67,7 +89,7 @@ def run(offline: bool, verbose: bool = False) -> int:
                   file=sys.stderr)
             return EXIT_BUSY
     try:
-        return _locked_run(defs, where, offline, loggers, started)
+        return _locked_run(defs, where, offline, loggers, started, seen)
     finally:
         lock.release()
 
@@ -85,8 +107,8 @@ def lock_path(warehouse_root: str) -> Path:
 
 
 def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
-                started: float) -> int:
-    before = store.current_release(**where)
+                started: float, seen: dict) -> int:
+    before = seen["before"] = store.current_release(**where)
     with dg.DagsterInstance.get() as instance:
         for run_id in reap(instance):
             print(f"run {run_id} was left unfinished by a killed process: marked failed, "
@@ -97,15 +119,14 @@ def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
                 run_config={"loggers": loggers})
         except KeyboardInterrupt:  # between steps
             result = None
+    # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
+    # error; a signal it only noted still stopped the run (warehouse.stop: no release
+    # after it). Tables committed before are in no release until a refresh releases them.
+    if result is None or stop.REQUESTED.is_set() or _interrupted(result):
+        print(_interrupted_words(where, before), file=sys.stderr)
+        return EXIT_INTERRUPTED
     after = store.current_release(**where)
     kept = _release_words(after)
-    # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
-    # error; tables it committed are in no release until a refresh releases them.
-    if result is None or _interrupted(result):
-        done = after is not None and (before is None or after.release_id != before.release_id)
-        state = "was published before the interruption" if done else "stays current"
-        print(f"refresh interrupted: {kept} {state}", file=sys.stderr)
-        return EXIT_INTERRUPTED
     warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
     source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed
                         for e in result.get_asset_check_evaluations())
@@ -124,6 +145,14 @@ def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
     print(f"refresh finished in {elapsed:.1f} s: {kept} is current; plain Parquet exports "
           f"of it: {where['base']}/latest/")
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _interrupted_words(where: dict, before: store.Release | None) -> str:
+    """Which release a stopped refresh leaves current, and whether it is this run's."""
+    after = store.current_release(**where)
+    done = after is not None and (before is None or after.release_id != before.release_id)
+    state = "was published before the interruption" if done else "stays current"
+    return f"refresh interrupted: {_release_words(after)} {state}"
 
 
 def _release_words(release: store.Release | None) -> str:

@@ -499,6 +499,9 @@ def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model",
         raise
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ConfigError(name, f"config field has an unexpected value: {e!r}") from e
+    except RecursionError:  # e.g. [[[[...]]]]: real configs nest a few levels
+        raise ConfigError(name, "config.json is nested too deeply to be a model config") \
+            from None
 
 
 def _parse(config: Mapping[str, Any] | str | bytes, name: str,

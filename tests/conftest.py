@@ -47,8 +47,8 @@ def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path
              for line in f.read_text().splitlines()
              if line.strip() and json.loads(line)["path"] in wanted]
     (dest / "hub" / "manifest.small.jsonl").write_text("\n".join(lines) + "\n")
-    if not (dest / "prices").exists():
-        (dest / "prices").symlink_to(SNAPSHOT / "prices", target_is_directory=True)
+    if not (dest / "prices").exists():  # a copy: a link out of the snapshot is refused
+        shutil.copytree(SNAPSHOT / "prices", dest / "prices")
     return dest
 
 

@@ -37,6 +37,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from pyarrow import fs
 
+from warehouse import stop
 from warehouse.staging import filesystem
 from warehouse.tables import CONTRACTS, RELEASES, TableContract
 
@@ -119,6 +120,7 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
     the last one passed. The version's Parquet export is then streamed from it; readers
     see neither until a release names the version (`publish_release`).
     """
+    stop.refuse_if_requested(f"a new version of {table}")  # a stopping run writes no more
     contract = CONTRACTS[table]
     opts = dict(storage_options or {})
     uri = table_uri(table, base)
@@ -569,6 +571,7 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
         raise ContractViolation("releases: " + "; ".join(problems))
     if not uri_is_remote(base):
         Path(releases_uri(base)).parent.mkdir(parents=True, exist_ok=True)
+    stop.refuse_if_requested(f"release {release.release_id}")  # the last moment before it
     try:
         write_deltalake(log_table if log_table is not None else releases_uri(base),
                         entries.to_arrow(), mode="overwrite", storage_options=opts or None,

@@ -8,25 +8,39 @@ import polars as pl
 from assets.paths import CATALOG_DIR
 from sizing.architecture import RopeRecipe
 from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
-from warehouse.tables import GPU_FACT_SOURCES
+from warehouse.tables import GPU_FACT_SOURCES, GPUS
+
+_GPU_NUMBERS = ("memory_gib", "memory_gb_marketed", "memory_gib_cuda", "bandwidth_gb_s",
+                "fp16_dense_tflops", "fp8_dense_tflops", "tdp_w", "price_new_usd",
+                "price_used_usd", "compute_capability")
 
 
 def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
-    """data/catalogs/gpus.csv with its columns typed."""
+    """data/catalogs/gpus.csv with its columns typed: the rows that hold (gpu_rows_refused
+    gives the others, each with its reason)."""
+    return _gpu_rows(catalog_dir).filter(pl.col("reason").is_null()).drop("reason")
+
+
+def gpu_rows_refused(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """The rows of gpus.csv left out, with the first reason: a value that is not a number or
+    a date, a missing id or memory, an id repeated, a rule of the gpus contract broken, so
+    one bad row never keeps the rest of the catalog from being published."""
+    return _gpu_rows(catalog_dir).filter(pl.col("reason").is_not_null()) \
+        .select("gpu_id", "name", "reason")
+
+
+def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
     raw = pl.read_csv(Path(catalog_dir) / "gpus.csv", infer_schema_length=0)
-    return raw.select(
-        pl.col("id").alias("gpu_id"), "name", "vendor",
-        pl.col("memory_gib").cast(pl.Float64),
-        pl.col("memory_gb_marketed").cast(pl.Float64),
-        pl.col("memory_gib_cuda").cast(pl.Float64),  # as torch.cuda.mem_get_info reports it
-        pl.col("memory_type"),  # HBM3, GDDR6X, LPDDR5X... (empty where not published)
-        pl.col("bandwidth_gb_s").cast(pl.Float64),
-        pl.col("fp16_dense_tflops").cast(pl.Float64),
-        pl.col("fp8_dense_tflops").cast(pl.Float64),
-        pl.col("tdp_w").cast(pl.Float64),
-        pl.col("price_new_usd").cast(pl.Float64),
+    typed = raw.with_columns(
+        *(pl.col(c).cast(pl.Float64, strict=False) for c in _GPU_NUMBERS),
         pl.col("price_new_date").str.to_date(strict=False),
-        pl.col("price_used_usd").cast(pl.Float64),
+        *(pl.col(c).alias(f"raw_{c}") for c in (*_GPU_NUMBERS, "price_new_date"))
+    ).select(
+        pl.col("id").alias("gpu_id"), "name", "vendor", "memory_gib", "memory_gb_marketed",
+        "memory_gib_cuda",  # as torch.cuda.mem_get_info reports it
+        pl.col("memory_type"),  # HBM3, GDDR6X, LPDDR5X... (empty where not published)
+        "bandwidth_gb_s", "fp16_dense_tflops", "fp8_dense_tflops", "tdp_w", "price_new_usd",
+        "price_new_date", "price_used_usd",
         pl.col("price_used_date"),  # as the source states it: a day or a month
         # msrp, list, street, estimate or system (warehouse.tables.PRICE_NEW_BASES)
         pl.col("price_new_basis"),
@@ -34,12 +48,24 @@ def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
         (pl.col("unified_memory").str.to_lowercase() == "true").alias("unified_memory"),
         pl.col("engines").fill_null(""),
         pl.col("n_gpus_options").fill_null("1"),
-        pl.col("compute_capability").cast(pl.Float64),  # NVIDIA CUDA compute capability
+        "compute_capability",  # NVIDIA CUDA compute capability
         # The link between GPUs of one node: "NVLink 4 (900 GB/s)", "PCIe 4.0 x16"...
         pl.col("interconnect"),
         # Where each fact was read: a URL or repo@commit:path, often with a note.
         *sorted(set(GPU_FACT_SOURCES.values())),
+        pl.col("^raw_.*$"),
     )
+    unreadable = [(pl.col(f"raw_{c}").is_not_null() & pl.col(c).is_null(),
+                   pl.format(f"{c} '{{}}' is not a {'date' if c.endswith('date') else 'number'}",
+                             f"raw_{c}")) for c in (*_GPU_NUMBERS, "price_new_date")]
+    rules = [(pl.col("gpu_id").is_null(), pl.lit("no id")),
+             (pl.col("memory_gib").is_null(), pl.lit("no memory_gib")),
+             (~pl.col("gpu_id").is_first_distinct(), pl.lit("its id repeats an earlier row's")),
+             *((~rule.fill_null(True), pl.lit(f"breaks '{what}'")) for what, rule in GPUS.rules)]
+    reason = pl.lit(None, dtype=pl.String)
+    for cond, text in reversed([*unreadable, *rules]):
+        reason = pl.when(cond).then(text).otherwise(reason)
+    return typed.with_columns(reason.alias("reason")).drop(pl.col("^raw_.*$"))
 
 
 def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:

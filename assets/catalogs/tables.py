@@ -6,6 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets.catalogs.readers import (
+    gpu_rows_refused,
     load_format_quality,
     load_gpus,
     load_quality_tiers,
@@ -20,12 +21,26 @@ CATALOGS_VERIFIED = dt.date(2026, 11, 30)
 
 
 @table_asset("gpus", group="catalogs", eager=False,
+          check_specs=[dg.AssetCheckSpec(
+              "rows_refused", asset="gpus",
+              description="rows of gpus.csv left out of the table, each with its reason")],
           description="Accelerators with memory, bandwidth, dense tensor throughput and the "
                       "engines that run on them; every fact sourced in data/catalogs/gpus.csv.")
 def gpus(context: dg.AssetExecutionContext, catalog: CatalogResource,
          warehouse: WarehouseResource) -> dg.MaterializeResult:
     df = load_gpus(catalog.path)
-    return warehouse.publish(context, "gpus", df, CATALOGS_VERIFIED, "data/catalogs/gpus.csv")
+    refused = gpu_rows_refused(catalog.path)
+    words = "; ".join(f"{i or '(no id)'} ({name}): {why}" for i, name, why in refused.rows())
+    if words:
+        context.log.warning(f"gpus.csv rows left out: {words}")
+    result = warehouse.publish(context, "gpus", df, CATALOGS_VERIFIED, "data/catalogs/gpus.csv")
+    check = dg.AssetCheckResult(
+        check_name="rows_refused", passed=refused.is_empty(),
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"gpus.csv rows left out: {words}" if words else "every row holds",
+        metadata={"refused": refused.height})
+    return dg.MaterializeResult(metadata=result.metadata,
+                                check_results=[*result.check_results, check])
 
 
 @table_asset("quantized_releases", group="catalogs", eager=False,

@@ -27,6 +27,8 @@ from huggingface_hub.errors import (
 )
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from assets import snapshot_files
+
 MAX_ATTEMPTS = 4
 # A config.json is a few KB (the largest in the snapshot 9.5 KB): a bigger body is not one.
 MAX_CONFIG_BYTES = 2**20
@@ -159,15 +161,19 @@ def _summary(info, params: dict[str, int]) -> dict[str, Any]:
 
 def record_config(snapshot: Path, repo_id: str, config: bytes, revision: str,
                   endpoint: str) -> None:
-    """Write config.json verbatim into the snapshot with its manifest line."""
+    """Write config.json verbatim into the snapshot with its manifest line, by the rules it
+    is read back by (confined to the snapshot, whole, its checksum holding)."""
     rel = f"hub/models/{repo_id}/config.json"
-    target = snapshot / rel
+    target = snapshot_files.confined(snapshot, rel)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(config)
+    partial = target.with_name(target.name + ".tmp")
+    partial.write_bytes(config)
+    os.replace(partial, target)
     line = {"path": rel, "repo_id": repo_id, "revision": revision, "obtained": "fetched",
             "fetched_date": dt.date.today().isoformat(),
             "source_url": f"{endpoint}/{repo_id}/resolve/{revision}/config.json",
             "sha256": hashlib.sha256(config).hexdigest()}
+    snapshot_files.verified_bytes(snapshot, line)
     with (snapshot / "hub" / "manifest.fetched.jsonl").open("a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -20,6 +20,7 @@ from assets.resources import (
     HubResource,
     SnapshotResource,
     WarehouseResource,
+    contract_check_name,
     contract_checks,
     table_spec,
 )
@@ -113,6 +114,11 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         api = hub.api()
         index = list(dict.fromkeys(curated + hub.discovered(api)))
         outcomes = _fetch_all(context, api, index, previous, Path(snapshot.path), hub)
+        # The Hub not reached at all: no model's information came back (a config the Hub
+        # did send that is no config is a failure of that model, published as such).
+        if outcomes and all(o.status == "failed" and o.revision is None for o in outcomes):
+            yield from _nothing_reached(context, outcomes, warehouse)
+            return
         gguf = [g for o in outcomes for g in o.gguf_files]
         # Unchanged models were listed when their revision was new; failed ones keep their
         # last listing rather than losing it to an outage.
@@ -137,6 +143,30 @@ def hub_models(context: dg.AssetExecutionContext, hub: HubResource,
         metadata={**listed.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
         check_results=listed.check_results,
         data_version=dg.DataVersion(hashlib.sha256(revisions.encode()).hexdigest()[:16]))
+
+
+def _nothing_reached(context: dg.AssetExecutionContext, outcomes: list[ModelOutcome],
+                    warehouse: WarehouseResource):
+    """No model's information came back (the Hub unreachable, or down for every model):
+    nothing is published, both tables keep their current version, and the run says why."""
+    reason = f"no model could be fetched ({outcomes[0].reason}); nothing published"
+    context.log.warning(f"hub_models: {reason}")
+    for table in ("hub_models", "gguf_files"):
+        latest = store.current_version(store.table_uri(table, warehouse.root),
+                                       warehouse.storage_options())
+        kept = f"version {latest['version']}" if latest else "no earlier version"
+        yield dg.MaterializeResult(
+            asset_key=table,
+            metadata={"status": f"failed: {reason}", "kept": kept,
+                      **({"failed": dg.MetadataValue.int(len(outcomes)),
+                          "reasons": dg.MetadataValue.json({o.model_id: o.reason
+                                                            for o in outcomes})}
+                         if table == "hub_models" else {})},
+            check_results=[dg.AssetCheckResult(
+                check_name=contract_check_name(table), asset_key=table, passed=False,
+                severity=dg.AssetCheckSeverity.WARN,
+                description="nothing new to check: the previous version stays",
+                metadata={"reason": reason, "kept": kept})])
 
 
 _GGUF_SCHEMA = {"model_id": pl.String, "gguf_repo": pl.String, "revision": pl.String,

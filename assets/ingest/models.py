@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets import snapshot_files
 from assets.catalogs.readers import load_rope_recipes
 from assets.resources import (
     CatalogResource,
@@ -45,17 +46,20 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     hub_checks = snapshot.hub_checks()
     recipes = load_rope_recipes(catalog.path)
     rows, quarantined, dates = [], [], []
-    for repo_id, path in snapshot.model_configs().items():
-        entry = manifest.get(f"hub/models/{repo_id}/config.json", {})
-        raw = path.read_bytes()
-        sha256 = hashlib.sha256(raw).hexdigest()
-        if entry.get("sha256") and entry["sha256"] != sha256:
-            # The file is not the one the manifest recorded (edited, truncated, corrupted):
-            # it is not sized, and nothing of it is published as if it were.
-            quarantined.append({"model_id": repo_id, "reason": (
-                f"config.json does not match its manifest checksum (sha256 {sha256[:12]}, "
-                f"recorded {entry['sha256'][:12]})")})
+    for repo_id in snapshot.model_configs():
+        rel = f"hub/models/{repo_id}/config.json"
+        entry = manifest.get(rel)
+        try:
+            # Only a file its manifest line vouches for (inside the snapshot, its checksum
+            # holding) is sized; nothing of any other is published as if it were.
+            if entry is None:
+                raise snapshot_files.Refused(f"{rel!r}: no manifest line records this file")
+            raw = snapshot_files.verified_bytes(Path(snapshot.path), entry)
+        except snapshot_files.Refused as e:
+            quarantined.append({"model_id": repo_id,
+                                "reason": f"config.json refused: {e.reason}"})
             continue
+        sha256 = hashlib.sha256(raw).hexdigest()
         try:
             m = parse_config(raw, repo_id, recipes.get(repo_id))
         except ConfigError as e:

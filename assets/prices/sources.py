@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assets import snapshot_files
 from assets.prices import parsers
 
 RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
@@ -87,16 +88,6 @@ class Collected:
         return self.fetched_at.date()
 
 
-def recorded_at(entry: dict[str, Any]) -> dt.datetime:
-    """A manifest line's date as a UTC time (midnight where only the day is known)."""
-    raw = str(entry.get("published_date") or "")
-    try:
-        when = dt.datetime.fromisoformat(raw)
-    except ValueError:
-        when = dt.datetime.fromisoformat(raw[:10])
-    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
-
-
 def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str, Any]]:
     """The parser's offers; any surprise in the body's values is a layout change."""
     try:
@@ -108,25 +99,31 @@ def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str
             from e
 
 
-def newest_recordings(snapshot: Path) -> list[dict[str, Any]]:
-    """Manifest lines of each provider's newest recording (all bodies of one refresh share
-    its timestamp, so older recordings are kept on disk but not replayed)."""
+def provider_entries(snapshot: Path, provider: str
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every manifest line of the provider, each with its bounded date as `when`, and the
+    reasons of the lines refused (a line that is not JSON, a date that is no date, in the
+    future or before the provider existed: snapshot_files.bounded_date)."""
     path = snapshot / "prices" / "manifest.jsonl"
     if not path.exists():
-        return []
-    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    newest: dict[str, str] = {}
-    for e in entries:
-        newest[e["provider"]] = max(newest.get(e["provider"], ""), str(e["published_date"])[:16])
-    return [e for e in entries if str(e["published_date"])[:16] == newest[e["provider"]]]
-
-
-def manifest_entries(snapshot: Path) -> list[dict[str, Any]]:
-    """Every manifest line, oldest recordings included (the price history reads them all)."""
-    path = snapshot / "prices" / "manifest.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [], []
+    since = snapshot_files.provider_since().get(provider)
+    entries, refused = [], []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            refused.append(f"prices/manifest.jsonl line {n} is not JSON")
+            continue
+        if not isinstance(entry, dict) or entry.get("provider") != provider:
+            continue
+        try:
+            entries.append(entry | {"when": snapshot_files.bounded_date(entry, since)})
+        except snapshot_files.Refused as e:
+            refused.append(e.reason)
+    return entries, refused
 
 
 def request_name(entry: dict[str, Any]) -> str:
@@ -135,13 +132,25 @@ def request_name(entry: dict[str, Any]) -> str:
     return entry.get("request") or REQUESTS[entry["provider"]][0].name
 
 
-def newest_per_request(snapshot: Path) -> list[dict[str, Any]]:
-    """Manifest lines of the newest recording of each provider's each request, so that a
-    second source recorded later does not hide the provider's main response."""
-    entries = manifest_entries(snapshot)
-    newest: dict[tuple[str, str], str] = {}
+def newest_per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines of the newest recording of each of the provider's requests (all bodies of
+    one recording share its minute), so that a second source recorded later does not hide
+    the provider's main response; older recordings are kept on disk but not replayed."""
+    def minute(e: dict[str, Any]) -> dt.datetime:
+        return e["when"].replace(second=0, microsecond=0)
+
+    newest: dict[str, dt.datetime] = {}
     for e in entries:
-        key = (e["provider"], request_name(e))
-        newest[key] = max(newest.get(key, ""), str(e["published_date"])[:16])
-    return [e for e in entries
-            if str(e["published_date"])[:16] == newest[(e["provider"], request_name(e))]]
+        newest[request_name(e)] = max(newest.get(request_name(e), minute(e)), minute(e))
+    return [e for e in entries if minute(e) == newest[request_name(e)]]
+
+
+def unlisted_recordings(snapshot: Path, provider: str) -> list[str]:
+    """Files in the provider's recording folder that no manifest line names: never read."""
+    path = snapshot / "prices" / "manifest.jsonl"
+    listed = {json.loads(line).get("path") for line in path.read_text().splitlines()
+              if line.strip()} if path.exists() else set()
+    folder = snapshot / "prices" / provider
+    files = sorted(folder.rglob("*")) if folder.is_dir() else []
+    return [f"{p.relative_to(snapshot)}: no manifest line, not used" for p in files
+            if p.is_file() and str(p.relative_to(snapshot)) not in listed]

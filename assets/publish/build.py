@@ -133,9 +133,9 @@ def build(data: SiteData, out: Path) -> BuildStats:
                     "code": code,
                     "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
-        with (out / VERSIONS).open("a") as f:
-            f.write(json.dumps({k: manifest[k] for k in ("site_version", "built_at",
-                                                         "tables")}) + "\n")
+        line = json.dumps({k: manifest[k] for k in ("site_version", "built_at", "tables")})
+        earlier = (out / VERSIONS).read_text() if (out / VERSIONS).exists() else ""
+        _write(out / VERSIONS, earlier + line + "\n")  # replaced, not appended to
     return BuildStats(len(entries), written, unchanged, removed, rendered, reused,
                       round(time.monotonic() - started, 2), _size(out), version)
 
@@ -165,11 +165,12 @@ def _read_manifest(out: Path) -> dict:
         return {}
 
 
-def _write(path: Path, text: str) -> None:
-    """Written aside and renamed: a reader never sees half a page."""
+def _write(path: Path, content: str | bytes) -> None:
+    """Written aside and renamed: a reader never sees half a page, and a file the build
+    shares with the current build (assets.publish.switch) is replaced, not changed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
     os.replace(tmp, path)
 
 
@@ -190,7 +191,6 @@ def _sync_static(out: Path, search_js: str) -> int:
     for rel, content in files.items():
         target = out / rel
         if not target.exists() or target.read_bytes() != content:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            _write(target, content)
             n += 1
     return n

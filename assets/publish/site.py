@@ -3,7 +3,7 @@ every refresh (only the pages whose rows changed are rendered again)."""
 
 import dagster as dg
 
-from assets.publish import build, data
+from assets.publish import build, data, switch
 from assets.publish.site_dir import site_dir
 from assets.resources import WarehouseResource
 
@@ -20,10 +20,17 @@ from assets.resources import WarehouseResource
 def site(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     out = site_dir(warehouse.root)
     versions = data.table_versions(warehouse.root, warehouse.storage_options())
-    stats = build.current(out, versions)
-    if stats is None:
-        stats = build.build(data.load(warehouse.root, warehouse.storage_options(),
-                                              cache_dir=out), out)
+    now = switch.current(out)
+    stats = build.current(now, versions) if now else None
+    if stats is None:  # built beside the current build, switched to in one step
+        new = switch.stage(out)
+        try:
+            stats = build.build(data.load(warehouse.root, warehouse.storage_options(),
+                                          cache_dir=new), new)
+        except BaseException:
+            switch.discard(new)
+            raise
+        switch.switch(out, new)
     context.log.info(f"site: {stats.pages} pages, {stats.written} written, "
                      f"{stats.parts_rendered} parts rendered, {stats.seconds} s")
     return dg.MaterializeResult(metadata={

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
+from assets import snapshot_files
 from assets.paths import SNAPSHOT_DIR
 from assets.prices import parsers
 from assets.prices.http import FetchError, client, fetch
@@ -18,11 +19,11 @@ from assets.prices.sources import (
     REQUESTS,
     Collected,
     Request,
-    manifest_entries,
     newest_per_request,
     parsed,
-    recorded_at,
+    provider_entries,
     request_name,
+    unlisted_recordings,
 )
 
 
@@ -40,24 +41,39 @@ class PriceSourcesResource(dg.ConfigurableResource):
             else self._fetch_and_record(provider, requests)
 
     def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
-        entries = [e for e in newest_per_request(Path(self.snapshot_path))
-                   if e.get("provider") == provider]
-        return self._parse_recordings(provider, requests, entries)
+        """The newest recording of each of the provider's requests, each body through the
+        snapshot's door: a line it refuses (a path out of the snapshot, a wrong checksum, a
+        missing file, a date in the future) fails the provider with the reason, so its
+        previous prices stay."""
+        entries, refused = provider_entries(Path(self.snapshot_path), provider)
+        if refused:
+            raise parsers.LayoutChanged(f"{provider}: recording refused: {refused[0]}")
+        return self._parse_recordings(provider, requests, newest_per_request(entries))
 
     def history(self, provider: str) -> Collected:
-        """Every recording of the provider in the snapshot, each offer with its own date."""
-        entries = [e for e in manifest_entries(Path(self.snapshot_path))
-                   if e.get("provider") == provider]
-        return self._parse_recordings(provider, REQUESTS[provider], entries)
+        """Every recording of the provider in the snapshot, each offer with its own date; a
+        line the snapshot's door refuses is left out, its reason in `skipped`."""
+        entries, refused = provider_entries(Path(self.snapshot_path), provider)
+        return self._parse_recordings(provider, REQUESTS[provider], entries, refused)
 
     def _parse_recordings(self, provider: str, requests: tuple[Request, ...],
-                          entries: list[dict]) -> Collected:
+                          entries: list[dict], refused: list[str] | None = None
+                          ) -> Collected:
+        """The offers of the given lines. Without `refused` (the replay), a body the door
+        refuses fails the provider; with it (the history), it is left out and named."""
+        snapshot = Path(self.snapshot_path)
         by_name = {r.name: r for r in requests}
         offers, refs, dates = [], [], []
         for entry in entries:
-            request = by_name[request_name(entry)]
-            when = recorded_at(entry)
-            body = (Path(self.snapshot_path) / entry["path"]).read_bytes()
+            try:
+                body = snapshot_files.verified_bytes(snapshot, entry)
+            except snapshot_files.Refused as e:
+                if refused is None:
+                    raise parsers.LayoutChanged(
+                        f"{provider}: recording refused: {e.reason}") from e
+                refused.append(e.reason)
+                continue
+            request, when = by_name[request_name(entry)], entry["when"]
             offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"],
                             "verified_at": when.date()}
                        for o in parsed(provider, request, body, when.date())]
@@ -65,7 +81,8 @@ class PriceSourcesResource(dg.ConfigurableResource):
             dates.append(when)
         if not refs:
             raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
-        return Collected(offers, max(dates), refs, [])
+        return Collected(offers, max(dates), refs,
+                         [*(refused or []), *unlisted_recordings(snapshot, provider)])
 
     def _url(self, provider: str, r: Request) -> str:
         """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
@@ -103,15 +120,22 @@ class PriceSourcesResource(dg.ConfigurableResource):
 
     def _record(self, provider: str, r: Request, body: bytes, url: str,
                 when: dt.datetime) -> str:
+        """The body written under the snapshot by the rules it is read back by (confined,
+        whole: a temporary file renamed), its manifest line added once it reads back."""
+        snapshot = Path(self.snapshot_path)
         suffix = next((s for s in ("html", "csv") if r.name.endswith(s)), "json")
         rel = f"prices/{provider}/{r.name}-{when:%Y-%m-%dT%H-%MZ}.{suffix}"
-        path = Path(self.snapshot_path) / rel
+        path = snapshot_files.confined(snapshot, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_bytes(body)
+        os.replace(partial, path)
         line = {"path": rel, "provider": provider, "request": r.name, "endpoint": url,
                 "method": r.method,
                 "obtained": "fetched", "published_date": when.isoformat(),
                 "sha256": hashlib.sha256(body).hexdigest()}
-        with (Path(self.snapshot_path) / "prices" / "manifest.jsonl").open("a") as f:
+        snapshot_files.verified_bytes(snapshot, line)
+        snapshot_files.bounded_date(line, snapshot_files.provider_since().get(provider))
+        with (snapshot / "prices" / "manifest.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
         return rel

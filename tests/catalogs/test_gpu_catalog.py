@@ -242,3 +242,40 @@ def test_radeon_matrix_figures_are_compute_units_x_clock_x_the_architecture_rate
         assert float(row["fp16_dense_tflops"]) == pytest.approx(peak, rel=0.01), row["id"]
         checked += 1
     assert checked >= 4
+
+
+def test_a_bad_row_is_left_out_with_its_reason_and_the_rest_published(tmp_path):
+    """One GPU whose memory is not a number, one whose bandwidth breaks the contract's
+    50-20,000 GB/s rule: both are left out with the reason (a warning check), the other 79
+    rows are published (issue 33: one bad row blocked the whole refresh)."""
+    import shutil
+
+    import dagster as dg
+
+    from assets.catalogs.tables import gpus
+    from assets.resources import CatalogResource, WarehouseResource
+    from warehouse import store
+
+    catalog = tmp_path / "catalogs"
+    shutil.copytree(ROOT / "data/catalogs", catalog)
+    raw = pl.read_csv(catalog / "gpus.csv", infer_schema_length=0)
+    first, second = raw.get_column("id").head(2).to_list()
+    raw = raw.with_columns(
+        pl.when(pl.col("id") == first).then(pl.lit("eighty")).otherwise("memory_gib")
+        .alias("memory_gib"),
+        pl.when(pl.col("id") == second).then(pl.lit("5")).otherwise("bandwidth_gb_s")
+        .alias("bandwidth_gb_s"))
+    raw.write_csv(catalog / "gpus.csv")
+    base = str(tmp_path / "warehouse")
+    result = dg.materialize([gpus], resources={"catalog": CatalogResource(path=str(catalog)),
+                                               "warehouse": WarehouseResource(root=base)})
+    assert result.success
+    published = store.read("gpus", base=base)
+    assert published.height == raw.height - 2
+    assert {first, second}.isdisjoint(published.get_column("gpu_id"))
+    (check,) = [e for e in result.get_asset_check_evaluations()
+                if e.check_name == "rows_refused"]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert f"{first}" in check.description and "memory_gib 'eighty' is not a number" \
+        in check.description
+    assert "breaks 'bandwidth between 50 and 20000 GB/s'" in check.description

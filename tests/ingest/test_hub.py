@@ -4,7 +4,6 @@ malformed config (kept out of the snapshot), sharded GGUF listing, and a revisio
 between two runs."""
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,18 +16,16 @@ from assets.ingest.hub_client import fetch_model, gguf_quant
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
 from assets.resources import CatalogResource, HubResource, SnapshotResource, WarehouseResource
-from tests.conftest import SNAPSHOT
+from tests.conftest import SNAPSHOT, small_snapshot
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse import store
 
 
 @pytest.fixture
 def snapshot(tmp_path):
-    """A small snapshot holding only the model the stand-in Hub serves."""
-    target = tmp_path / "snapshot" / "hub" / "models" / LLAMA
-    target.mkdir(parents=True)
-    shutil.copy(SNAPSHOT / "hub/models" / LLAMA / "config.json", target / "config.json")
-    return tmp_path / "snapshot"
+    """A small snapshot holding only the model the stand-in Hub serves (and its manifest
+    line: a config without one is never sized)."""
+    return small_snapshot(tmp_path / "snapshot", (LLAMA,))
 
 
 def _api(url: str, token: str | bool = "hf_test") -> HfApi:
@@ -102,8 +99,9 @@ def _run(url, snapshot, root):
 
 def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
     """A Hub that hangs on the first model: once the fetch's deadline has passed, the models
-    not reached are failed with that reason (no request made for them) and keep the facts
-    of the run before, instead of waiting on every model in turn."""
+    not reached are failed with that reason (no request made for them) instead of waiting
+    on every model in turn; no model's information came back, so nothing is published and
+    every row keeps the facts of the run before."""
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")
     with hub_server(HubState()) as url:
@@ -115,14 +113,14 @@ def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
                  "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
     with hub_server(state) as url:
         resources["hub"] = resources["hub"].model_copy(update={"endpoint": url})
-        assert dg.materialize([hub_models, models], resources=resources).success
-    after = store.read_head("hub_models", base=root)
-    late = after.filter(pl.col("reason").str.contains("deadline", literal=True))
-    assert late.height == after.height - 1  # all but the first, which timed out on its own
-    assert after.filter(pl.col("model_id") == LLAMA)["status"].item() == "failed"
-    kept = late.join(before, on="model_id", suffix="_before")
-    assert kept.height == late.height
-    assert (kept["downloads"] == kept["downloads_before"]).all()
+        result = dg.materialize([hub_models, models], resources=resources)
+    assert result.success
+    (m,) = [m for m in result.asset_materializations_for_node("hub_models")
+            if m.asset_key == dg.AssetKey("hub_models")]
+    reasons = m.metadata["reasons"].value
+    assert "model info" in reasons.pop(LLAMA)  # the first timed out on its own
+    assert all("deadline" in why for why in reasons.values())  # the rest were not tried
+    assert store.read_head("hub_models", base=root).equals(before)
 
 
 def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
@@ -152,9 +150,7 @@ def test_malformed_config_does_not_replace_the_recorded_one(snapshot, tmp_path, 
     state = HubState()
     state.configs[LLAMA] = b'{"model_type": "llama", "hidden_size": '
     recorded = (snapshot / "hub/models" / LLAMA / "config.json").read_bytes()
-    extra = snapshot / "hub/models/Qwen/Qwen3-0.6B"
-    extra.mkdir(parents=True)
-    shutil.copy(SNAPSHOT / "hub/models/Qwen/Qwen3-0.6B/config.json", extra / "config.json")
+    small_snapshot(snapshot, (LLAMA, "Qwen/Qwen3-0.6B"))
     with hub_server(state) as url:
         _run(url, snapshot, root)
     hub = store.read("hub_models", base=root)
@@ -199,7 +195,7 @@ def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, m
     assert json.loads(fetched[0])["repo_id"] == LLAMA
     recorded = (snapshot / "prices/manifest.jsonl").read_text().splitlines()
     # Without DIGITALOCEAN_TOKEN only DigitalOcean's pricing page is recorded, not its API.
-    lines = [json.loads(line) for line in recorded]
+    lines = [e for e in map(json.loads, recorded) if e["obtained"] == "fetched"]
     assert {e["provider"] for e in lines} == {"runpod", "vastai", "vultr", "digitalocean"}
     assert [e["request"] for e in lines if e["provider"] == "digitalocean"] == ["pricing-html"]
 
@@ -263,3 +259,20 @@ def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monk
     q4 = store.read("gguf_files", base=root).filter(pl.col("quant") == "Q4_K_M")
     ours = store.read("weights", base=root).filter(pl.col("weight_format") == "Q4_K_M")
     assert abs(ours["weights_bytes"].item() / q4["file_bytes"].item() - 1) < 0.02
+
+
+def test_a_hub_that_cannot_be_reached_publishes_nothing(snapshot, tmp_path, monkeypatch):
+    """Every model's fetch fails (the Hub answers 500): hub_models and gguf_files keep their
+    current version (issue 33: such a run published a new version of hub_models)."""
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    monkeypatch.setattr("assets.ingest.hub_client.MAX_ATTEMPTS", 1)
+    root = str(tmp_path / "warehouse")
+    with hub_server(HubState()) as url:
+        _run(url, snapshot, root)
+    before = {t: store.history(t, base=root)[0]["version"] for t in ("hub_models", "gguf_files")}
+    with hub_server(HubState(faults={LLAMA: "500"})) as url:
+        result = _run(url, snapshot, root)
+    assert {t: store.history(t, base=root)[0]["version"] for t in before} == before
+    (m,) = [m for m in result.asset_materializations_for_node("hub_models")
+            if m.asset_key == dg.AssetKey("hub_models")]
+    assert m.metadata["status"].value.startswith("failed: no model could be fetched")

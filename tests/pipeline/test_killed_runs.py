@@ -59,9 +59,9 @@ def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
 
 @pytest.mark.stack  # a refresh in its own process: run with the stack by .ci/run
 def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
-    """SIGTERM during the matrix step: the refresh stops within seconds, exits 130 and says
-    which release stays current (none: it was the first refresh); the tables published so
-    far stay readable."""
+    """SIGTERM during the matrix step, SIGTERM ignored by the parent: the refresh stops
+    within 5 s, exits 130 and says which release stays current (none: it was the first
+    refresh); the tables published so far stay readable."""
     import signal
     import time
 
@@ -71,14 +71,16 @@ def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     cli = Path(sys.executable).parent / "llm-sizing"
     proc = subprocess.Popen([str(cli), "refresh", "--offline"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
     for line in proc.stderr:  # the progress lines
         if line.startswith("  done    weights"):
             break
+    time.sleep(2)  # inside the fit matrix's shards (issue 33: 13.5 s to stop there)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - sent < 30
+    assert time.monotonic() - sent < 5
     assert proc.returncode == 130 and "refresh interrupted: no release" in err
     assert "stays current" in err
     # no release yet: a reader reads the newest versions, whole tables

@@ -201,21 +201,20 @@ def test_a_change_anywhere_in_the_sizing_library_recomputes_the_matrix():
 
 
 def test_a_new_model_computes_only_its_own_rows(tmp_path):
-    import shutil
-
     from assets.catalogs.tables import gpus
     from assets.ingest.hub_models import hub_models
     from assets.ingest.models import models
     from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
     from assets.sizing.weights import weights
-    from tests.conftest import SNAPSHOT
+    from tests.conftest import small_snapshot
 
     snapshot = tmp_path / "snapshot"
 
-    def add(repo: str) -> None:
-        (snapshot / "hub/models" / repo).mkdir(parents=True)
-        shutil.copy(SNAPSHOT / "hub/models" / repo / "config.json",
-                    snapshot / "hub/models" / repo / "config.json")
+    added: list[str] = []
+
+    def add(repo: str) -> None:  # the config and its manifest line (unlisted ones are refused)
+        added.append(repo)
+        small_snapshot(snapshot, tuple(added))
 
     def run() -> dict:
         resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),

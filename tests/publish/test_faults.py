@@ -149,6 +149,28 @@ def test_a_second_refresh_waits_for_the_first_and_says_so(tmp_path, monkeypatch,
     assert not (warehouse / "delta").exists()
 
 
+def test_a_read_only_warehouse_is_a_named_error_not_a_traceback(tmp_path, monkeypatch,
+                                                                capsys):
+    """The warehouse's file system refuses writes (EROFS, as a read-only mount does; the
+    suite runs as root, whom file modes do not stop): exit 1 with the reason, nothing run."""
+    from pipeline import refresh
+
+    class ReadOnly:
+        def __init__(self, path):
+            self.lock_file = path
+
+        def acquire(self, **kwargs):
+            raise OSError(errno.EROFS, "Read-only file system", str(self.lock_file))
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setattr(refresh, "FileLock", ReadOnly)
+    assert refresh.run(offline=True) == refresh.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "cannot be written (Read-only file system" in err and "nothing was run" in err
+
+
 def _enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 

@@ -318,16 +318,25 @@ def test_site_serve_needs_no_dagster_and_serves_the_build(built):
             "sys.exit('dagster' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
     cli = Path(sys.executable).parent / "llm-sizing"
+    # started with SIGTERM and SIGINT ignored, as under a supervisor or as PID 1 (issue 33:
+    # it kept serving after SIGTERM): its own handlers stop it
     proc = subprocess.Popen([str(cli), "site", "serve", "--port", "0"], cwd=ROOT,
                             env={**os.environ, "LLM_SIZING_SITE_DIR": str(site)},
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=_ignoring_stops)
     try:
         url = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline()).group(0)
         with urllib.request.urlopen(url + SEED_PATH) as r:
             assert r.status == 200 and b"44.15 GiB" in r.read()
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        assert proc.wait(timeout=10) == 0
+
+
+def _ignoring_stops() -> None:
+    import signal
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
 
 
 def test_a_source_with_a_note_links_its_url_only():
