@@ -13,6 +13,7 @@ sizing library's source): an unchanged model is never recomputed, and the publis
 asset can tell a current slice from a stale one.
 """
 
+import ast
 import datetime as dt
 import hashlib
 import zlib
@@ -53,11 +54,26 @@ def fingerprinted_sources() -> list[Path]:
 
 
 def code_fingerprint() -> str:
-    """The sizing library's source, this module and the published schemas: any change to a
-    formula, an engine's constant, the grid or a column's type is a new slice."""
+    """The sizing library's code, this module's and the published schemas: any change to a
+    formula, an engine's constant, the grid or a column's type is a new slice; a comment or
+    docstring edited is not (each module hashed as its syntax tree without docstrings)."""
     sources = fingerprinted_sources()
     schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sources) + schemas).hexdigest()
+    return hashlib.sha256(b"".join(code_of(p.read_text()) for p in sources)
+                          + schemas).hexdigest()
+
+
+def code_of(source: str) -> bytes:
+    """A module's syntax tree with its docstrings dropped (comments never reach it)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 # The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill; the

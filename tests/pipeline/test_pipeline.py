@@ -200,6 +200,22 @@ def test_a_change_anywhere_in_the_sizing_library_recomputes_the_matrix():
     assert library <= fingerprinted
 
 
+def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
+    """A typo fixed in a comment or docstring of sizing/ recomputes nothing (issue 29: the
+    fingerprint hashed raw source); a constant changed, a renamed name or a string that is
+    not a docstring does."""
+    from assets.sizing.shards import code_of
+    from tests.conftest import ROOT
+
+    source = (ROOT / "sizing" / "engines" / "llama_cpp.py").read_text()
+    base = code_of(source)
+    assert code_of(source.replace("# n_ubatch default 512", "# n_ubatch defaults to 512")) == base
+    assert code_of(source.replace('"""llama.cpp (llama-server)', '"""llama.cpp, llama-server')) \
+        == base
+    assert code_of(source.replace("UBATCH = 512", "UBATCH = 256")) != base
+    assert code_of(source.replace('DEFAULT_KV_DTYPE = "f16"', 'DEFAULT_KV_DTYPE = "q8_0"')) != base
+
+
 def test_a_new_model_computes_only_its_own_rows(tmp_path):
     from assets.catalogs.tables import gpus
     from assets.ingest.hub_models import hub_models
@@ -275,11 +291,13 @@ def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp
     base = str(tmp_path)
     gpus = load_gpus()
     contract = CONTRACTS["gpus"]
-    # (and without the rule that each fact, used prices among them, names its source)
+    # (and without the rules that each fact names its source and a used price its basis)
     older = dataclasses.replace(contract, schema={c: t for c, t in contract.schema.items()
                                                   if not c.startswith("price_used")},
                                 rules=tuple(r for r in contract.rules
-                                            if r[0] != "every fact names its source"))
+                                            if r[0] not in ("every fact names its source",
+                                                            "a used price is dated and names "
+                                                            "its basis")))
     monkeypatch.setitem(CONTRACTS, "gpus", older)
     store.publish("gpus", gpus, verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
     monkeypatch.setitem(CONTRACTS, "gpus", contract)
