@@ -108,6 +108,23 @@ def fit(args: argparse.Namespace) -> int:
     return fit_command(args, find)
 
 
+def docs(args: argparse.Namespace) -> int:
+    """Render README's and docs/'s figures from the current release's tables."""
+    _use_project_instance()
+    from pipeline.docs import write
+    from warehouse import store
+
+    try:
+        changed = write()
+    except store.TABLE_MISSING:
+        raise SystemExit("error: no published tables: run llm-sizing refresh first") from None
+    for path in changed:
+        print(f"wrote {path}")
+    if not changed:
+        print("README.md and docs/ already show the current release's figures")
+    return 0
+
+
 def serve_site(args: argparse.Namespace) -> int:
     """Serve the site the last refresh built (no Dagster import)."""
     _use_project_instance()
@@ -830,6 +847,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attention-heads", type=int,
                    help="the model's attention heads (for --split tensor)")
     p.set_defaults(func=prices)
+    d = sub.add_parser("docs", help="render README's and docs/'s figures from the tables")
+    d.set_defaults(func=docs)
     site = sub.add_parser("site", help="the static compatibility site").add_subparsers(
         dest="site_command", required=True)
     srv = site.add_parser("serve", help="serve the latest build on 127.0.0.1")

@@ -1,6 +1,7 @@
 """`llm-sizing estimate`: JSON fields, GPU lookup and one-line errors."""
 
 import json
+import sys
 
 import pytest
 
@@ -240,3 +241,29 @@ def test_fit_refuses_a_context_off_the_grid(small_release, monkeypatch):
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
     with pytest.raises(SystemExit, match="llm-sizing estimate --context 30000"):
         main(["fit", "--gpu", "RTX 4090", "--context", "30000"])
+
+
+def test_a_newcomers_route_works_as_the_readme_writes_it(small_release, monkeypatch, capsys,
+                                                         tmp_path):
+    """README's "A newcomer's route" after its refresh (the release here, three models):
+    the fit command as written, then its DuckDB query, run as written, against the
+    release's Parquet exports."""
+    import re
+    import shlex
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    route = readme.split("## A newcomer's route")[1].split("\n## ")[0]
+    fit = re.search(r"llm-sizing (fit .*)", route).group(1).split('"')
+    argv = fit[0].split() + [fit[1]] + fit[2].split()
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
+    assert main(argv) == 0 and "Qwen3-0.6B" in capsys.readouterr().out
+    line = next(ln for ln in route.replace("\\\n", "").splitlines() if "python -c" in ln)
+    code = shlex.split(line.split("#")[0])[-1]  # as a POSIX shell passes it
+    (tmp_path / "warehouse_data").symlink_to(small_release)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "decode_tok_s" in done.stdout and "Qwen/Qwen3" in done.stdout

@@ -98,6 +98,16 @@ def test_refresh_matches_the_recorded_profiles(warehouse_root):
     assert not changed, changed
 
 
+def test_readme_and_docs_show_the_figures_of_the_tables(warehouse_root):
+    """README's and docs/'s measured figures are what `llm-sizing docs` renders from the
+    published tables (this refresh's, the bundled snapshot's): none is typed by hand, and
+    a change of the tables without `llm-sizing docs` fails here."""
+    from pipeline.docs import render
+
+    for path, text in render(warehouse_root).items():
+        assert path.read_text() == text, f"{path} is stale: run llm-sizing docs"
+
+
 # Tables read in batches of rows (the fit matrix alone is about 20 M rows).
 BATCH_ROWS = 2_000_000
 
