@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from assets.publish import charts, pages, words
+from assets.publish import charts, pages, words, workbench
 from assets.publish.data import SiteData
 from assets.publish.search_index import search_data
 
@@ -47,7 +47,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined)
     env.globals.update(words=words, charts=charts, pair_path=pages.pair_path,
                        model_path=pages.model_path, gpu_path=pages.gpu_path,
-                       model_name=pages.model_name)
+                       model_name=pages.model_name, workbench_path=workbench.data_path)
     return env
 
 
@@ -126,6 +126,8 @@ def build(data: SiteData, out: Path) -> BuildStats:
                               "stamps": stamps}
     removed = _remove_stale(out, old.get("pages", {}), entries)
     static_written = _sync_static(out, search_data(data))
+    if data.scan is not None:
+        static_written += workbench.sync(data.scan, data.versions, out)
     changed = bool(written or removed or static_written)
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
     if changed or not old:

@@ -62,6 +62,8 @@ class SiteData:
     picks: dict[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
+    # A lazy read of a table at the version above (the workbench packs whole tables).
+    scan: Callable[[str], pl.LazyFrame] | None = None
 
 
 def table_versions(base: str | None = None,
@@ -119,6 +121,7 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
                  gpus=_by(scan("gpus").collect(), "gpu_id", h, "gpus"),
                  formats=_by(scan("weight_formats").collect(), "weight_format", h, "formats"),
                  engines=_by(scan("engines").collect(), "engine", h, "engines"))
+    d.scan = scan
     d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
     d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
     d.finetune = _group(scan("finetune").collect(), h, "finetune", "model_id")

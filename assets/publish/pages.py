@@ -16,9 +16,12 @@ from assets.publish import words
 from assets.publish.data import ALL, SiteData
 from assets.publish.heads import ENGINE_ORDER, cache_types
 from assets.publish.heads import hctx as _hctx
+from sizing.choices import DEFAULT_PROMPT_TOKENS
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
               "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
+WORKBENCH_TABLES = ("models", "gpus", "cost_basis", "fit_matrix", "fit_configurations",
+                    "cost_matrix")
 COST_TABLES = ("cost_matrix", "cost_basis", "gpu_prices", "price_history", "gpus",
                "format_quality_tiers")
 
@@ -69,7 +72,8 @@ def all_pages(d: SiteData) -> list[Page]:
         pages.append(Page(
             pair_path(m, g), f"{model_name(m)} on {d.gpus[g]['name']}: memory, context, speed "
             "and cost", "pair",
-            {"fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
+            {"workbench": (("models", m), ("gpus", g), ("cost_basis", g), ("fits", pair)),
+             "fit": (("fits", pair), ("configs", pair), ("models", m), ("gpus", g),
                      ("weights", m), ("published", m), ("finetune", m), ("formats", ALL),
                      ("engines", ALL), ("releases", m)),
              "cost": (("fits", pair), ("costs", pair), ("cost_basis", g), ("offers", g),
@@ -172,7 +176,15 @@ def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list
             "offers": _on_demand(d.offers.get(g, []))[:6],
         }
 
+    def bench() -> dict:
+        return {"model_id": m, "gpu": gpu, "engine": engine, "fmt": fmt, "kv": kv,
+                "hctx": hctx, "prompt_tokens": DEFAULT_PROMPT_TOKENS,
+                "basis": {b["n_gpus"]: b for b in d.cost_basis.get(g, [])},
+                "verdicts": {v: f"{words.VERDICT_WORDS[v]}: {words.VERDICT_MEANING[v]}"
+                             for v in words.VERDICT_WORDS}}
+
     return [
+        Part("workbench", "pair_workbench.html.j2", WORKBENCH_TABLES, bench),
         Part("fit", "pair_fit.html.j2", FIT_TABLES, fit),
         Part("cost", "pair_cost.html.j2", COST_TABLES, cost),
         Part("alternatives", "alternatives.html.j2",
