@@ -126,12 +126,14 @@ def test_simulator_streams_at_the_published_rate_and_links_preset_the_controls(
     page, errors = open_bench(browser, built, SEED_GPU)
     config = ("llama.cpp", "Q4_K_M", 8192, "f16", 1, 1)
     set_controls(page, *config)
-    rate = latest(root, "fit_matrix").filter(
+    row = latest(root, "fit_matrix").filter(
         model_id=SEED_MODEL, gpu_id=SEED_GPU, engine="llama.cpp", weight_format="Q4_K_M",
-        context=8192, kv_dtype="f16", n_gpus=1, batch=1)["decode_tok_s"][0]
+        context=8192, kv_dtype="f16", n_gpus=1, batch=1)
+    rate, ttft_ms = row["decode_tok_s"][0], row["ttft_ms"][0] or 0.0
     page.click("#wb-sim-start")
+    # The first token after the published time to first token, then 20 at the rate.
     page.wait_for_function("+document.getElementById('wb-sim-text').dataset.tokens >= 20",
-                           timeout=15000)
+                           timeout=ttft_ms + 20 / rate * 1000 + 15000)
     tokens, ms = page.evaluate("[+document.getElementById('wb-sim-text').dataset.tokens,"
                                " +document.getElementById('wb-sim-text').dataset.elapsedMs]")
     assert float(page.locator("#wb-sim-status").get_attribute("data-rate")) == pytest.approx(
