@@ -16,13 +16,12 @@ import pytest
 
 import sizing.engines.vllm as budget
 from assets.catalogs.readers import gpu_alias_map, load_gpus
-from assets.quality.startup_logs import startup_log_frame
-from sizing.engines.vllm import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
+from assets.quality.startup_logs import load_startup_logs, startup_log_frame
+from sizing.engines.vllm import VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings, fit_budget
 from sizing.estimate import Configuration, Device
 from tests.conftest import SNAPSHOT, load_arch
 
-LOGS = pl.read_csv(SNAPSHOT.parents[0] / "catalogs" / "engine_startup_logs.csv",
-                   infer_schema_length=0)
+LOGS = load_startup_logs(SNAPSHOT.parents[0] / "catalogs")
 CONFIGS = {str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
            for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")}
 GPUS = load_gpus()
@@ -62,7 +61,7 @@ def test_enough_logs_of_several_models_gpus_and_versions():
     assert RUNS.height >= 30
     assert RUNS.get_column("model_repo").n_unique() >= 10
     assert RUNS.get_column("gpu_id").n_unique() >= 2
-    assert set(RUNS.get_column("version")) == {VLLM_V1_019, VLLM_V0}
+    assert set(RUNS.get_column("version")) == {VLLM_V1, VLLM_V1_019, VLLM_V0}
 
 
 def test_published_constants_are_the_fit():
