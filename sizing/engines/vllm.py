@@ -130,6 +130,16 @@ V0_MIN_BATCHED_TOKENS = 2048
 # Used where the catalog has no driver-visible total of its own (`memory_gib_cuda`).
 CUDA_RESERVED_GIB = 0.44
 
+# MXFP4 experts as vLLM lays them out (vllm/model_executor/layers/quantization/mxfp4.py,
+# vllm-project/vllm@007d50058a06dec0f82472d63c819244d460c40d, Mxfp4MoEMethod.create_weights:
+# "The moe marlin kernel requires that for each linear n % 256 == 0 and k % 128 == 0",
+# intermediate_size_per_partition rounded up to 128, hidden_size to 256). gpt-oss's 2880
+# become 2944 and 3072: 9.0 % more expert bytes, which the logs reproduce: gpt-oss-120b on an
+# H100 "Model loading took 65.9651 GiB" (vllm#23278) against 60.77 + 5.13, gpt-oss-20b on
+# an H100 13.64 GiB (llm-d-planner, vLLM 0.19) against 12.82 + 0.85. (An RTX 3090 on the
+# early "gptoss" image logged 12.88 GiB, unpadded: vllm#22331.)
+MXFP4_PAD_INTERMEDIATE, MXFP4_PAD_HIDDEN = 128, 256
+
 ACTIVATION_BYTES = 2  # BF16 activations in the profile forward pass
 LOGIT_BYTES = 4  # the sampler works on F32 logits
 # The profile forward pass's largest live set per token: the FFN's gate/up output, its
@@ -328,11 +338,26 @@ def full_layer_replication() -> pl.Expr:
     return kv_split() / pl.min_horizontal(col("n_gpus"), col("kv_heads_full"))
 
 
+def mxfp4_padding_bytes() -> pl.Expr:
+    """The zero rows vLLM adds to MXFP4 expert weights for its MoE kernels: the Marlin
+    layout needs n % 256 and k % 128, so each rank's expert intermediate size is rounded
+    up to MXFP4_PAD_INTERMEDIATE and the hidden size to MXFP4_PAD_HIDDEN, and the packed
+    weights and their scales grow by that ratio (Mxfp4MoEMethod.create_weights)."""
+    hidden = col("hidden")
+    per_rank = col("expert_ffn") / col("n_gpus")
+    padded = ((per_rank / MXFP4_PAD_INTERMEDIATE).ceil() * MXFP4_PAD_INTERMEDIATE
+              * (hidden / MXFP4_PAD_HIDDEN).ceil() * MXFP4_PAD_HIDDEN)
+    return pl.when((pl.col("weight_format") == "MXFP4") & (col("n_experts") > 0)) \
+        .then(col("expert_bytes") * (padded / (per_rank * hidden) - 1)).otherwise(0.0)
+
+
 def weights_held_bytes() -> pl.Expr:
     """The checkpoint's tensors plus the copies vLLM makes at load (`vllm_copy_bytes`:
-    Gemma 4's k_proj again as v_proj), and a multimodal model's vision tower, which vLLM
-    loads with the language model (`vision_bytes`, sizing.vision)."""
-    return col("weights_bytes") + col("vllm_copy_bytes") + col("vision_bytes")
+    Gemma 4's k_proj again as v_proj), its MXFP4 expert padding (mxfp4_padding_bytes),
+    and a multimodal model's vision tower, which vLLM loads with the language model
+    (`vision_bytes`, sizing.vision)."""
+    return col("weights_bytes") + col("vllm_copy_bytes") + mxfp4_padding_bytes() \
+        + col("vision_bytes")
 
 
 def weights_on_device_bytes() -> pl.Expr:
