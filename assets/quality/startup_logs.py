@@ -17,7 +17,15 @@ from assets.resources import (
     table_asset,
 )
 from sizing.architecture import parse_config
-from sizing.engines.vllm import LOGIT_BYTES, VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings
+from sizing.engines.vllm import (
+    LOGIT_BYTES,
+    VLLM_V0,
+    VLLM_V1,
+    VLLM_V1_019,
+    VllmSettings,
+    budget_constants,
+    fit_budget,
+)
 from sizing.estimate import Configuration, Device, Usage, configuration_frame
 from sizing.evaluation import evaluate
 from sizing.units import BYTES_PER_GIB
@@ -126,13 +134,38 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
         pl.Series("sampler_gib", [min(o["max_num_seqs"], o["max_num_batched_tokens"])
                                   * o["vocab"] * LOGIT_BYTES / BYTES_PER_GIB for o in out],
                   pl.Float64),
-        pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64))
+        pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64),
+        pl.Series("moe", [o["n_experts"] > 0 for o in out], pl.Boolean))
     return pl.concat([predicted, runs.filter(pl.col("not_compared").is_not_null())],
                      how="diagonal_relaxed").with_columns(
         (pl.col("kv_pool_gib_estimated") / pl.col("kv_cache_gib") - 1).alias("kv_pool_error"),
         pl.when(pl.col("full_attention"))
         .then(pl.col("kv_tokens_estimated") / pl.col("kv_cache_tokens") - 1)
         .alias("kv_tokens_error"))
+
+
+# The held-out evaluations: each group's runs predicted with the budget's constants fitted
+# on the other groups' runs (a model; a source, HELD_OUT by source being the headline).
+HELD_OUT = {"model_repo": "kv_pool_error_held_out_by_model",
+            "source": "kv_pool_error_held_out_by_source"}
+
+
+def with_held_out_errors(df: pl.DataFrame, logs: pl.DataFrame, configs: dict[str, Path],
+                         gpus: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
+    """`df` (startup_log_frame of `logs`) with each compared run's KV-pool error held out
+    by model and by source (HELD_OUT)."""
+    compared = df.filter(pl.col("kv_pool_error").is_not_null())
+    logs = logs.with_row_index("log_id", offset=1).with_columns(pl.col("log_id").cast(pl.Int32))
+    for key, name in HELD_OUT.items():
+        parts = []
+        for group in compared.get_column(key).unique().sort():
+            ids = compared.filter(pl.col(key) == group).get_column("log_id")
+            with budget_constants(fit_budget(compared.filter(pl.col(key) != group))):
+                held = startup_log_frame(logs.filter(pl.col("log_id").is_in(ids.implode()))
+                                         .drop("log_id"), configs, gpus, gpu_ids)
+            parts.append(pl.DataFrame({"log_id": ids, name: held.get_column("kv_pool_error")}))
+        df = df.join(pl.concat(parts), on="log_id", how="left")
+    return df
 
 
 @table_asset("vllm_startup_checks", group="quality", check_specs=[
@@ -144,13 +177,16 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
                 "weights, activation peak, non-torch and graph memory, available KV cache "
                 "and its tokens; data/catalogs/engine_startup_logs*.csv with the quote and "
                 "source on every run) beside the KV pool and tokens the estimate gives "
-                "with the same flags.")
+                "with the same flags, and its KV-pool error with the budget refitted "
+                "without the run's model and without the run's source.")
 def vllm_startup_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
                         snapshot: SnapshotResource,
                         warehouse: WarehouseResource) -> dg.MaterializeResult:
     logs = load_startup_logs(catalog.path)
     configs = sized_configs(snapshot, warehouse.read("models"))
-    df = startup_log_frame(logs, configs, warehouse.read("gpus"), gpu_alias_map(catalog.path))
+    gpus, gpu_ids = warehouse.read("gpus"), gpu_alias_map(catalog.path)
+    df = with_held_out_errors(startup_log_frame(logs, configs, gpus, gpu_ids), logs, configs,
+                              gpus, gpu_ids)
     result = warehouse.publish(context, "vllm_startup_checks", df, CATALOGS_VERIFIED,
                                "data/catalogs/engine_startup_logs*.csv")
     compared = df.filter(pl.col("kv_pool_error").is_not_null())

@@ -25,8 +25,10 @@ engine_startup_logs.csv), each constant below printed by its fit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
+import sys
 from dataclasses import dataclass
 
 import polars as pl
@@ -252,23 +254,45 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
     """The fitted constants from start-up logs with the breakdown (columns
     `activation_peak_gib`, `non_torch_gib`, `cuda_graph_gib`, `tensor_parallel`,
     `sampler_gib` = rows x vocabulary x 4 bytes of the run, `n_layers`): medians, so that
-    no single log pulls them, and a least-squares line for the graph pool."""
+    no single log pulls them, and a least-squares line for the graph pool. A constant no log
+    supports (a fit without the source that holds them all) takes its floor: one F32 copy of
+    the logits, no non-torch memory on one GPU, the one-GPU figure with several, no graphs."""
     peak = logs.filter(pl.col("activation_peak_gib").is_not_null()
                        & (pl.col("version") != VLLM_V0))
     tp = logs.filter(pl.col("non_torch_gib").is_not_null())
     graphs = logs.filter(pl.col("cuda_graph_gib").is_not_null())
     x, y = graphs.get_column("n_layers").cast(pl.Float64), graphs.get_column("cuda_graph_gib")
-    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    spread = ((x - x.mean()) ** 2).sum() if graphs.height > 1 else 0.0
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / spread if spread else 0.0
+
+    def median(values: pl.Series, floor: float) -> float:
+        return floor if values.is_empty() else float(values.median())
+
+    single = median(tp.filter(pl.col("tensor_parallel") == 1).get_column("non_torch_gib"), 0.0)
     return {
-        "SAMPLER_COPIES": float((peak.get_column("activation_peak_gib")
-                                 / peak.get_column("sampler_gib")).median()),
-        "NON_TORCH_GIB_SINGLE": float(tp.filter(pl.col("tensor_parallel") == 1)
-                                      .get_column("non_torch_gib").median()),
-        "NON_TORCH_GIB_PARALLEL": float(tp.filter(pl.col("tensor_parallel") > 1)
-                                        .get_column("non_torch_gib").median()),
+        "SAMPLER_COPIES": median(peak.get_column("activation_peak_gib")
+                                 / peak.get_column("sampler_gib"), 1.0),
+        "NON_TORCH_GIB_SINGLE": single,
+        "NON_TORCH_GIB_PARALLEL": median(tp.filter(pl.col("tensor_parallel") > 1)
+                                         .get_column("non_torch_gib"), single),
         "GRAPH_GIB_PER_LAYER": float(slope),
-        "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()),
+        "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()) if graphs.height else 0.0,
     }
+
+
+@contextlib.contextmanager
+def budget_constants(fitted: dict[str, float]):
+    """The budget's expressions built with `fitted` in place of the published constants
+    (held-out evaluations: a fit without the logs it is checked on)."""
+    module = sys.modules[__name__]
+    saved = {k: getattr(module, k) for k in fitted}
+    for k, v in fitted.items():
+        setattr(module, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
 
 
 # Memory -----------------------------------------------------------------------------
