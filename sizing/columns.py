@@ -26,7 +26,8 @@ from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 MODEL: dict[str, pl.DataType] = {
     "model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
     "params_active": pl.Int64(), "params_embedding": pl.Int64(), "n_layers": pl.Int64(),
-    "hidden": pl.Int64(), "n_heads": pl.Int64(), "head_dim": pl.Int64(), "vocab": pl.Int64(),
+    "hidden": pl.Int64(), "expert_ffn": pl.Int64(), "n_heads": pl.Int64(),
+    "head_dim": pl.Int64(), "vocab": pl.Int64(),
     "kv_heads": pl.Int64(), "kv_heads_full": pl.Int64(), "max_context": pl.Int64(),
     "rope_scaled_max_context": pl.Int64(), "rope_scaling_type": pl.String(),
     "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),

@@ -163,6 +163,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "params_embedding": p.embedding,
         "n_layers": m.n_layers,
         "hidden": m.hidden,
+        "expert_ffn": m.moe.expert_ffn if m.moe is not None else 0,
         "n_heads": m.n_heads,
         "head_dim": m.head_dim,
         "vocab": m.vocab,

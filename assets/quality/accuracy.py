@@ -26,6 +26,21 @@ SPEED_SUBSETS = (
 )
 
 
+# The subsets vLLM's KV-pool errors are reported by: the GPU, MoE or dense, the kind of
+# weights (FP8 and the FP4 formats apart) and the attention (hybrid state or sliding
+# windows apart from full attention).
+KV_SUBSETS = (
+    pl.col("gpu_id"),
+    pl.format("model: {}", pl.when(pl.col("moe")).then(pl.lit("MoE")).otherwise(pl.lit("dense"))),
+    pl.format("weights: {}", pl.when(pl.col("format").is_in(["FP8", "NVFP4", "MXFP4"]))
+              .then(pl.lit("FP8/FP4")).otherwise(pl.col("format"))),
+    pl.format("attention: {}", pl.when(pl.col("full_attention")).then(pl.lit("full"))
+              .otherwise(pl.lit("hybrid or sliding-window"))),
+)
+# A subset with fewer points than this says so in `sample_note`.
+SMALL_SAMPLE = 10
+
+
 def _summary(errors: pl.LazyFrame, metric: str, evaluation: str,
              *subsets: pl.Expr) -> pl.LazyFrame:
     """n, median, p90 and max absolute relative error per subset of each kind, and over
@@ -49,8 +64,11 @@ def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) 
     checked = speed.lazy().filter(pl.col("error").is_not_null())
     parts = [
         _summary(sizes, "weights_bytes", "exact rule", pl.col("quant")),
-        _summary(runs.select(pl.col("kv_pool_error").alias("error"), "gpu_id"),
-                 "vllm_kv_pool", "in fit", pl.col("gpu_id")),
+        *(_summary(runs.filter(pl.col(error).is_not_null()).with_columns(
+            pl.col(error).alias("error")), "vllm_kv_pool", evaluation, *KV_SUBSETS)
+          for evaluation, error in (("in fit", "kv_pool_error"),
+                                    ("held out by model", "kv_pool_error_held_out_by_model"),
+                                    ("held out by source", "kv_pool_error_held_out_by_source"))),
         _summary(runs.filter(pl.col("kv_tokens_error").is_not_null())
                  .select(pl.col("kv_tokens_error").alias("error"), "gpu_id"),
                  "vllm_kv_tokens", "in fit", pl.col("gpu_id")),
@@ -62,8 +80,11 @@ def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) 
             errors = rows.filter(pl.col(error).is_not_null()).with_columns(
                 pl.col(error).alias("error"))
             parts.append(_summary(errors, kind, evaluation, *SPEED_SUBSETS))
-    return pl.concat(parts).filter(pl.col("n") > 0).select(
-        *_KEYS, "n", "median_abs_error", "p90_abs_error", "max_abs_error").collect()
+    return pl.concat(parts).filter(pl.col("n") > 0).with_columns(
+        pl.when(pl.col("n") < SMALL_SAMPLE).then(pl.lit(f"fewer than {SMALL_SAMPLE} points"))
+        .otherwise(pl.lit(None, pl.String)).alias("sample_note")).select(
+        *_KEYS, "n", "median_abs_error", "p90_abs_error", "max_abs_error", "sample_note") \
+        .collect()
 
 
 def worse_than(current: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
@@ -81,8 +102,8 @@ def worse_than(current: pl.DataFrame, previous: pl.DataFrame) -> pl.DataFrame:
     deps=["gguf_published_sizes", "vllm_startup_checks", "speed_checks"],
     description="The error of the published figures against published measurements: weight "
                 "bytes (GGUF files), vLLM's KV pool and tokens (start-up logs), decode and "
-                "prefill (benchmarks), per subset, in the fit and held out by GPU and by "
-                "source.")
+                "prefill (benchmarks), per subset, in the fit and held out by GPU (speed), "
+                "by model (vLLM) and by source; a subset of fewer than 10 points says so.")
 def accuracy(context: dg.AssetExecutionContext,
              warehouse: WarehouseResource) -> dg.MaterializeResult:
     try:

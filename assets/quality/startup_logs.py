@@ -1,5 +1,5 @@
 """Published vLLM start-up logs beside the KV-cache budget the estimate gives for the same
-model, GPU and flags (data/catalogs/engine_startup_logs.csv, quote and source per run)."""
+model, GPU and flags (data/catalogs/engine_startup_logs*.csv, quote and source per run)."""
 
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +17,15 @@ from assets.resources import (
     table_asset,
 )
 from sizing.architecture import parse_config
-from sizing.engines.vllm import LOGIT_BYTES, VLLM_V0, VLLM_V1_019, VllmSettings
+from sizing.engines.vllm import (
+    LOGIT_BYTES,
+    VLLM_V0,
+    VLLM_V1,
+    VLLM_V1_019,
+    VllmSettings,
+    budget_constants,
+    fit_budget,
+)
 from sizing.estimate import Configuration, Device, Usage, configuration_frame
 from sizing.evaluation import evaluate
 from sizing.units import BYTES_PER_GIB
@@ -25,18 +33,42 @@ from sizing.units import BYTES_PER_GIB
 # Checkpoint dtypes and vLLM quantizations as logged -> the weight format sized.
 FORMATS = {"bfloat16": "BF16", "bf16": "BF16", "bf16 (default dtype)": "BF16",
            "float16": "BF16", "bfloat16 / quantization=fp8": "FP8",
-           "bfloat16 / quantization=mxfp4": "MXFP4"}
+           "bfloat16 / quantization=mxfp4": "MXFP4", "MXFP4": "MXFP4", "FP8": "FP8",
+           "NVFP4": "NVFP4", "NVFP4 (modelopt)": "NVFP4", "AWQ": "AWQ", "GPTQ": "GPTQ"}
 # Logged versions -> the budget family they follow (sizing.engines.vllm.VLLM_VERSIONS).
 VERSIONS = {"v0.19.0": VLLM_V1_019, "V0 (~0.6.4)": VLLM_V0,
-            "V0 (~0.6.4, 'Memory profiling results' format)": VLLM_V0}
+            "V0 (~0.6.4, 'Memory profiling results' format)": VLLM_V0,
+            "v0.10.2 (gpu_worker.py:276, Sept 2025)": VLLM_V1_019,
+            "v0.11.0 (gpu_worker.py:298, Oct 2025)": VLLM_V1_019, "v0.24.0": VLLM_V1}
+# The catalog files of logs, read as one table: the first holds the llm-d-planner campaign
+# and the first issue threads, the second the logs gathered from other places since.
+LOG_FILES = ("engine_startup_logs.csv", "engine_startup_logs_more.csv")
+# A source is one campaign, repository or author: a thread of vLLM's own repository (each
+# its own reporter and machine), else the repository (a benchmark campaign, a recipe
+# collection, a project's own logs).
+_THREAD = r"github\.com/(vllm-project/vllm/(?:issues|pull|discussions)/\d+)"
+_REPOSITORY = r"github\.com/([^/]+/[^/]+)"
 # A run whose KV pool is off by more than this warns (the issue's 90th-percentile bound).
 KV_POOL_TOLERANCE = 0.25
 _MATCH_CHECK = "startup_logs_reproduced"
 
 
+def load_startup_logs(catalog_dir: Path | str) -> pl.DataFrame:
+    """Every logged run of LOG_FILES, all columns as text."""
+    return pl.concat([pl.read_csv(Path(catalog_dir) / f, infer_schema_length=0)
+                      for f in LOG_FILES], how="diagonal")
+
+
+def source_of(url: pl.Expr) -> pl.Expr:
+    """The source a run belongs to (_THREAD, else _REPOSITORY, else the address)."""
+    return pl.coalesce(url.str.extract(_THREAD, 1), url.str.extract(_REPOSITORY, 1), url)
+
+
 def _why_not(configs: dict[str, Path]) -> pl.Expr:
     """Why a logged run is not compared (null: it is)."""
+    excluded = pl.col("excluded_because").fill_null("")
     return (pl.when(pl.col("engine") != "vllm").then(pl.lit("not a vLLM run"))
+            .when(excluded != "").then(excluded)
             .when(~pl.col("model_repo").is_in(list(configs)))
             .then(pl.lit("model not in the snapshot"))
             .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not named or not in the catalog"))
@@ -61,8 +93,10 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
     """Every logged run, and for those the estimate can reproduce (model in `configs`,
     catalog GPU, sized format, modelled version, flags logged) the KV pool and token
     capacity it gives with the run's own flags."""
+    if "excluded_because" not in logs.columns:
+        logs = logs.with_columns(pl.lit(None, pl.String).alias("excluded_because"))
     runs = logs.with_row_index("log_id", offset=1).with_columns(
-        pl.col("log_id").cast(pl.Int32),
+        pl.col("log_id").cast(pl.Int32), source_of(pl.col("source_url")).alias("source"),
         pl.col("gpu").str.replace(r" \(.*$", "").replace_strict(gpu_ids, default=None)
         .alias("gpu_id"),
         pl.col("weight_format").replace_strict(FORMATS, default=None).alias("format"),
@@ -100,13 +134,38 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
         pl.Series("sampler_gib", [min(o["max_num_seqs"], o["max_num_batched_tokens"])
                                   * o["vocab"] * LOGIT_BYTES / BYTES_PER_GIB for o in out],
                   pl.Float64),
-        pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64))
+        pl.Series("n_layers", [o["n_layers"] for o in out], pl.Int64),
+        pl.Series("moe", [o["n_experts"] > 0 for o in out], pl.Boolean))
     return pl.concat([predicted, runs.filter(pl.col("not_compared").is_not_null())],
                      how="diagonal_relaxed").with_columns(
         (pl.col("kv_pool_gib_estimated") / pl.col("kv_cache_gib") - 1).alias("kv_pool_error"),
         pl.when(pl.col("full_attention"))
         .then(pl.col("kv_tokens_estimated") / pl.col("kv_cache_tokens") - 1)
         .alias("kv_tokens_error"))
+
+
+# The held-out evaluations: each group's runs predicted with the budget's constants fitted
+# on the other groups' runs (a model; a source, HELD_OUT by source being the headline).
+HELD_OUT = {"model_repo": "kv_pool_error_held_out_by_model",
+            "source": "kv_pool_error_held_out_by_source"}
+
+
+def with_held_out_errors(df: pl.DataFrame, logs: pl.DataFrame, configs: dict[str, Path],
+                         gpus: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
+    """`df` (startup_log_frame of `logs`) with each compared run's KV-pool error held out
+    by model and by source (HELD_OUT)."""
+    compared = df.filter(pl.col("kv_pool_error").is_not_null())
+    logs = logs.with_row_index("log_id", offset=1).with_columns(pl.col("log_id").cast(pl.Int32))
+    for key, name in HELD_OUT.items():
+        parts = []
+        for group in compared.get_column(key).unique().sort():
+            ids = compared.filter(pl.col(key) == group).get_column("log_id")
+            with budget_constants(fit_budget(compared.filter(pl.col(key) != group))):
+                held = startup_log_frame(logs.filter(pl.col("log_id").is_in(ids.implode()))
+                                         .drop("log_id"), configs, gpus, gpu_ids)
+            parts.append(pl.DataFrame({"log_id": ids, name: held.get_column("kv_pool_error")}))
+        df = df.join(pl.concat(parts), on="log_id", how="left")
+    return df
 
 
 @table_asset("vllm_startup_checks", group="quality", check_specs=[
@@ -116,17 +175,20 @@ def startup_log_frame(logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.Dat
     deps=["models", "gpus"],
     description="Published vLLM start-up logs (model, GPU, parallelism, flags, logged "
                 "weights, activation peak, non-torch and graph memory, available KV cache "
-                "and its tokens; data/catalogs/engine_startup_logs.csv with the quote and "
+                "and its tokens; data/catalogs/engine_startup_logs*.csv with the quote and "
                 "source on every run) beside the KV pool and tokens the estimate gives "
-                "with the same flags.")
+                "with the same flags, and its KV-pool error with the budget refitted "
+                "without the run's model and without the run's source.")
 def vllm_startup_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
                         snapshot: SnapshotResource,
                         warehouse: WarehouseResource) -> dg.MaterializeResult:
-    logs = pl.read_csv(Path(catalog.path) / "engine_startup_logs.csv", infer_schema_length=0)
+    logs = load_startup_logs(catalog.path)
     configs = sized_configs(snapshot, warehouse.read("models"))
-    df = startup_log_frame(logs, configs, warehouse.read("gpus"), gpu_alias_map(catalog.path))
+    gpus, gpu_ids = warehouse.read("gpus"), gpu_alias_map(catalog.path)
+    df = with_held_out_errors(startup_log_frame(logs, configs, gpus, gpu_ids), logs, configs,
+                              gpus, gpu_ids)
     result = warehouse.publish(context, "vllm_startup_checks", df, CATALOGS_VERIFIED,
-                               "data/catalogs/engine_startup_logs.csv")
+                               "data/catalogs/engine_startup_logs*.csv")
     compared = df.filter(pl.col("kv_pool_error").is_not_null())
     off = compared.filter(pl.col("kv_pool_error").abs() > KV_POOL_TOLERANCE)
     match = dg.AssetCheckResult(

@@ -25,8 +25,10 @@ engine_startup_logs.csv), each constant below printed by its fit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
+import sys
 from dataclasses import dataclass
 
 import polars as pl
@@ -130,6 +132,16 @@ V0_MIN_BATCHED_TOKENS = 2048
 # 0.46; RTX 3090 24576 MiB vs 23.58 GiB: 0.42; data/catalogs/research/gpu_driver_totals.csv).
 # Used where the catalog has no driver-visible total of its own (`memory_gib_cuda`).
 CUDA_RESERVED_GIB = 0.44
+
+# MXFP4 experts as vLLM lays them out (vllm/model_executor/layers/quantization/mxfp4.py,
+# vllm-project/vllm@007d50058a06dec0f82472d63c819244d460c40d, Mxfp4MoEMethod.create_weights:
+# "The moe marlin kernel requires that for each linear n % 256 == 0 and k % 128 == 0",
+# intermediate_size_per_partition rounded up to 128, hidden_size to 256). gpt-oss's 2880
+# become 2944 and 3072: 9.0 % more expert bytes, which the logs reproduce: gpt-oss-120b on an
+# H100 "Model loading took 65.9651 GiB" (vllm#23278) against 60.77 + 5.13, gpt-oss-20b on
+# an H100 13.64 GiB (llm-d-planner, vLLM 0.19) against 12.82 + 0.85. (An RTX 3090 on the
+# early "gptoss" image logged 12.88 GiB, unpadded: vllm#22331.)
+MXFP4_PAD_INTERMEDIATE, MXFP4_PAD_HIDDEN = 128, 256
 
 ACTIVATION_BYTES = 2  # BF16 activations in the profile forward pass
 LOGIT_BYTES = 4  # the sampler works on F32 logits
@@ -243,23 +255,45 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
     """The fitted constants from start-up logs with the breakdown (columns
     `activation_peak_gib`, `non_torch_gib`, `cuda_graph_gib`, `tensor_parallel`,
     `sampler_gib` = rows x vocabulary x 4 bytes of the run, `n_layers`): medians, so that
-    no single log pulls them, and a least-squares line for the graph pool."""
+    no single log pulls them, and a least-squares line for the graph pool. A constant no log
+    supports (a fit without the source that holds them all) takes its floor: one F32 copy of
+    the logits, no non-torch memory on one GPU, the one-GPU figure with several, no graphs."""
     peak = logs.filter(pl.col("activation_peak_gib").is_not_null()
                        & (pl.col("version") != VLLM_V0))
     tp = logs.filter(pl.col("non_torch_gib").is_not_null())
     graphs = logs.filter(pl.col("cuda_graph_gib").is_not_null())
     x, y = graphs.get_column("n_layers").cast(pl.Float64), graphs.get_column("cuda_graph_gib")
-    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    spread = ((x - x.mean()) ** 2).sum() if graphs.height > 1 else 0.0
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / spread if spread else 0.0
+
+    def median(values: pl.Series, floor: float) -> float:
+        return floor if values.is_empty() else float(values.median())
+
+    single = median(tp.filter(pl.col("tensor_parallel") == 1).get_column("non_torch_gib"), 0.0)
     return {
-        "SAMPLER_COPIES": float((peak.get_column("activation_peak_gib")
-                                 / peak.get_column("sampler_gib")).median()),
-        "NON_TORCH_GIB_SINGLE": float(tp.filter(pl.col("tensor_parallel") == 1)
-                                      .get_column("non_torch_gib").median()),
-        "NON_TORCH_GIB_PARALLEL": float(tp.filter(pl.col("tensor_parallel") > 1)
-                                        .get_column("non_torch_gib").median()),
+        "SAMPLER_COPIES": median(peak.get_column("activation_peak_gib")
+                                 / peak.get_column("sampler_gib"), 1.0),
+        "NON_TORCH_GIB_SINGLE": single,
+        "NON_TORCH_GIB_PARALLEL": median(tp.filter(pl.col("tensor_parallel") > 1)
+                                         .get_column("non_torch_gib"), single),
         "GRAPH_GIB_PER_LAYER": float(slope),
-        "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()),
+        "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()) if graphs.height else 0.0,
     }
+
+
+@contextlib.contextmanager
+def budget_constants(fitted: dict[str, float]):
+    """The budget's expressions built with `fitted` in place of the published constants
+    (held-out evaluations: a fit without the logs it is checked on)."""
+    module = sys.modules[__name__]
+    saved = {k: getattr(module, k) for k in fitted}
+    for k, v in fitted.items():
+        setattr(module, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
 
 
 # Memory -----------------------------------------------------------------------------
@@ -329,11 +363,26 @@ def full_layer_replication() -> pl.Expr:
     return kv_split() / pl.min_horizontal(col("n_gpus"), col("kv_heads_full"))
 
 
+def mxfp4_padding_bytes() -> pl.Expr:
+    """The zero rows vLLM adds to MXFP4 expert weights for its MoE kernels: the Marlin
+    layout needs n % 256 and k % 128, so each rank's expert intermediate size is rounded
+    up to MXFP4_PAD_INTERMEDIATE and the hidden size to MXFP4_PAD_HIDDEN, and the packed
+    weights and their scales grow by that ratio (Mxfp4MoEMethod.create_weights)."""
+    hidden = col("hidden")
+    per_rank = col("expert_ffn") / col("n_gpus")
+    padded = ((per_rank / MXFP4_PAD_INTERMEDIATE).ceil() * MXFP4_PAD_INTERMEDIATE
+              * (hidden / MXFP4_PAD_HIDDEN).ceil() * MXFP4_PAD_HIDDEN)
+    return pl.when((pl.col("weight_format") == "MXFP4") & (col("n_experts") > 0)) \
+        .then(col("expert_bytes") * (padded / (per_rank * hidden) - 1)).otherwise(0.0)
+
+
 def weights_held_bytes() -> pl.Expr:
     """The checkpoint's tensors plus the copies vLLM makes at load (`vllm_copy_bytes`:
-    Gemma 4's k_proj again as v_proj), and a multimodal model's vision tower, which vLLM
-    loads with the language model (`vision_bytes`, sizing.vision)."""
-    return col("weights_bytes") + col("vllm_copy_bytes") + col("vision_bytes")
+    Gemma 4's k_proj again as v_proj), its MXFP4 expert padding (mxfp4_padding_bytes),
+    and a multimodal model's vision tower, which vLLM loads with the language model
+    (`vision_bytes`, sizing.vision)."""
+    return col("weights_bytes") + col("vllm_copy_bytes") + mxfp4_padding_bytes() \
+        + col("vision_bytes")
 
 
 def weights_on_device_bytes() -> pl.Expr:

@@ -9,20 +9,21 @@ without each model in turn, and that model's runs are predicted with the others'
 the error printed is the error on logs left out of the fit.
 """
 
-import contextlib
-
 import polars as pl
 import pytest
 
 import sizing.engines.vllm as budget
 from assets.catalogs.readers import gpu_alias_map, load_gpus
-from assets.quality.startup_logs import startup_log_frame
-from sizing.engines.vllm import VLLM_V0, VLLM_V1_019, VllmSettings, fit_budget
+from assets.quality.startup_logs import (
+    load_startup_logs,
+    startup_log_frame,
+    with_held_out_errors,
+)
+from sizing.engines.vllm import VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings, fit_budget
 from sizing.estimate import Configuration, Device
 from tests.conftest import SNAPSHOT, load_arch
 
-LOGS = pl.read_csv(SNAPSHOT.parents[0] / "catalogs" / "engine_startup_logs.csv",
-                   infer_schema_length=0)
+LOGS = load_startup_logs(SNAPSHOT.parents[0] / "catalogs")
 CONFIGS = {str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
            for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")}
 GPUS = load_gpus()
@@ -37,32 +38,26 @@ def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
 RUNS = _compared()
 
 
-@contextlib.contextmanager
-def _constants(fitted: dict[str, float]):
-    saved = {k: getattr(budget, k) for k in fitted}
-    for k, v in fitted.items():
-        setattr(budget, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(budget, k, v)
+HELD_OUT = with_held_out_errors(startup_log_frame(LOGS, CONFIGS, GPUS, gpu_alias_map()), LOGS,
+                               CONFIGS, GPUS, gpu_alias_map()) \
+    .filter(pl.col("kv_pool_error").is_not_null())
+# The subsets the issue asks for (sizing.engines.vllm.FORMATS: FP8 and the FP4 formats).
+SUBSETS = {"MoE": pl.col("moe"), "FP8/FP4": pl.col("format").is_in(["FP8", "NVFP4", "MXFP4"]),
+           "hybrid or sliding-window": ~pl.col("full_attention")}
 
 
-def _held_out_errors() -> pl.DataFrame:
-    """Each model's runs predicted with constants fitted on the other models' runs."""
-    parts = []
-    for model in RUNS.get_column("model_repo").unique().sort():
-        with _constants(fit_budget(RUNS.filter(pl.col("model_repo") != model))):
-            parts.append(_compared(LOGS.filter(pl.col("model_repo") == model)))
-    return pl.concat(parts)
+def _stats(errors: pl.Series) -> str:
+    e = errors.drop_nulls().abs()
+    note = " (fewer than 10 points)" if e.len() < 10 else ""
+    return (f"n={e.len()}{note}: median {e.median():.1%}, p90 {e.quantile(0.9):.1%}, "
+            f"max {e.max():.1%}")
 
 
 def test_enough_logs_of_several_models_gpus_and_versions():
     assert RUNS.height >= 30
     assert RUNS.get_column("model_repo").n_unique() >= 10
     assert RUNS.get_column("gpu_id").n_unique() >= 2
-    assert set(RUNS.get_column("version")) == {VLLM_V1_019, VLLM_V0}
+    assert set(RUNS.get_column("version")) == {VLLM_V1, VLLM_V1_019, VLLM_V0}
 
 
 def test_published_constants_are_the_fit():
@@ -72,24 +67,37 @@ def test_published_constants_are_the_fit():
 
 
 def test_kv_pool_and_tokens_on_logs_left_out_of_the_fit():
-    """Issue bound: available KV memory and token capacity within 10 % median and 25 % at
-    the 90th percentile, on logs left out of any fit (a model's runs, with the constants
-    fitted on the other models' runs)."""
-    errors = _held_out_errors()
-    kv = errors.get_column("kv_pool_error").abs()
+    """Available KV memory and token capacity on logs left out of the fit: a model's runs
+    predicted with the constants fitted on the other models' runs. Issue bound: 10 %
+    median and 25 % at the 90th percentile."""
+    kv = HELD_OUT.get_column("kv_pool_error_held_out_by_model").abs()
     # Token capacity as vLLM prints it is blocks x 16 for full-attention models only; for
     # sliding-window and hybrid models it is a derived concurrency x max_model_len.
-    tokens = errors.get_column("kv_tokens_error").drop_nulls().abs()
-    print(f"\nvLLM KV pool, {kv.len()} logs held out by model: median {kv.median():.1%}, "
-          f"p90 {kv.quantile(0.9):.1%}, max {kv.max():.1%}")
-    print(f"vLLM KV tokens, {tokens.len()} full-attention logs: median {tokens.median():.1%}, "
-          f"p90 {tokens.quantile(0.9):.1%}, max {tokens.max():.1%}")
-    with pl.Config(tbl_rows=60, tbl_width_chars=160):
-        print(errors.select("model_repo", "gpu_id", "tensor_parallel", "max_model_len",
-                            "format", "kv_cache_gib", "kv_pool_gib_estimated", "kv_pool_error",
-                            "kv_tokens_error").sort("kv_pool_error"))
+    tokens = HELD_OUT.get_column("kv_tokens_error").drop_nulls().abs()
+    print(f"\nvLLM KV pool held out by model, {_stats(kv)}")
+    print(f"vLLM KV tokens, full-attention logs, {_stats(tokens)}")
     assert kv.median() <= 0.10 and kv.quantile(0.9) <= 0.25
     assert tokens.len() >= 15 and tokens.median() <= 0.10 and tokens.quantile(0.9) <= 0.25
+
+
+def test_kv_pool_held_out_by_source():
+    """The headline: each source's runs (a campaign, a repository, one vLLM thread)
+    predicted with the constants fitted without that source, overall and on the MoE,
+    FP8/FP4 and hybrid subsets. Issue 32's target is 15 % median and 35 % at the 90th
+    percentile; the bound asserted is what the estimate reaches now (the tail: gpt-oss-120b
+    at 1024 batched tokens, vllm#27508, and Qwen3.6-35B-A3B NVFP4 on an RTX 5090,
+    club-3090), so that it cannot get worse unseen."""
+    kv = HELD_OUT.get_column("kv_pool_error_held_out_by_source")
+    print(f"\nvLLM KV pool held out by source ({HELD_OUT.get_column('source').n_unique()} "
+          f"sources), {_stats(kv)}")
+    for name, subset in SUBSETS.items():
+        print(f"  {name}: {_stats(HELD_OUT.filter(subset).get_column(kv.name))}")
+    with pl.Config(tbl_rows=60, tbl_width_chars=170, fmt_str_lengths=30):
+        print(HELD_OUT.select("source", "model_repo", "gpu_id", "tensor_parallel", "format",
+                              "kv_cache_gib", "kv_pool_gib_estimated", "kv_pool_error",
+                              "kv_pool_error_held_out_by_model", kv.name)
+              .sort(kv.name))
+    assert kv.abs().median() <= 0.05 and kv.abs().quantile(0.9) <= 0.20
 
 
 def test_the_profile_batch_follows_max_model_len_in_v0():
@@ -118,3 +126,20 @@ def test_an_estimate_at_default_flags_uses_vllms_defaults():
     graphs = budget.GRAPH_GIB_BASE + budget.GRAPH_GIB_PER_LAYER * 32
     assert eager.vllm.kv_pool_gib - default.vllm.kv_pool_gib == pytest.approx(graphs)
     assert "--gpu-memory-utilization 0.92 \\\n  --max-num-seqs 1024" in default.launch.vllm
+
+
+def test_mxfp4_experts_are_loaded_padded_to_the_marlin_layout():
+    """vLLM pads MXFP4 experts to its MoE kernels' layout (mxfp4.py create_weights: hidden
+    size to a multiple of 256, each rank's intermediate size to 128): gpt-oss's 2880 x 2880
+    experts load as 3072 x 2944. Measured: gpt-oss-120b on one H100, "Model loading took
+    65.9651 GiB" (vllm-project/vllm#23278); gpt-oss-20b on one H100, 13.64 GiB
+    (llm-d-planner's vLLM 0.19.0 log, data/catalogs/engine_startup_logs.csv)."""
+    from sizing.estimate import Usage, configuration_frame
+    from sizing.evaluation import evaluate
+
+    g = GPUS.filter(pl.col("gpu_id") == "h100_sxm5_80gb").row(0, named=True)
+    device = Device(g["gpu_id"], g["memory_gib"], memory_cuda_gib=g["memory_gib_cuda"])
+    queries = [(load_arch(m), Configuration("MXFP4", 8192, "auto", engine="vllm"), device, Usage())
+               for m in ("openai/gpt-oss-120b", "openai/gpt-oss-20b")]
+    loaded = evaluate(configuration_frame(queries), through="memory").get_column("weights_gpu_gib")
+    assert loaded.to_list() == pytest.approx([65.9651, 13.64], rel=0.005)
