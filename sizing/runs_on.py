@@ -10,6 +10,8 @@ are ranked by parameters (the biggest model that runs first), then by decode spe
 
 import polars as pl
 
+from sizing.quality import at_least, with_quality
+
 # KV-cache precision, most precise first: the engine's own 16-bit cache, then 8-bit,
 # then 4-bit (llama.cpp's f16, q8_0, q4_0; vLLM's auto = the model's dtype, fp8).
 KV_RANK = {"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1, "q4_0": 2}
@@ -38,12 +40,13 @@ def candidates(fit: pl.LazyFrame, cost: pl.LazyFrame, formats: pl.LazyFrame,
                   nulls_last=True))
 
 
-def frontier(rows: pl.LazyFrame) -> pl.LazyFrame:
-    """Of each model's ordered rows per GPU, context and engine, those some minimum
-    decode speed would pick: a row later in the order is kept only if it decodes faster
-    than every row before it (the site's filter needs no other row)."""
+def frontier(rows: pl.LazyFrame, order: str = "_order") -> pl.LazyFrame:
+    """Of each model's ordered rows per GPU, context and engine (`order`: their rank in the
+    rule), those some minimum decode speed would pick: a row later in the order is kept
+    only if it decodes faster than every row before it (the site's filter needs no other)."""
     speed = pl.col("decode_tok_s").fill_null(-1.0)
-    before = speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine")
+    before = speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine",
+                                           order_by=order)
     return rows.filter(before.is_null() | (speed > before))
 
 
@@ -60,3 +63,15 @@ def runs_on(rows: pl.LazyFrame, models: pl.LazyFrame, context: int,
             .join(models.select("model_id", "params_total"), on="model_id", how="left")
             .sort(["params_total", "decode_tok_s", "model_id"], descending=[True, True, False],
                   nulls_last=True))
+
+
+def site_rows(rows: pl.LazyFrame, tiers: pl.DataFrame,
+              floors: tuple[str, ...]) -> pl.LazyFrame:
+    """The rows a page's filter needs to answer as `runs_on` does at any context, minimum
+    speed, engine and quality floor of `floors` (`rows`: candidates(); `tiers`: the
+    published format_quality_tiers): the union of each floor's frontier with its
+    `quality_tier`, in the rule's order (the page takes each model's first row that passes
+    its filters). The rule's order is carried as a column: joins do not keep row order."""
+    ranked = with_quality(rows.with_row_index("_order"), tiers)
+    kept = pl.concat([frontier(ranked.filter(at_least(f))) for f in floors]).unique(_KEYS)
+    return kept.sort("gpu_id", "model_id", "context", "_order").drop("_order")

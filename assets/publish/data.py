@@ -1,5 +1,6 @@
 """The rows each page shows, read from the published tables (warehouse.store) as any
-downstream consumer reads them: never from the sizing library.
+downstream consumer reads them: never from the sizing library's formulas (the GPU pages'
+filter chooses among published rows by the rule `llm-sizing fit` uses, sizing.runs_on).
 
 Everything is selected with vectorised Polars queries first and then grouped into plain
 Python rows per page, because per-page queries over the 20 M-row fit matrix would cost
@@ -18,6 +19,8 @@ import polars as pl
 
 from assets.publish import heads as hd
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
+from sizing.quality import FLOOR_CHOICES
+from sizing.runs_on import candidates, site_rows
 from warehouse import store
 
 TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
@@ -60,6 +63,8 @@ class SiteData:
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
+    # Per GPU, the rows its "what runs on it" filter chooses from (sizing.runs_on).
+    runs: dict[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
     # A lazy read of a table at the version above (the workbench packs whole tables).
@@ -182,6 +187,7 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
                         .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
                         .collect(engine="streaming"), h, "cheapest", "model_id")
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
+    d.runs = _group(_runs(scan, tiers).collect(engine="streaming"), h, "runs", "gpu_id")
     return d
 
 
@@ -288,6 +294,19 @@ def _with_tiers(rows: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
                           (pl.coalesce("own_meets_default_floor", "gen_meets_default_floor")
                            & pl.col("kv_meets_default_floor")).fill_null(False)
                           .alias("meets_quality_floor")))
+
+
+# What a GPU page's filter shows of each row (the pair page's workbench has the rest).
+RUN_COLUMNS = ("gpu_id", "model_id", "context", "engine", "weight_format", "kv_dtype",
+               "verdict", "max_context_tokens", "decode_tok_s", "cost_per_mtok_usd",
+               "quality_tier")
+
+
+def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.LazyFrame:
+    """Every GPU's rows that run on one GPU at batch 1, reduced to those the filter can
+    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows)."""
+    rows = candidates(scan("fit_matrix"), scan("cost_matrix"), scan("weight_formats"))
+    return site_rows(rows, tiers, FLOOR_CHOICES).select(RUN_COLUMNS)
 
 
 def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:

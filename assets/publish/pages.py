@@ -17,6 +17,7 @@ from assets.publish.data import ALL, SiteData
 from assets.publish.heads import ENGINE_ORDER, cache_types
 from assets.publish.heads import hctx as _hctx
 from sizing.choices import DEFAULT_PROMPT_TOKENS
+from sizing.quality import FLOOR_CHOICES, TIERS
 
 FIT_TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
               "fit_matrix", "gguf_published_sizes", "finetune", "quantized_releases")
@@ -95,6 +96,7 @@ def all_pages(d: SiteData) -> list[Page]:
             gpu_path(g), f"{d.gpus[g]['name']}: specifications, prices and the models it runs",
             "gpu",
             {"fit": (("gpus", g), ("fits_by_gpu", g), ("models", ALL), ("formats", ALL)),
+             "runs": (("gpus", g), ("runs", g), ("models", ALL)),
              "cost": (("gpus", g), ("offers", g), ("cost_basis", g), ("history", g))},
             functools.partial(lambda g: gpu_parts(d, g), g)))
     pages.append(Page("index.html", "Which open-weight LLM runs on which GPU", "index",
@@ -305,9 +307,34 @@ def gpu_parts(d: SiteData, g: str) -> list[Part]:
         return {"gpu": gpu, "formats": fmts, "grid": grid}
 
     return [Part("fit", "gpu_fit.html.j2", FIT_TABLES, fit),
+            Part("runs", "gpu_runs.html.j2", RUNS_TABLES, lambda: runs_on_gpu(d, g)),
             Part("cost", "gpu_cost.html.j2", COST_TABLES,
                  lambda: {"gpu": gpu, "offers": d.offers.get(g, []),
                           "basis": d.cost_basis.get(g, []), "history": d.history.get(g, [])})]
+
+
+RUNS_TABLES = ("fit_matrix", "cost_matrix", "weight_formats", "format_quality_tiers",
+               "models", "gpus")
+# The filter's columns, as runs.js reads them (data.RUN_COLUMNS, shorter names).
+_RUN_FIELDS = {"model": "model_id", "context": "context", "engine": "engine",
+               "format": "weight_format", "kv": "kv_dtype", "verdict": "verdict",
+               "maxctx": "max_context_tokens", "decode": "decode_tok_s",
+               "cost": "cost_per_mtok_usd", "quality": "quality_tier"}
+
+
+def runs_on_gpu(d: SiteData, g: str) -> dict:
+    """The GPU page's filter: its rows as arrays (models by index), the controls' choices."""
+    rows = d.runs.get(g, [])
+    models = sorted({r["model_id"] for r in rows})
+    index = {m: i for i, m in enumerate(models)}
+    packed = [[index[r["model_id"]] if k == "model" else r[c] for k, c in _RUN_FIELDS.items()]
+              for r in rows]
+    return {"gpu": d.gpus[g], "contexts": sorted({r["context"] for r in rows}),
+            "engines": [e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows)],
+            "floors": FLOOR_CHOICES,
+            "data": {"columns": list(_RUN_FIELDS), "tiers": list(TIERS), "rows": packed,
+                     "models": [{"id": m, "params": d.models[m]["params_total"]}
+                                for m in models]}}
 
 
 def index_parts(d: SiteData) -> list[Part]:

@@ -505,3 +505,33 @@ def test_the_seed_pair_names_four_priced_picks_and_where_to_rent(built):
     # Each cheapest configuration per format names the offer its cost is computed at.
     cheapest = page.split('class="alt-cheapest"')[1].split("</table>")[0]
     assert "USD per GPU-hour (verified 20" in cheapest
+
+
+def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(built, server, browser,
+                                                                monkeypatch, capsys):
+    """Issue 28: on the RTX 4090's page, context 32,768 and at least 20 tok/s give the same
+    models, formats and speeds as `llm-sizing fit --gpu "RTX 4090" --context 32768
+    --min-tok-s 20 --json` on the same release; the filters are kept in the URL, and a
+    result links its pair page with the configuration preset."""
+    from pipeline.cli import main
+
+    root, _ = built
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", root)
+    assert main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20",
+                 "--json"]) == 0
+    cli = {(m["model_id"], m["engine"], m["weight_format"], m["kv_dtype"])
+           for m in json.loads(capsys.readouterr().out)["models"]}
+    assert cli
+    page, errors = open_page(browser, server + "gpus/rtx_4090.html", "gpu-runs")
+    page.wait_for_selector("#runs[data-ready='1']")
+    page.select_option("#runs-context", "32768")
+    page.fill("#runs-min", "20")
+    page.dispatch_event("#runs-min", "change")
+    rows = page.locator("#runs-table tbody tr")
+    shown = {tuple(rows.nth(i).locator("td").nth(j).inner_text() for j in (0, 2, 3, 4))
+             for i in range(rows.count())}
+    assert shown == cli
+    assert "c=32768" in page.url and "s=20" in page.url
+    href = rows.first.locator("a").get_attribute("href")
+    assert "#f=" in href and "c=32768" in href
+    assert errors == []
