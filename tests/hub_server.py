@@ -39,6 +39,7 @@ class HubState:
     gated: set[str] = field(default_factory=lambda: {LLAMA})
     faults: dict[str, str] = field(default_factory=dict)  # repo_id -> 429-once|500|slow
     calls: list[str] = field(default_factory=list)
+    bearers: list[str] = field(default_factory=list)  # each request's bearer token
     _seen_429: set[str] = field(default_factory=set)
 
 
@@ -62,6 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         path = urlparse(self.path).path
         state.calls.append(f"{self.command} {path}")
+        state.bearers.append(self.headers.get("Authorization", "").removeprefix("Bearer "))
         if path == "/api/models":  # list_models: documented format, from what the Hub holds
             author = parse_qs(urlparse(self.path).query).get("author", [""])[0]
             listing = [{"id": r, "downloads": i.get("downloads", 0), "pipeline_tag":

@@ -482,3 +482,42 @@ def test_implausible_raw_prices_keep_the_providers_previous_prices(released, mon
         assert not contract.passed and "price per instance-hour" in str(contract.metadata)
         assert store.current_version(store.table_uri("prices_runpod", base))["version"] \
             == before
+
+
+def test_an_online_run_writes_its_tokens_nowhere(released, tmp_path, monkeypatch):
+    """Issue 33: the Hub and the four price providers fetched live from their stand-ins on
+    127.0.0.1 with HF_TOKEN and DIGITALOCEAN_TOKEN set; every file the run writes (tables,
+    recordings, the Dagster instance's event log and compute logs) is searched for them."""
+    from assets.ingest.hub_models import hub_models
+    from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices
+    from assets.resources import HubResource, PriceSourcesResource
+    from tests.hub_server import HubState, hub_server
+    from tests.price_server import price_server
+
+    base, snapshot, resources = released
+    tokens = {"HF_TOKEN": "hf_scanme0123456789", "DIGITALOCEAN_TOKEN": "dop_v1_scanme987654"}
+    for k, v in tokens.items():
+        monkeypatch.setenv(k, v)
+    live = snapshot.parent / "live-secrets"
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    state = HubState()
+    with hub_server(state) as hub_url, price_server({}) as url, \
+            dg.instance_for_test(temp_dir=str(home)) as instance:
+        prices = PriceSourcesResource(offline=False, snapshot_path=str(live),
+                                      base_urls=dict.fromkeys(
+                                          ("runpod", "vastai", "vultr", "digitalocean"), url))
+        result = dg.materialize(
+            ALL_ASSETS, instance=instance,
+            resources=resources | {"price_sources": prices,
+                                   "hub": HubResource(offline=False, endpoint=hub_url)},
+            selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS, gpu_prices))
+        assert result.success
+        events = list(instance.all_logs(result.run_id))
+    # The token was sent, so there was something to leak.
+    assert tokens["HF_TOKEN"] in state.bearers
+    assert events
+    leaked = [str(p) for root in (Path(base), live, snapshot, home) for p in root.rglob("*")
+              if p.is_file() and any(v.encode() in p.read_bytes() for v in tokens.values())]
+    assert leaked == []
+    assert not any(v in str(e) for e in events for v in tokens.values())
