@@ -5,6 +5,7 @@ configuration), `fit` (what runs on a GPU), `prices` (what to rent), `snapshot r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -243,10 +244,18 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                          split_mode=getattr(args, "split_mode", None))
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
-        validate(m, conf, device)
+        validate(m, conf, device, _engine_support())
     except InvalidConfiguration as e:
         raise QueryError(str(e)) from None
     return m, conf, device, Usage(price, source, args.hours_per_day, args.electricity), gpu
+
+
+@functools.cache
+def _engine_support():
+    """data/catalogs/engine_support.csv, read once per command (sizing.support)."""
+    from assets.catalogs.readers import load_engine_support
+
+    return load_engine_support()
 
 
 def estimate_command(args: argparse.Namespace) -> int:
@@ -263,7 +272,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         m, conf, device, usage, gpu = _query(args, offers, {})
     except QueryError as e:
         raise SystemExit(f"error: {e}") from None
-    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
+    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos(), _engine_support())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
@@ -423,7 +432,7 @@ def plan_command(args: argparse.Namespace) -> int:
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
     table = plan(pl.DataFrame([model_row(m)]), weights, load_gpus(), profile,
                  _published_offers(), formats, args.budget_usd, quality=load_quality_tiers(),
-                 min_quality=args.min_quality)
+                 min_quality=args.min_quality, support=_engine_support())
     if args.json:
         print(json.dumps(_finite(table.head(args.top).to_dicts()), indent=2, default=str))
         return 0 if table.height else 1
@@ -506,7 +515,8 @@ def _bulk(source: str, offers) -> int:
             answers.append({"line": n})
         except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
             answers.append({"line": n, "error": str(e)})
-    results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
+    results = iter(estimate_many(queries, load_checkpoint_repos(), _engine_support())) \
+        if queries else iter(())
     for answer in answers:
         if "error" not in answer:
             answer |= next(results).to_dict()
@@ -581,13 +591,15 @@ def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
     from sizing.recommend import best_format_for_gpu, recommend
 
     gpus, tiers = load_gpus(), load_quality_tiers()
+    support = _engine_support()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
-                    offers, min_decode_tok_s, budget_usd)
+                    offers, min_decode_tok_s, budget_usd, support)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
-                               offers, min_decode_tok_s, budget_usd, tiers, min_quality)
+                               offers, min_decode_tok_s, budget_usd, tiers, min_quality,
+                               support)
         rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
                                              "decode_tok_s", "outlay_usd", "rent_usd_per_hour",
                                              "quality_tier").to_dicts() if by_format.height \
@@ -595,7 +607,7 @@ def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
-                               batch=conf.batch).to_dicts()
+                               batch=conf.batch, support=support).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
         m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers,

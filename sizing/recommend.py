@@ -16,6 +16,7 @@ from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
 from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
+from sizing.support import support_columns
 
 
 def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
@@ -61,24 +62,21 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 
 def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
-    """What a recommendation shows of a GPU besides its sizing: name, prices, compute
-    capability (null where the catalog has none)."""
-    facts = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
-                        "memory_gib", *(["compute_capability"] if "compute_capability"
-                                        in gpus.columns else []))
-    if "compute_capability" not in facts.columns:
-        facts = facts.with_columns(pl.lit(None, pl.Float64).alias("compute_capability"))
-    return facts
+    """What a recommendation shows of a GPU besides its sizing: name and prices."""
+    return gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
+                       "memory_gib")
 
 
 def sized_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                     gpus: pl.DataFrame, batch: int = 1,
-                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> pl.DataFrame:
+                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                    support: pl.DataFrame | None = None) -> pl.DataFrame:
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
     sizing.evaluation through energy) and whether the engine has kernels for the format
-    there (sizing.kernels)."""
+    there (sizing.kernels, by the engine_support rules `support`: sizing.support)."""
     rows = evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens),
-                    through="energy").join(_gpu_facts(gpus), on="gpu_id")
+                    through="energy").join(_gpu_facts(gpus), on="gpu_id") \
+        .with_columns(support_columns(support))
     return rows.with_columns(kernel_refusal().alias("kernel_refusal"),
                              kernel_basis().alias("kernel_basis"))
 
@@ -98,11 +96,13 @@ def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
 def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
               gpus: pl.DataFrame, offers: pl.DataFrame | None = None,
               min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-              budget_usd: float | None = None) -> dict[str, Any]:
-    """Hardware that fits, has the engine's kernels for the format and decodes at least
-    `min_decode_tok_s` (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within
-    `budget_usd` of hardware where given."""
-    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus)
+              budget_usd: float | None = None, support: pl.DataFrame | None = None
+              ) -> dict[str, Any]:
+    """Hardware that fits, has the engine's kernels for the format (the engine_support
+    rules `support`) and decodes at least `min_decode_tok_s`
+    (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
+    hardware where given."""
+    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support)
     fits = sized.filter(runs_at(min_decode_tok_s))
     priced = fits.filter(pl.col("price_new_usd").is_not_null()) \
         .with_columns((pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd"))
