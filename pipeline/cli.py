@@ -5,6 +5,7 @@ configuration), `fit` (what runs on a GPU), `prices` (what to rent), `snapshot r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -272,10 +273,18 @@ def _query(args: argparse.Namespace, offers, cache: dict):
                          split_mode=getattr(args, "split_mode", None))
     price, source = _price_for(args, gpu["gpu_id"], offers)
     try:
-        validate(m, conf, device)
+        validate(m, conf, device, _engine_support())
     except InvalidConfiguration as e:
         raise QueryError(str(e)) from None
     return m, conf, device, Usage(price, source, args.hours_per_day, args.electricity), gpu
+
+
+@functools.cache
+def _engine_support():
+    """data/catalogs/engine_support.csv, read once per command (sizing.support)."""
+    from assets.catalogs.readers import load_engine_support
+
+    return load_engine_support()
 
 
 def estimate_command(args: argparse.Namespace) -> int:
@@ -292,7 +301,7 @@ def estimate_command(args: argparse.Namespace) -> int:
         m, conf, device, usage, gpu = _query(args, offers, {})
     except QueryError as e:
         raise SystemExit(f"error: {e}") from None
-    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos())
+    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos(), _engine_support())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
@@ -464,11 +473,13 @@ def plan_command(args: argparse.Namespace) -> int:
     profile = TrafficProfile("given", args.requests_per_s, args.prompt_tokens,
                              args.output_tokens, args.ttft_p95_ms, args.tpot_ms)
     gpus, offers, tiers = load_gpus(), _published_offers(), load_quality_tiers()
+    support = _engine_support()
 
     def run(profile: TrafficProfile, budget_usd: float | None, min_quality: str
             ) -> pl.DataFrame:
         return plan(pl.DataFrame([model_row(m)]), weights, gpus, profile, offers, formats,
-                    budget_usd, quality=tiers, min_quality=min_quality)
+                    budget_usd, quality=tiers, min_quality=min_quality,
+                    support=support)
 
     table = run(profile, args.budget_usd, args.min_quality)
     if table.is_empty():  # why, on stderr, in both modes
@@ -557,7 +568,8 @@ def _bulk(source: str, offers) -> int:
             answers.append({"line": n})
         except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
             answers.append({"line": n, "error": str(e)})
-    results = iter(estimate_many(queries, load_checkpoint_repos())) if queries else iter(())
+    results = iter(estimate_many(queries, load_checkpoint_repos(), _engine_support())) \
+        if queries else iter(())
     for answer in answers:
         if "error" not in answer:
             answer |= _no_negative_memory(next(results).to_dict())
@@ -647,13 +659,15 @@ def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
     from sizing.recommend import best_format_for_gpu, recommend
 
     gpus, tiers = load_gpus(), load_quality_tiers()
+    support = _engine_support()
     rec = recommend(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine, gpus,
-                    offers, min_decode_tok_s, budget_usd)
+                    offers, min_decode_tok_s, budget_usd, support)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(m, conf.context, conf.kv_dtype, conf.engine, gpus, objective,
-                               offers, min_decode_tok_s, budget_usd, tiers, min_quality)
+                               offers, min_decode_tok_s, budget_usd, tiers, min_quality,
+                               support)
         rec["per_format"] = by_format.select("weight_format", "gpu_id", "name", "n_gpus",
                                              "decode_tok_s", "outlay_usd", "rent_usd_per_hour",
                                              "quality_tier").to_dicts() if by_format.height \
@@ -661,7 +675,7 @@ def _recommendations(m, conf, gpu_id: str, offers, min_decode_tok_s: float,
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(m, conf.weight_format, conf.context, conf.kv_dtype, conf.engine,
                                gpus, objective, offers, min_decode_tok_s, budget_usd,
-                               batch=conf.batch).to_dicts()
+                               batch=conf.batch, support=support).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_for_gpu(
         m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers,

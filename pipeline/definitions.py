@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from assets.catalogs.tables import (
+    engine_support,
     engines,
     format_quality,
     format_quality_tiers,
@@ -49,7 +50,8 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, format_quality,
+TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, engine_support,
+                format_quality,
                 format_quality_tiers, hub_models, models, weights,
                 fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
                 gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,

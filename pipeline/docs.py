@@ -164,7 +164,8 @@ def picks_page(picks: pl.DataFrame, reference: pl.DataFrame, sized: pl.DataFrame
     return "\n".join(lines)
 
 
-def _reference_case_sized(reference: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+def _reference_case_sized(reference: pl.DataFrame, gpus: pl.DataFrame,
+                          base: str | None) -> pl.DataFrame:
     """The reference case on every GPU and count, as the recommendations size it, with the
     outlay of each (new, or used where the catalog dates a lower price)."""
     from pipeline.names import model_config_path
@@ -174,7 +175,8 @@ def _reference_case_sized(reference: pl.DataFrame, gpus: pl.DataFrame) -> pl.Dat
     c = reference.row(0, named=True)
     name, path = model_config_path(c["model_id"])
     m = parse_config(path.read_bytes(), name)
-    sized = sized_over_gpus(m, c["weight_format"], c["context"], c["kv_dtype"], c["engine"], gpus)
+    sized = sized_over_gpus(m, c["weight_format"], c["context"], c["kv_dtype"], c["engine"], gpus,
+                            support=store.read("engine_support", base=base))
     return sized.with_columns((pl.min_horizontal("price_new_usd", "price_used_usd")
                                * pl.col("n_gpus")).alias("outlay_usd"))
 
@@ -220,7 +222,7 @@ def render(base: str | None = None) -> dict[Path, str]:
     reference = pl.read_csv(REFERENCE_PICKS)
     gpus = store.read("gpus", base=base)
     picks = picks_page(store.read("hardware_picks", base=base), reference,
-                       _reference_case_sized(reference, gpus),
+                       _reference_case_sized(reference, gpus, base),
                        store.read("gpu_prices", base=base))
     accuracy = _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc))
     return {README: readme, PICKS_DOC: picks + "\n", ACCURACY_DOC: accuracy}

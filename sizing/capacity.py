@@ -44,7 +44,6 @@ from sizing.energy import joules_per_token
 from sizing.engines import FORMATS_BY_ENGINE, VLLM
 from sizing.evaluation import STAGE_COLUMNS
 from sizing.grid import configurations, engine_kv_dtypes
-from sizing.kernels import kernels_run
 from sizing.memory import kv_cell_bytes_columns
 from sizing.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
 from sizing.rules import ROW_RULES, allowed, effective_max_context
@@ -193,15 +192,14 @@ def plan(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
          profile: TrafficProfile, offers: pl.DataFrame | None = None,
          formats: pl.DataFrame | None = None, budget_usd: float | None = None,
          batches: tuple[int, ...] = BATCH_GRID, quality: pl.DataFrame | None = None,
-         min_quality: str = DEFAULT_MIN_QUALITY) -> pl.DataFrame:
+         min_quality: str = DEFAULT_MIN_QUALITY, support: pl.DataFrame | None = None
+         ) -> pl.DataFrame:
     """plans() over every configuration of the grid (sizing.grid.configurations: each
-    model's formats on every catalog GPU and count its engine runs) whose engine has the
-    format's kernels on that GPU (sizing.kernels). `formats`: (engine, weight_format)
+    model's formats on every catalog GPU and count its engine runs) that the engine_support
+    rules (`support`, sizing.support) do not refuse. `formats`: (engine, weight_format)
     pairs, the grid's unless given; `quality` and `min_quality` as plans()."""
-    configured = (configurations(models.lazy(), weights.lazy(), gpus.lazy(),
-                                 None if formats is None else formats.lazy())
-                  .join(gpus.lazy().select("gpu_id", "compute_capability"), on="gpu_id")
-                  .filter(kernels_run()))
+    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(),
+                                None if formats is None else formats.lazy(), support)
     rows = serving_rows(configured, profile.prompt_tokens, profile.output_tokens, batches)
     return plans(rows, profile, offers, gpus, budget_usd, quality, min_quality) \
         .collect(engine="streaming")

@@ -62,6 +62,7 @@ DEVICE: dict[str, pl.DataType] = {
     "unified_memory": pl.Boolean(), "vendor": pl.String(), "memory_type": pl.String(),
     "bandwidth_gb_s": pl.Float64(),
     "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(), "interconnect": pl.String(),
+    "compute_capability": pl.Float64(),  # NVIDIA's; read by the engine_support rules
 }
 
 # vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved

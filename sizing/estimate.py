@@ -49,6 +49,7 @@ from sizing.result import (
     VllmBudget,
 )
 from sizing.rules import refusals
+from sizing.support import SUPPORT_COLUMNS, support_columns
 from sizing.units import gib
 from sizing.vision import (
     CLIP_COMPUTE_BYTES,
@@ -82,6 +83,9 @@ class Device:
     # The memory technology ("HBM3", "GDDR6X"; None: not known): llama.cpp's decode on HBM
     # cards has a fit of its own.
     memory_type: str | None = None
+    # NVIDIA's CUDA compute capability (None: not NVIDIA or not known): engine_support
+    # rules (sizing.support) are per compute-capability range.
+    compute_capability: float | None = None
 
     @classmethod
     def from_catalog(cls, g: Mapping[str, Any]) -> Device:
@@ -93,7 +97,7 @@ class Device:
                    n_gpus_options=tuple(int(n) for n in (g["n_gpus_options"] or "").split(";")
                                         if n),
                    memory_cuda_gib=g["memory_gib_cuda"], interconnect=g["interconnect"],
-                   memory_type=g["memory_type"])
+                   memory_type=g["memory_type"], compute_capability=g.get("compute_capability"))
 
 
 @dataclass(frozen=True)
@@ -156,29 +160,36 @@ def default_kv_dtype(m: ModelArch, engine: str) -> str:
     return engines.MODULES[engine].DEFAULT_KV_DTYPE
 
 
-def _rule_row(m: ModelArch, c: Configuration, d: Device | None) -> pl.DataFrame:
-    """The columns sizing.rules reads, for this one configuration."""
+def _rule_row(m: ModelArch, c: Configuration, d: Device | None,
+              support: pl.DataFrame | None) -> pl.DataFrame:
+    """The columns sizing.rules reads, for this one configuration, with the engine_support
+    rules' verdict on it (`support`, sizing.support)."""
     row = {k: v for k, v in model_row(m).items() if k in _RULE_MODEL_COLUMNS} | {
         "engine": c.engine, "weight_format": c.weight_format, "kv_dtype": c.kv_dtype,
         "context": c.context, "n_gpus": c.n_gpus, "rope_scaling": c.rope_scaling,
-        "gpu_id": d.name if d else None,
+        "gpu_id": d.name if d else None, "vendor": d.vendor if d else None,
+        "compute_capability": d.compute_capability if d else None,
         "engines": ";".join(d.engines) if d and d.engines is not None else None,
         "n_gpus_options": ";".join(map(str, d.n_gpus_options))
         if d and d.n_gpus_options is not None else None}
-    return pl.DataFrame([row], schema_overrides=_RULE_SCHEMA)
+    return pl.DataFrame([row], schema_overrides=_RULE_SCHEMA) \
+        .with_columns(support_columns(support))
 
 
 _RULE_MODEL_COLUMNS = ("model_id", "n_heads", "kv_heads", "kv_heads_full", "vllm_kv_fp8_only",
                        "max_context", "rope_scaled_max_context", "rope_scaling_type")
 _RULE_SCHEMA = {**{k: MODEL[k] for k in _RULE_MODEL_COLUMNS},
                 **{k: CONFIGURATION[k] for k in ("context", "kv_dtype", "rope_scaling")},
-                "gpu_id": pl.String, "engines": pl.String, "n_gpus_options": pl.String}
+                "gpu_id": pl.String, "vendor": pl.String, "compute_capability": pl.Float64,
+                "engines": pl.String, "n_gpus_options": pl.String}
 
 
-def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
+def validate(m: ModelArch, c: Configuration, d: Device | None = None,
+             support: pl.DataFrame | None = None) -> None:
     """Refuse a configuration that cannot run, with every reason: the existence rules of
-    the matrix (sizing.rules) evaluated on this configuration's row, after the checks of
-    values the grid never holds (unknown names, non-positive counts)."""
+    the matrix (sizing.rules, with the engine_support rules `support`) evaluated on this
+    configuration's row, after the checks of values the grid never holds (unknown names,
+    non-positive counts)."""
     if c.engine not in ENGINES:
         raise InvalidConfiguration(f"unknown engine {c.engine!r}; known: {', '.join(ENGINES)}")
     if c.weight_format not in WEIGHT_FORMATS:
@@ -222,7 +233,7 @@ def validate(m: ModelArch, c: Configuration, d: Device | None = None) -> None:
                                    f"{', '.join(llama_cpp.SPLIT_MODES)}")
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
-    reasons = refusals(_rule_row(m, c, d))
+    reasons = refusals(_rule_row(m, c, d, support))
     if reasons:
         raise InvalidConfiguration("; ".join(reasons))
 
@@ -286,6 +297,7 @@ def _configuration_row(m: ModelArch, c: Configuration, d: Device, u: Usage,
         "vendor": d.vendor, "bandwidth_gb_s": d.bandwidth_gb_s,
         "fp16_dense_tflops": d.fp16_dense_tflops, "tdp_w": d.tdp_w,
         "interconnect": d.interconnect, "memory_type": d.memory_type,
+        "compute_capability": d.compute_capability,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
         "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd, "hours_per_day": u.hours_per_day,
@@ -318,17 +330,20 @@ def configuration_frame(queries: list[Query], extra: list[dict[str, float]] | No
 
 
 def estimate(m: ModelArch, c: Configuration, d: Device, u: Usage | None = None,
-             repos: Mapping[tuple[str, str], str] | None = None) -> Estimate:
+             repos: Mapping[tuple[str, str], str] | None = None,
+             support: pl.DataFrame | None = None) -> Estimate:
     """Memory, speed, cost, fine-tuning and launch commands for one configuration;
-    `repos` (model, weight format) -> a public repository holding it, for the commands."""
-    validate(m, c, d)
-    return estimate_many([(m, c, d, u or Usage())], repos)[0]
+    `repos` (model, weight format) -> a public repository holding it, for the commands;
+    `support` the engine_support rules (sizing.support)."""
+    validate(m, c, d, support)
+    return estimate_many([(m, c, d, u or Usage())], repos, support)[0]
 
 
-def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | None = None
-                  ) -> list[Estimate]:
+def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | None = None,
+                  support: pl.DataFrame | None = None) -> list[Estimate]:
     """estimate() of many validated configurations, the expressions evaluated once over
-    all their rows (a service's or notebook's many questions at the matrix's speed)."""
+    all their rows (a service's or notebook's many questions at the matrix's speed); the
+    flag or vendor build an engine_support rule (`support`) names goes into the launch."""
     drafts = _draft_rows(queries)
     mtp = _mtp_rows(queries)
     extra = [{"draft_gpu_bytes": draft_gpu_bytes(r) if r else 0.0,
@@ -336,11 +351,14 @@ def estimate_many(queries: list[Query], repos: Mapping[tuple[str, str], str] | N
               "mtp_gpu_bytes": mtp_gpu_bytes(t) if t else 0.0}
              for r, t, (m, c, _, _) in zip(drafts, mtp, queries, strict=True)]
     frame = evaluate(configuration_frame(queries, extra))
+    ruled = pl.concat([_rule_row(m, c, d, support).select(SUPPORT_COLUMNS)
+                       for m, c, d, _ in queries]) if queries else pl.DataFrame()
     finetune: dict[int, tuple[FinetuneRegime, ...]] = {}
-    return [_result(row, q, draft, t, (repos or {}).get((q[0].name, q[1].weight_format)),
-                    finetune)
-            for row, q, draft, t in zip(frame.iter_rows(named=True), queries, drafts, mtp,
-                                        strict=True)]
+    return [_result(row | rule, q, draft, t,
+                    (repos or {}).get((q[0].name, q[1].weight_format)), finetune)
+            for row, rule, q, draft, t in zip(frame.iter_rows(named=True),
+                                              ruled.iter_rows(named=True), queries, drafts,
+                                              mtp, strict=True)]
 
 
 def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:
@@ -456,7 +474,8 @@ def _rope_note(m: ModelArch, c: Configuration) -> str | None:
 
 
 def _launch(out: dict[str, Any], m: ModelArch, c: Configuration, repo: str | None) -> Launch:
-    """llama-server's or `vllm serve`'s command for the configuration, and the build."""
+    """llama-server's or `vllm serve`'s command for the configuration, and the build (with
+    the flag and the vendor build an engine_support rule names: sizing.support)."""
     backend = out["backend"]
     if c.engine == LLAMA_CPP:
         command = llama_cpp.launch_command(m, c, repo)
@@ -464,8 +483,9 @@ def _launch(out: dict[str, Any], m: ModelArch, c: Configuration, repo: str | Non
     command, reason = vllm.serve_command(
         m.name, c.weight_format, checkpoint_format(m), c.context, c.kv_dtype, c.n_gpus,
         out["weights_bytes"] * c.offload_frac, out["gpu_memory_utilization"],
-        out["max_num_seqs"], out["max_num_batched_tokens"], c.vllm.enforce_eager, repo)
+        out["max_num_seqs"], out["max_num_batched_tokens"], c.vllm.enforce_eager, repo,
+        out["support_flag"])
     if command and c.mtp:  # vLLM's MTP drafter, one speculative token (PR #12755)
         command += (" \\\n  --speculative-config "
                     "'{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'")
-    return Launch(None, command, reason, engines.MODULES[c.engine].build(backend))
+    return Launch(None, command, reason, vllm.build(backend, out["support_build"]))

@@ -3,8 +3,9 @@
 Rows that cannot exist are left out by the rules the single estimate also applies
 (sizing.rules): a format the engine cannot load, a context beyond the model's maximum (or
 its card's RoPE-scaled maximum, on rows labelled `rope_scaled`), a GPU the engine does not
-run on or a count the catalog does not list, vLLM tensor parallelism that does not divide
-the attention heads or the KV heads, or a KV-cache type vLLM refuses for the model.
+run on or a count the catalog does not list, a format an engine_support rule says the
+engine does not run on that hardware, vLLM tensor parallelism that does not divide the
+attention heads or the KV heads, or a KV-cache type vLLM refuses for the model.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sizing.rules import (
     allowed,
     effective_max_context,
 )
+from sizing.support import support_columns
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 4, 16, 64)
@@ -72,7 +74,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
                     pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
                     "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
-                    "fp16_dense_tflops", "tdp_w", "interconnect"))
+                    "fp16_dense_tflops", "tdp_w", "interconnect", "compute_capability"))
 
 
 def tensor_parallel_possible() -> pl.Expr:
@@ -82,10 +84,12 @@ def tensor_parallel_possible() -> pl.Expr:
 
 
 def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame,
-                   formats: pl.LazyFrame | None = None) -> pl.LazyFrame:
+                   formats: pl.LazyFrame | None = None, support: pl.DataFrame | None = None
+                   ) -> pl.LazyFrame:
     """One row per model x format x engine x GPU x count, with what depends on nothing
     else: weights and runtime buffers per GPU, usable memory, prefill speed. `formats`
-    (engine, weight_format) pairs to try, the default grid's unless given.
+    (engine, weight_format) pairs to try, the default grid's unless given; `support` the
+    engine_support rules (sizing.support: rows they refuse are left out, none without).
 
     The stages of sizing.evaluation in their order, split where the matrix saves work:
     the configuration's inputs, memory and prefill here, once per configuration; the
@@ -93,6 +97,7 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
     return (weights.join(engine_formats() if formats is None else formats, on="weight_format")
             .join(models, on="model_id")
             .join(gpu_configurations(gpus), on="engine")
+            .with_columns(support_columns(support))
             .filter(allowed(CONFIGURATION_RULES))
             .pipe(with_input_defaults, later=("rope_scaling",))
             .with_columns(configuration_inputs())
@@ -115,11 +120,11 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
-               matrix_columns: list[pl.Expr], configuration_columns: list[pl.Expr]
-               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+               matrix_columns: list[pl.Expr], configuration_columns: list[pl.Expr],
+               support: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The fit matrix and its configurations table for a few models, with only the given
     columns, in one Polars query (the configurations are computed once for both)."""
-    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy())
+    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(), support=support)
     matrix, table = pl.collect_all(
         [fit_matrix(models.lazy(), configured).select(matrix_columns),
          configured.select(configuration_columns)], engine="streaming")

@@ -42,13 +42,16 @@ def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFram
 def ranked(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
            gpus: pl.DataFrame, objective: str, offers: pl.DataFrame | None = None,
            min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-           budget_usd: float | None = None, batch: int = 1, top: int = 5) -> pl.DataFrame:
-    """The best `top` configurations for the objective, best first."""
+           budget_usd: float | None = None, batch: int = 1, top: int = 5,
+           support: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The best `top` configurations for the objective, best first (`support`: the
+    engine_support rules, sizing.support)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
     if objective == "fastest_under_budget" and budget_usd is None:
         raise ValueError("fastest_under_budget needs a budget (budget_usd)")
-    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch)
+    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch,
+                           support=support)
     rows = _with_rental(rows.filter(runs_at(min_decode_tok_s)), offers).with_columns(
         _outlay().alias("outlay_usd"),
         (pl.col("rent_usd_per_hour") / (pl.col("decode_aggregate_tok_s") * 3600) * 1e6)
@@ -72,7 +75,8 @@ def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.
                objective: str = "cheapest_to_buy", offers: pl.DataFrame | None = None,
                min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
                budget_usd: float | None = None, quality: pl.DataFrame | None = None,
-               min_quality: str = DEFAULT_MIN_QUALITY) -> pl.DataFrame:
+               min_quality: str = DEFAULT_MIN_QUALITY, support: pl.DataFrame | None = None
+               ) -> pl.DataFrame:
     """The first-ranked configuration for each weight format the engine loads (the
     reference page's "recommended GPU per format"); formats with none are left out, and
     with `quality` (sizing.quality.format_tiers) those below `min_quality`, the rest
@@ -80,7 +84,7 @@ def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.
     tiered = ([(f, None) for f in FORMATS_BY_ENGINE[engine]] if quality is None
               else ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality))
     frames = [ranked(m, fmt, context, kv_dtype, engine, gpus, objective, offers,
-                     min_decode_tok_s, budget_usd, top=1)
+                     min_decode_tok_s, budget_usd, top=1, support=support)
               .with_columns(pl.lit(tier, pl.String).alias("quality_tier"))
               for fmt, tier in tiered]
     found = [f for f in frames if f.height]

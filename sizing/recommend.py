@@ -16,6 +16,7 @@ from sizing.grid import gpu_configurations, tensor_parallel_possible
 from sizing.kernels import kernel_basis, kernel_refusal
 from sizing.model_facts import format_row, model_row
 from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
+from sizing.support import support_columns
 
 
 def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
@@ -62,9 +63,8 @@ def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
 
 def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
     """What a recommendation shows of a GPU besides its sizing: name, prices with their
-    date (ISO text) and basis, compute capability (null where the catalog has none)."""
-    optional = {"compute_capability": pl.Float64, "price_new_date": pl.Date,
-                "price_new_basis": pl.String}
+    date (ISO text) and basis."""
+    optional = {"price_new_date": pl.Date, "price_new_basis": pl.String}
     facts = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
                         "memory_gib", *(c for c in optional if c in gpus.columns))
     facts = facts.with_columns(pl.lit(None, t).alias(c) for c, t in optional.items()
@@ -74,12 +74,14 @@ def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
 
 def sized_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
                     gpus: pl.DataFrame, batch: int = 1,
-                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> pl.DataFrame:
+                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                    support: pl.DataFrame | None = None) -> pl.DataFrame:
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
     sizing.evaluation through energy) and whether the engine has kernels for the format
-    there (sizing.kernels)."""
+    there (sizing.kernels, by the engine_support rules `support`: sizing.support)."""
     rows = evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens),
-                    through="energy").join(_gpu_facts(gpus), on="gpu_id")
+                    through="energy").join(_gpu_facts(gpus), on="gpu_id") \
+        .with_columns(support_columns(support))
     return rows.with_columns(kernel_refusal().alias("kernel_refusal"),
                              kernel_basis().alias("kernel_basis"))
 
@@ -99,11 +101,13 @@ def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
 def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
               gpus: pl.DataFrame, offers: pl.DataFrame | None = None,
               min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-              budget_usd: float | None = None) -> dict[str, Any]:
-    """Hardware that fits, has the engine's kernels for the format and decodes at least
-    `min_decode_tok_s` (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within
-    `budget_usd` of hardware where given."""
-    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus)
+              budget_usd: float | None = None, support: pl.DataFrame | None = None
+              ) -> dict[str, Any]:
+    """Hardware that fits, has the engine's kernels for the format (the engine_support
+    rules `support`) and decodes at least `min_decode_tok_s`
+    (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
+    hardware where given."""
+    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support)
     fits = sized.filter(runs_at(min_decode_tok_s))
     priced = fits.filter(pl.col("price_new_usd").is_not_null()) \
         .with_columns((pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd"))

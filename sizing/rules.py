@@ -11,7 +11,8 @@ Columns the rules read: model_id, n_heads, kv_heads, kv_heads_full, vllm_kv_fp8_
 max_context, rope_scaled_max_context, rope_scaling_type (the model's row); engine,
 weight_format, kv_dtype, context, n_gpus, rope_scaling (the configuration: the RoPE
 scaling asked for, null for none); gpu_id, engines and n_gpus_options (the GPU
-catalog's `;`-lists; null where the device is not from the catalog: not checked).
+catalog's `;`-lists; null where the device is not from the catalog: not checked); the
+support_* columns of sizing.support (null where no engine_support rule matches).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import polars as pl
 from sizing.engines import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, vllm
 from sizing.engines.base import Rule
 from sizing.gguf_quant import GGUF_FTYPES
+from sizing.support import unsupported, unsupported_reason
 
 _SIXTEEN_BIT = ("BF16", "F16")  # loaded by both engines (a 16-bit GGUF or checkpoint)
 
@@ -57,6 +59,9 @@ ENGINE_LOADS_FORMAT = Rule(
     # GGUF quantizations are llama.cpp's, checkpoint formats vLLM's; 16-bit weights both.
     pl.col("weight_format").is_in(_SIXTEEN_BIT) | (_GGUF == (pl.col("engine") == LLAMA_CPP)),
     pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")))
+ENGINE_SUPPORTS = Rule(
+    "the engine runs the format on this hardware (engine_support rules, sizing.support)",
+    ~unsupported(), unsupported_reason())
 
 
 # --- context, KV-cache type and RoPE scaling ------------------------------------------
@@ -109,7 +114,7 @@ CONTEXT_WITHIN_MAXIMUM = Rule(
 
 # Rules by the stage of the grid whose frame has their columns.
 GPU_RULES = (GPU_RUNS_ENGINE, GPU_COUNT_LISTED)
-CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, *vllm.TENSOR_PARALLEL_RULES)
+CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, ENGINE_SUPPORTS, *vllm.TENSOR_PARALLEL_RULES)
 ROW_RULES = (KV_DTYPE_OFFERED, vllm.FP8_CACHE_ONLY, ROPE_SCALING_DOCUMENTED, CONTEXT_POSITIVE,
              CONTEXT_WITHIN_MAXIMUM)
 ALL_RULES = GPU_RULES + CONFIGURATION_RULES + ROW_RULES

@@ -235,6 +235,33 @@ FORMAT_QUALITY_TIERS = TableContract(
             pl.col("tier").is_null() == (pl.col("basis") == "unmeasured"))),
 )
 
+# Which engine runs which format on which hardware (data/catalogs/engine_support.csv,
+# sizing.support): rule_id; engine; hardware as vendor, architecture (a label),
+# compute_capability_min/_max (NVIDIA's CUDA range [min, max), null: unbounded) and gpu_id
+# (a card, where the rule is per card; null: every card of the range); weight_format and
+# kv_dtype (null: any); status (SUPPORT_STATUSES); flag (the launch flag
+# supported_with_flag requires); build (a vendor port's own build); versions (the engine
+# versions the rule applies to); reason; source_url, quote (verbatim) and read_on (the
+# date the source was read).
+SUPPORT_STATUSES = ("supported", "supported_with_flag", "unsupported")
+ENGINE_SUPPORT = TableContract(
+    "engine_support",
+    keys=("rule_id",),
+    schema={"rule_id": pl.String(), "engine": pl.String(), "vendor": pl.String(),
+            "architecture": pl.String(), "compute_capability_min": pl.Float64(),
+            "compute_capability_max": pl.Float64(), "gpu_id": pl.String(),
+            "weight_format": pl.String(), "kv_dtype": pl.String(), "status": pl.String(),
+            "flag": pl.String(), "build": pl.String(), "versions": pl.String(),
+            "reason": pl.String(), "source_url": pl.String(), "quote": pl.String(),
+            "read_on": pl.String()} | VERIFIED_AT,
+    not_null=("rule_id", "engine", "vendor", "status", "versions", "reason", "source_url",
+              "quote", "read_on"),
+    rules=(("status is supported, supported_with_flag or unsupported",
+            pl.col("status").is_in(SUPPORT_STATUSES)),
+           ("a flag exactly where the status is supported_with_flag",
+            pl.col("flag").is_not_null() == (pl.col("status") == "supported_with_flag"))),
+)
+
 ENGINES = TableContract(
     "engines",
     keys=("engine",),
@@ -555,7 +582,7 @@ CONTRACTS = {c.name: c for c in (
     MODEL_QUARANTINE,
     WEIGHTS, GPUS, QUANTIZED_RELEASES,
     FIT_CONFIGURATIONS, FIT_MATRIX, WEIGHT_FORMATS, ENGINES, COVERAGE, PARAM_CHECKS,
-    FORMAT_QUALITY, FORMAT_QUALITY_TIERS, GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS,
+    FORMAT_QUALITY, FORMAT_QUALITY_TIERS, ENGINE_SUPPORT, GGUF_PUBLISHED_SIZES, VLLM_STARTUP_CHECKS,
     SPEED_CHECKS, ACCURACY, GPU_PRICES,
     PRICE_QUARANTINE, CHEAPEST_OFFERS, PRICE_HISTORY, *PROVIDER_PRICES)}
 

@@ -76,6 +76,14 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
                       "source_url", "quote", "notes")
 
 
+def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
+    """data/catalogs/engine_support.csv: which engine runs which format on which hardware
+    (sizing.support), typed, empty cells null, each rule with its source and quote."""
+    raw = pl.read_csv(Path(catalog_dir) / "engine_support.csv", infer_schema_length=0)
+    return raw.with_columns(pl.col("compute_capability_min", "compute_capability_max")
+                            .cast(pl.Float64))
+
+
 def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/format_quality.csv: published measurements of a format's loss against
     the 16-bit model, typed, with each row's tier (sizing.quality)."""

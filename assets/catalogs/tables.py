@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.catalogs.readers import (
     gpu_rows_refused,
+    load_engine_support,
     load_format_quality,
     load_gpus,
     load_quality_tiers,
@@ -91,3 +92,15 @@ def format_quality_tiers(context: dg.AssetExecutionContext, catalog: CatalogReso
     df = load_quality_tiers(catalog.path)
     return warehouse.publish(context, "format_quality_tiers", df, CATALOGS_VERIFIED,
                              "data/catalogs/format_quality.csv")
+
+
+@table_asset("engine_support", group="catalogs", eager=False,
+          description="Which engine runs which weight format on which hardware (vendor, "
+                      "compute-capability range or card): supported, supported with a flag, "
+                      "or unsupported, each rule with its source, quote and the versions it "
+                      "applies to (sizing.support).")
+def engine_support(context: dg.AssetExecutionContext, catalog: CatalogResource,
+                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+    df = load_engine_support(catalog.path)
+    return warehouse.publish(context, "engine_support", df, CATALOGS_VERIFIED,
+                             "data/catalogs/engine_support.csv")

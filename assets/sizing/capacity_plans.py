@@ -33,7 +33,7 @@ def plannable_gpus(gpus: pl.DataFrame, offers: pl.DataFrame) -> pl.DataFrame:
 
 
 @table_asset("capacity_plans", group="sizing", deps=["models", "weights", "gpus", "gpu_prices",
-                                                 "format_quality_tiers"],
+                                                 "format_quality_tiers", "engine_support"],
              description="Per standard traffic profile (chat, rag, batch: sizing.capacity) "
                          "and model, the cheapest configurations that serve it at its "
                          "targets at the default quality floor: replicas, latencies at the "
@@ -43,12 +43,14 @@ def capacity_plans(context: dg.AssetExecutionContext,
     models, weights = warehouse.read("models"), warehouse.read("weights")
     gpus, offers = warehouse.read("gpus"), warehouse.read("gpu_prices")
     tiers = warehouse.read("format_quality_tiers").drop("verified_at")
+    support = warehouse.read("engine_support").drop("verified_at")
     offers = offers.filter(~pl.col("fractional"))
     verified_at = max(models.get_column("verified_at").max(),
                       offers.get_column("verified_at").max())
     content = store.fingerprint_of(*(store.frame_fingerprint(f.drop("verified_at"))
                                      for f in (models, weights, gpus, offers)),
                                    store.frame_fingerprint(tiers),
+                                   store.frame_fingerprint(support),
                                    code_fingerprint())
     if (current := warehouse.unchanged(context, "capacity_plans", content,
                                        verified_at)) is not None:
@@ -61,12 +63,12 @@ def capacity_plans(context: dg.AssetExecutionContext,
         w = weights.filter(pl.col("model_id").is_in(chosen.implode()))
         for profile in STANDARD_PROFILES:
             frames.append(plan(m, w, priced, profile, offers, TABLE_FORMATS,
-                               batches=TABLE_BATCHES, quality=tiers)
+                               batches=TABLE_BATCHES, quality=tiers, support=support)
                           .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32)
                                         .over("model_id").alias("rank"))
                           .filter(pl.col("rank") <= PLANS_PER_MODEL))
     df = pl.concat(frames).drop("name").with_columns(
         pl.col("prompt_tokens").cast(pl.Int32), pl.col("output_tokens").cast(pl.Int32))
     return warehouse.publish(context, "capacity_plans", df, verified_at,
-                             "models,weights,gpus,gpu_prices,format_quality_tiers",
+                             "models,weights,gpus,gpu_prices,format_quality_tiers,engine_support",
                              fingerprint=content)

@@ -29,7 +29,7 @@ warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
                           "yields rows, fitting or not: none means its inputs are broken).")],
           automation_condition=dg.AutomationCondition.eager(),
           group_name="sizing", kinds={"polars"}, code_version="1",
-          deps=["models", "weights", "gpus"],
+          deps=["models", "weights", "gpus", "engine_support"],
           description="Each model's fit-matrix rows, computed per shard of the model set into "
                       "the warehouse's staging area; a model whose inputs did not change is "
                       "not recomputed.")
@@ -51,7 +51,8 @@ def fit_matrix_shards(context: dg.AssetExecutionContext,
         group = todo[at:at + MODELS_PER_QUERY]
         tables = dict(zip(SLICED_TABLES, fit_tables(
             pl.concat([s.model for s in group]), pl.concat([s.weights for s in group]),
-            inputs.gpus, inputs.matrix_columns, inputs.configuration_columns), strict=True))
+            inputs.gpus, inputs.matrix_columns, inputs.configuration_columns,
+            inputs.support), strict=True))
         ids = {t: df.get_column("model_id") for t, df in tables.items()}
         for s in group:
             # A mask per model: cheaper than partition_by on these frames.

@@ -25,11 +25,12 @@ FORMAT = HEADLINE_FORMAT[ENGINE]
 
 
 def picks_rows(m: ModelArch, gpus: pl.DataFrame, offers: pl.DataFrame,
-               tiers: pl.DataFrame) -> list[dict]:
+               tiers: pl.DataFrame, support: pl.DataFrame) -> list[dict]:
     """The model's four picks at the headline configuration, one row each (no hardware
-    named where none runs it at the default speed)."""
+    named where none runs it at the default speed; `support`: the engine_support rules)."""
     context = min(m.max_context, HEADLINE_CONTEXT)
-    rec = recommend(m, FORMAT, context, DEFAULT_KV[ENGINE], ENGINE, gpus, offers)
+    rec = recommend(m, FORMAT, context, DEFAULT_KV[ENGINE], ENGINE, gpus, offers,
+                    support=support)
     tier = dict(ranked_formats([FORMAT], m.name, tiers, "any")).get(FORMAT)
     head = {"model_id": m.name, "weight_format": FORMAT, "engine": ENGINE, "context": context,
             "kv_dtype": DEFAULT_KV[ENGINE], "quality_tier": tier,
@@ -55,14 +56,14 @@ def _text(value) -> str | None:
 
 
 def picks_frame(archs: Iterator[ModelArch], gpus: pl.DataFrame, offers: pl.DataFrame,
-                tiers: pl.DataFrame) -> pl.DataFrame:
-    return pl.DataFrame([r for m in archs for r in picks_rows(m, gpus, offers, tiers)],
+                tiers: pl.DataFrame, support: pl.DataFrame) -> pl.DataFrame:
+    return pl.DataFrame([r for m in archs for r in picks_rows(m, gpus, offers, tiers, support)],
                         schema={k: t for k, t in HARDWARE_PICKS.schema.items()
                                 if k != "verified_at"})
 
 
 @table_asset("hardware_picks", group="sizing",
-             deps=["models", "gpus", "gpu_prices", "format_quality_tiers"],
+             deps=["models", "gpus", "gpu_prices", "format_quality_tiers", "engine_support"],
              description="Per model at its headline configuration (llama.cpp Q4_K_M, 8K "
                          "tokens, f16 cache), the hardware to buy or rent: the cheapest "
                          "single GPU, the best value, the smallest unified-memory machine and "
@@ -73,15 +74,17 @@ def hardware_picks(context: dg.AssetExecutionContext, snapshot: SnapshotResource
     models, gpus = warehouse.read("models"), warehouse.read("gpus")
     offers = warehouse.read("gpu_prices")
     tiers = warehouse.read("format_quality_tiers").drop("verified_at")
+    support = warehouse.read("engine_support").drop("verified_at")
     verified_at = max(models.get_column("verified_at").max(),
                       offers.get_column("verified_at").max())
     content = store.fingerprint_of(*(store.frame_fingerprint(f.drop("verified_at"))
                                      for f in (models, gpus, offers)),
-                                   store.frame_fingerprint(tiers), code_fingerprint())
+                                   store.frame_fingerprint(tiers),
+                                   store.frame_fingerprint(support), code_fingerprint())
     if (current := warehouse.unchanged(context, "hardware_picks", content,
                                        verified_at)) is not None:
         return current
-    frame = picks_frame(sized_archs(snapshot, models), gpus, offers, tiers)
+    frame = picks_frame(sized_archs(snapshot, models), gpus, offers, tiers, support)
     return warehouse.publish(context, "hardware_picks", frame, verified_at,
-                             "models, gpus, gpu_prices, format_quality_tiers",
+                             "models, gpus, gpu_prices, format_quality_tiers, engine_support",
                              fingerprint=content)

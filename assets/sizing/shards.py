@@ -81,7 +81,7 @@ def code_of(source: str) -> bytes:
 # fit): a price update does not recompute the matrix.
 GRID_GPU_COLUMNS = ("gpu_id", "n_gpus_options", "engines", "memory_gib", "memory_gib_cuda",
                     "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
-                    "fp16_dense_tflops", "tdp_w", "interconnect")
+                    "fp16_dense_tflops", "tdp_w", "interconnect", "compute_capability")
 # Provenance columns of `models` that no formula reads.
 _MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check", "license",
                      "license_source")
@@ -103,6 +103,7 @@ class MatrixInputs:
     models: pl.DataFrame
     weights: pl.DataFrame
     gpus: pl.DataFrame
+    support: pl.DataFrame  # the engine_support rules (sizing.support)
     verified_at: dt.date
 
     @staticmethod
@@ -118,7 +119,8 @@ class MatrixInputs:
         return self.columns(FIT_CONFIGURATIONS)
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
-        salt = f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
+        salt = (f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
+                f":{frame_fingerprint(self.support)}")
         for chunk in self.models.iter_slices(1):
             model_id = chunk.get_column("model_id").item()
             shard = shard_of(model_id)
@@ -133,7 +135,7 @@ class MatrixInputs:
 
 
 def matrix_inputs(warehouse: WarehouseResource) -> MatrixInputs:
-    tables = {t: warehouse.read(t) for t in ("models", "weights", "gpus")}
+    tables = {t: warehouse.read(t) for t in ("models", "weights", "gpus", "engine_support")}
     return MatrixInputs(*(df.drop("verified_at") for df in tables.values()),
                         verified_at=max(df.get_column("verified_at").max()
                                         for df in tables.values()))

@@ -22,7 +22,7 @@ TERMS = (
     "kv_offload_share",
     "full_layer_replication", "runtime_bytes", "weights_held_bytes",
     "weights_on_device_bytes", "usable_bytes", "cache_allocation_tokens", "runtime_basis",
-    "usable_basis", "kernel_refusal", "kernel_basis",
+    "usable_basis", "kernel_basis",
     "default_backend", "row_split", "row_split_fit", "decode_parallelism",
     "decode_kv_parallelism", "decode_comm_seconds", "decode_weight_kind",
     "sparse_kernels",

@@ -251,12 +251,8 @@ def usable_basis() -> pl.Expr:
 
 # Kernels ----------------------------------------------------------------------------
 
-def kernel_refusal() -> pl.Expr:
-    """No documented gate: llama.cpp's backends run every GGUF type it sizes."""
-    return pl.lit(None, pl.String)
-
-
 def kernel_basis() -> pl.Expr:
+    """No documented gate: llama.cpp's backends run every GGUF type it sizes."""
     return pl.lit("not gated (llama.cpp)")
 
 

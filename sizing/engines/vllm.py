@@ -452,59 +452,11 @@ FP8_CACHE_ONLY = Rule(
 
 # Kernels (the planner's gate: sizing.kernels) -----------------------------------------
 
-# Kernels: the minimum NVIDIA compute capability per weight format.
-# - BF16 / GPTQ 7.0: vLLM's GPU requirement is "compute capability 7.0 or higher"
-#   (https://docs.vllm.ai/en/v0.11.2/getting_started/installation/gpu/), and the quantization
-#   hardware table marks GPTQ supported on Volta (SM 7.0). Below SM 8.0 a BF16 checkpoint is
-#   served as FP16 (vLLM: "Bfloat16 is only supported on GPUs with compute capability of at
-#   least 8.0"), same bytes.
-# - AWQ 7.5: the same table (https://docs.vllm.ai/en/v0.11.2/features/quantization/, read
-#   2026-12-01): "AWQ | Volta ❌ | Turing ✅︎ | Ampere ✅︎ | Ada ✅︎ | Hopper ✅︎", with "Volta refers
-#   to SM 7.0, Turing to SM 7.5, Ampere to SM 8.0/8.6, Ada to SM 8.9, and Hopper to SM 9.0".
-# - FP8 7.5: "FP8 models will run on compute capability >= 7.5 (Turing) as weight-only
-#   W8A16, utilizing FP8 Marlin" (https://docs.vllm.ai/en/v0.32.0/features/quantization/
-#   llm_compressor/fp8/); native W8A8 needs 8.9.
-# - NVFP4 / MXFP4 8.0: the current table's "Marlin (GPTQ/AWQ/FP8/FP4)" row is supported on
-#   Ampere and newer (Turing carries an unexplained asterisk, so it is not counted)
-#   (https://docs.vllm.ai/quantization/); native FP4 needs Blackwell (SM 10.0 / 12.0).
-MIN_COMPUTE_CAPABILITY = {"BF16": 7.0, "GPTQ": 7.0, "AWQ": 7.5, "FP8": 7.5,
-                          "NVFP4": 8.0, "MXFP4": 8.0}
-# Formats the same table marks unsupported on a whole vendor's GPUs: "AMD GPU" ❌ for AWQ
-# and GPTQ; "Intel GPU" ❌ for FP8 (W8A8).
-UNSUPPORTED_BY_VENDOR = {"AMD": ("AWQ", "GPTQ"), "Intel": ("FP8",)}
-KERNEL_SOURCE = "https://docs.vllm.ai/en/v0.11.2/features/quantization/ (Supported Hardware)"
-
-
-def _minimum() -> pl.Expr:
-    return pl.col("weight_format").replace_strict(MIN_COMPUTE_CAPABILITY, default=None,
-                                                  return_dtype=pl.Float64)
-
-
-def _vendor_refuses() -> pl.Expr:
-    pairs = [f"{v}|{f}" for v, fs in UNSUPPORTED_BY_VENDOR.items() for f in fs]
-    return pl.concat_str([pl.col("vendor"), pl.col("weight_format")], separator="|").is_in(pairs)
-
-
-def kernel_refusal() -> pl.Expr:
-    """Why vLLM cannot run the format on the GPU (null: it can, or no rule says it cannot)."""
-    cc = pl.col("compute_capability").cast(pl.Float64)
-    too_old = (pl.col("vendor") == "NVIDIA") & (cc < _minimum())
-    return (pl.when(too_old)
-            .then(pl.format("vLLM's {} kernels need compute capability {} or newer; this GPU "
-                            "has {}", pl.col("weight_format"), _minimum().round(1).cast(pl.String),
-                            cc.round(1).cast(pl.String)))
-            .when(_vendor_refuses())
-            .then(pl.format("vLLM documents no {} kernels for {} GPUs", pl.col("weight_format"),
-                            pl.col("vendor")))
-            .otherwise(pl.lit(None, pl.String)))
-
-
 def kernel_basis() -> pl.Expr:
-    """`documented` where a rule above covers the (vendor, format), else `not documented`
-    (assumed to run)."""
-    covered = ((pl.col("vendor") == "NVIDIA") & _minimum().is_not_null()
-               & pl.col("compute_capability").is_not_null()) | _vendor_refuses()
-    return pl.when(covered).then(pl.lit("documented")).otherwise(pl.lit("not documented"))
+    """`documented` where an engine_support rule covers the row (sizing.support), else
+    `not documented` (assumed to run)."""
+    return pl.when(pl.col("support_status").is_not_null()).then(pl.lit("documented")) \
+        .otherwise(pl.lit("not documented"))
 
 
 # Speed ------------------------------------------------------------------------------
@@ -576,7 +528,10 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
-def build(backend: str) -> str:
+def build(backend: str, port: str | None = None) -> str:
+    """`port`: the vendor's own build an engine_support rule names (vllm-ascend, vllm-gaudi)."""
+    if port:
+        return port
     return "vLLM's CUDA wheels (pip install vllm)" if backend == "CUDA" \
         else f"vLLM's {backend or 'vendor'} build"
 
@@ -584,13 +539,15 @@ def build(backend: str) -> str:
 def serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
                   kv_dtype: str, n_gpus: int, offload_weight_bytes: float, utilization: float,
                   max_num_seqs: int, max_num_batched_tokens: int, enforce_eager: bool,
-                  release: str | None = None) -> tuple[str | None, str | None]:
+                  release: str | None = None, required_flag: str | None = None
+                  ) -> tuple[str | None, str | None]:
     """(command, None), or (None, reason) when no checkpoint in that format is known
     (`release`: a published repository of the model in that format, served as it is).
     Flags (vLLM engine arguments): `--quantization fp8` for on-the-fly FP8 of a 16-bit
     checkpoint when no FP8 release is known, the budget flags the estimate assumed,
     `--kv-cache-dtype`, `--tensor-parallel-size`, `--cpu-offload-gb` (weights only, whole
-    GiB per GPU). Names are shell-quoted."""
+    GiB per GPU), and the flag an engine_support rule requires (`required_flag`:
+    `--dtype half` for 16-bit weights on GPUs without bfloat16). Names are shell-quoted."""
     flags = []
     if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format \
             and release is None:
@@ -600,6 +557,8 @@ def serve_command(repo: str, weight_format: str, checkpoint_format: str, context
         repo, checkpoint_format = release, weight_format
     if weight_format == "FP8" and checkpoint_format != "FP8":
         flags.append("--quantization fp8")
+    if required_flag:
+        flags.append(required_flag)
     flags += [f"--max-model-len {context}", f"--gpu-memory-utilization {utilization:.2f}",
               f"--max-num-seqs {max_num_seqs}",
               f"--max-num-batched-tokens {max_num_batched_tokens}"]

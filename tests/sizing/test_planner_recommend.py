@@ -5,14 +5,16 @@ decodes at a stated minimum speed, within a budget, ranked by a stated objective
 import polars as pl
 import pytest
 
-from assets.catalogs.readers import load_gpus
+from assets.catalogs.readers import load_engine_support, load_gpus
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.kernels import kernel_refusal, kernels_run
 from sizing.objectives import per_finetune_regime, per_format, ranked
 from sizing.recommend import passed_over, recommend, sized_over_gpus
+from sizing.support import support_columns
 from tests.conftest import load_arch
 
 GPUS = load_gpus()
+SUPPORT = load_engine_support()
 QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
 
 
@@ -21,25 +23,29 @@ def _gpu(gpu_id: str) -> dict:
 
 
 @pytest.mark.parametrize(("engine", "fmt", "gpu_id", "runs"), [
-    # vLLM's quantization hardware table (docs.vllm.ai/en/v0.11.2/features/quantization/):
-    # AWQ "Volta ❌ | Turing ✅︎"; GPTQ "Volta ✅︎"; AMD GPU ❌ for AWQ and GPTQ.
+    # data/catalogs/engine_support.csv: vLLM's quantization hardware table AWQ "Volta ❌ |
+    # Turing ✅︎"; AMD GPU ❌ for AWQ and GPTQ, ✅︎ for FP8 (W8A8).
     ("vllm", "AWQ", "v100_32gb", False), ("vllm", "AWQ", "t4_16gb", True),
-    ("vllm", "GPTQ", "v100_32gb", True), ("vllm", "AWQ", "mi300x_192gb", False),
-    ("vllm", "GPTQ", "mi300x_192gb", False), ("vllm", "FP8", "mi300x_192gb", True),
+    ("vllm", "AWQ", "mi300x_192gb", False), ("vllm", "GPTQ", "mi300x_192gb", False),
+    ("vllm", "FP8", "mi300x_192gb", True),
+    # The current install page: "compute capability 7.5 or higher"; GPTQ on Volta, which
+    # the table still marks ✅︎, is refused with the rest of vLLM on a V100.
+    ("vllm", "GPTQ", "v100_32gb", False),
     # FP8 docs: "FP8 models will run on compute capability >= 7.5 (Turing) as weight-only
     # W8A16, utilizing FP8 Marlin"; not on Volta.
     ("vllm", "FP8", "t4_16gb", True), ("vllm", "FP8", "v100_32gb", False),
-    # Marlin FP4 (GPTQ/AWQ/FP8/FP4 row): Ampere and newer.
-    ("vllm", "NVFP4", "a100_sxm4_80gb", True), ("vllm", "NVFP4", "t4_16gb", False),
-    ("vllm", "MXFP4", "v100_32gb", False),
-    # llama.cpp's CUDA backend builds for Volta and newer: no gate.
+    # Marlin FP4 row: "❌ | ✅︎*" (Volta, Turing), "*Turing does not support Marlin MXFP4".
+    ("vllm", "NVFP4", "a100_sxm4_80gb", True), ("vllm", "NVFP4", "t4_16gb", True),
+    ("vllm", "MXFP4", "t4_16gb", False), ("vllm", "MXFP4", "v100_32gb", False),
+    # llama.cpp's CUDA backend builds for Volta and newer: no rule.
     ("llama.cpp", "Q4_K_M", "v100_32gb", True),
 ])
 def test_kernel_gate_follows_the_engines_documented_minimums(engine, fmt, gpu_id, runs):
     g = _gpu(gpu_id)
     row = pl.DataFrame({"engine": [engine], "weight_format": [fmt], "vendor": [g["vendor"]],
-                        "compute_capability": [g["compute_capability"]]})
-    out = row.select(kernels_run().alias("runs"), kernel_refusal().alias("why")).row(0)
+                        "gpu_id": [gpu_id], "compute_capability": [g["compute_capability"]]})
+    out = row.with_columns(support_columns(SUPPORT)) \
+        .select(kernels_run().alias("runs"), kernel_refusal().alias("why")).row(0)
     assert out[0] is runs, out[1]
 
 
@@ -67,12 +73,14 @@ def test_cheapest_gpu_for_qwen72b_q4_is_not_a_4_tok_s_machine():
 def test_best_value_for_awq_on_vllm_skips_volta():
     """The issue's second example: V100s are the lowest outlay that holds the AWQ weights,
     but vLLM has no AWQ kernels for SM 7.0; they are passed over with that reason."""
-    rec = recommend(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS)
+    rec = recommend(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, support=SUPPORT)
     for key in ("cheapest_single_gpu", "best_value"):
         assert rec[key] is not None and not rec[key]["gpu_id"].startswith("v100")
     volta = [p for p in rec["passed_over"] if p["gpu_id"].startswith("v100")]
-    assert volta and all("compute capability 7.5" in p["why_not"] for p in volta)
-    top = ranked(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, "cheapest_to_buy", top=50)
+    assert volta and all("unsupported on this engine" in p["why_not"]
+                         and "rule vllm_awq_volta" in p["why_not"] for p in volta)
+    top = ranked(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, "cheapest_to_buy", top=50,
+                 support=SUPPORT)
     assert not top.filter(pl.col("gpu_id").str.starts_with("v100")).height
     assert top["outlay_usd"].is_sorted()
 
@@ -107,7 +115,7 @@ def test_rental_objectives_use_on_demand_offers_only():
 
 
 def test_a_recommendation_per_format_and_per_finetune_regime():
-    table = per_format(QWEN_72B, 8192, "auto", "vllm", GPUS)
+    table = per_format(QWEN_72B, 8192, "auto", "vllm", GPUS, support=SUPPORT)
     assert set(table["weight_format"]) >= {"AWQ", "GPTQ", "FP8"}
     awq = table.filter(pl.col("weight_format") == "AWQ").row(0, named=True)
     assert not awq["gpu_id"].startswith("v100")
