@@ -294,12 +294,12 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     parts = {(p, name) for p, e in manifest["pages"].items()
              for name, h in e["parts"].items() if h != before[p]["parts"][name]}
     assert parts and changed.parts_rendered == len(parts)
-    # The cost parts of that GPU's pages (its pair pages' workbench shows their cost per
-    # token too), and the cheapest-per-token parts of the models (their model pages' cost,
-    # their pair pages' alternatives); no memory part anywhere.
-    assert {name for _, name in parts} <= {"cost", "alternatives", "workbench"}
+    # The cost parts of that GPU's pages (its pair pages' workbench and its own page's
+    # "what runs" filter show cost per token too), and the cheapest-per-token parts of the
+    # models (their model pages' cost, their pair pages' alternatives); no memory part.
+    assert {name for _, name in parts} <= {"cost", "alternatives", "workbench", "runs"}
     assert all(p.endswith(f"/{gpu}.html") or p.startswith("models/")
-               for p, name in parts if name in ("cost", "workbench")), parts
+               for p, name in parts if name in ("cost", "workbench", "runs")), parts
     assert manifest["tables"]["cost_matrix"]["version"] == 1
     page = (out / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
     assert "<code>cost_matrix</code> version 1" in page
