@@ -227,7 +227,7 @@ def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
 
 
 def test_a_new_model_computes_only_its_own_rows(tmp_path):
-    from assets.catalogs.tables import gpus
+    from assets.catalogs.tables import engine_support, gpus
     from assets.ingest.hub_models import hub_models
     from assets.ingest.models import models
     from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
@@ -246,8 +246,9 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
         resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
                      "catalog": CatalogResource(),
                      "warehouse": WarehouseResource(root=str(tmp_path / "warehouse"))}
-        result = dg.materialize([gpus, hub_models, models, weights, fit_matrix_shards,
-                                 fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS)
+        result = dg.materialize([gpus, engine_support, hub_models, models, weights,
+                                 fit_matrix_shards, fit_matrix], resources=resources,
+                                tags=ALL_SHARDS_TAGS)
         shards = result.asset_materializations_for_node("fit_matrix_shards")
         assert len(shards) == 16  # one materialization per shard partition
         return shards[0].metadata

@@ -66,7 +66,7 @@ def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
     upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
-                {"gpus", "hub_models", "models", "weights"}]
+                {"gpus", "engine_support", "hub_models", "models", "weights"}]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert dg.materialize(upstream, resources=resources, instance=instance).success
         keys = MODEL_SHARDS.get_partition_keys()
@@ -100,7 +100,8 @@ def test_publishing_refuses_missing_slices(tmp_path):
     resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
                  "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
     upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
-                {"gpus", "hub_models", "models", "weights", "fit_matrix_shards"}]
+                {"gpus", "engine_support", "hub_models", "models", "weights",
+                 "fit_matrix_shards"}]
     assert dg.materialize(upstream, resources=resources, partition_key="03").success
     result = dg.materialize([fit_matrix], resources=resources, raise_on_error=False)
     assert not result.success
