@@ -51,8 +51,10 @@ def verified_bytes(snapshot: Path, entry: dict[str, Any]) -> bytes:
         raise Refused(f"{rel!r}: the recorded file cannot be read ({e.strerror})") from None
     got = hashlib.sha256(body).hexdigest()
     if got != expected.lower():
-        raise Refused(f"{rel!r}: the file does not match its manifest checksum (sha256 "
-                      f"{got[:12]}, recorded {expected[:12]})")
+        raise Refused(
+            f"{rel!r}: the file does not match its manifest checksum (sha256 "
+            f"{got[:12]}, recorded {expected[:12]})"
+        )
     return body
 
 
@@ -60,12 +62,16 @@ def provider_since(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, dt.date]:
     """The day each price provider is known to have existed from
     (data/catalogs/price_providers.csv, a source and quote on every row)."""
     with (Path(catalog_dir) / "price_providers.csv").open() as f:
-        return {r["provider"]: dt.date.fromisoformat(r["existed_since"])
-                for r in csv.DictReader(f) if r["existed_since"]}
+        return {
+            r["provider"]: dt.date.fromisoformat(r["existed_since"])
+            for r in csv.DictReader(f)
+            if r["existed_since"]
+        }
 
 
-def bounded_date(entry: dict[str, Any], since: dt.date | None,
-                 now: dt.datetime | None = None) -> dt.datetime:
+def bounded_date(
+    entry: dict[str, Any], since: dt.date | None, now: dt.datetime | None = None
+) -> dt.datetime:
     """A manifest line's date as a UTC time (midnight where only the day is known), refused
     when it is missing, unreadable, in the future or before its provider existed."""
     rel = entry.get("path")
@@ -82,6 +88,7 @@ def bounded_date(entry: dict[str, Any], since: dt.date | None,
     if when > now + dt.timedelta(minutes=5):  # a clock a few minutes off is not a forgery
         raise Refused(f"{rel!r}: the manifest date {raw!r} is in the future")
     if since is not None and when.date() < since:
-        raise Refused(f"{rel!r}: the manifest date {raw!r} is before its provider existed "
-                      f"({since})")
+        raise Refused(
+            f"{rel!r}: the manifest date {raw!r} is before its provider existed ({since})"
+        )
     return when

@@ -52,17 +52,26 @@ def _dimension_tables(n_models: int):
         except ConfigError:
             continue
     models = pl.DataFrame([model_row(a) for a in archs]).with_columns(
-        config_sha256=pl.lit(None, pl.String), config_obtained=pl.lit("synthetic copy"),
-        config_hub_check=pl.lit("unchecked"), license=pl.lit(None, pl.String),
-        license_source=pl.lit(None, pl.String))
-    weights = pl.DataFrame([format_row(a, f, gguf=engine == "llama.cpp") for a in archs
-                            for engine, fs in FORMATS_BY_ENGINE.items() for f in fs]) \
-        .with_columns((pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
+        config_sha256=pl.lit(None, pl.String),
+        config_obtained=pl.lit("synthetic copy"),
+        config_hub_check=pl.lit("unchecked"),
+        license=pl.lit(None, pl.String),
+        license_source=pl.lit(None, pl.String),
+    )
+    weights = pl.DataFrame(
+        [
+            format_row(a, f, gguf=engine == "llama.cpp")
+            for a in archs
+            for engine, fs in FORMATS_BY_ENGINE.items()
+            for f in fs
+        ]
+    ).with_columns((pl.col("weights_bytes") / BYTES_PER_GIB).alias("weights_gib"))
     copies = -(-n_models // models.height)
     suffix = [pl.lit(f"#{k}" if k else "") for k in range(copies)]
     models = pl.concat([models.with_columns(pl.col("model_id") + s) for s in suffix]).head(n_models)
-    weights = pl.concat([weights.with_columns(pl.col("model_id") + s) for s in suffix]) \
-        .filter(pl.col("model_id").is_in(models.get_column("model_id").implode()))
+    weights = pl.concat([weights.with_columns(pl.col("model_id") + s) for s in suffix]).filter(
+        pl.col("model_id").is_in(models.get_column("model_id").implode())
+    )
     return archs, models, weights
 
 
@@ -71,8 +80,11 @@ def _du(path: Path) -> int:
 
 
 def _step_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
-    return {e.step_key: round(e.event_specific_data.duration_ms / 1000, 2)
-            for e in result.all_events if e.is_step_success}
+    return {
+        e.step_key: round(e.event_specific_data.duration_ms / 1000, 2)
+        for e in result.all_events
+        if e.is_step_success
+    }
 
 
 def run(n_models: int) -> dict:
@@ -84,17 +96,23 @@ def run(n_models: int) -> dict:
         store.publish("weights", weights, verified_at=today, commit_info={}, base=tmp)
         assert dg.materialize([gpus_asset], resources=resources).success
         start = time.perf_counter()
-        result = dg.materialize([fit_matrix_shards, fit_matrix], resources=resources,
-                                tags=ALL_SHARDS_TAGS)
+        result = dg.materialize(
+            [fit_matrix_shards, fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS
+        )
         wall = time.perf_counter() - start
         assert result.success
         rows = store.row_count("fit_matrix", base=tmp)
         disk = _du(Path(tmp) / "delta" / "fit_matrix")
-    return {"models": n_models, "rows": rows, "wall_s": round(wall, 2),
-            "rows_per_s": round(rows / wall), "steps_s": _step_seconds(result),
-            "bytes_on_disk": disk,
-            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus()), 1)}
+    return {
+        "models": n_models,
+        "rows": rows,
+        "wall_s": round(wall, 2),
+        "rows_per_s": round(rows / wall),
+        "steps_s": _step_seconds(result),
+        "bytes_on_disk": disk,
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus()), 1),
+    }
 
 
 def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
@@ -105,8 +123,9 @@ def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
     for _ in range(rows):
         m = rng.choice(archs)
         ctx = rng.choice([c for c in (4096, 8192, 32768) if c <= m.max_context])
-        estimate(m, Configuration("Q4_K_M", ctx, "f16", rng.choice([1, 4, 16])),
-                 rng.choice(devices))
+        estimate(
+            m, Configuration("Q4_K_M", ctx, "f16", rng.choice([1, 4, 16])), rng.choice(devices)
+        )
     return rows / (time.perf_counter() - start)
 
 
@@ -121,20 +140,32 @@ def main() -> None:
         return
     results = []
     for n in (int(x) for x in args.sweep.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--models", str(n)], check=True,
-                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        out = (
+            subprocess.run(
+                [sys.executable, __file__, "--models", str(n)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         print(out, flush=True)
         results.append(json.loads(out))
-    print("\n| models | rows | wall s (shards + publish) | rows/s | peak RSS GiB | on disk MB | "
-          "single-estimate rows/s | vectorised / single |")
+    print(
+        "\n| models | rows | wall s (shards + publish) | rows/s | peak RSS GiB | on disk MB | "
+        "single-estimate rows/s | vectorised / single |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         steps = r["steps_s"]
-        print(f"| {r['models']} | {r['rows']:,} | {r['wall_s']} ({steps['fit_matrix_shards']}"
-              f" + {steps['fit_matrix']}) | {r['rows_per_s']:,} | "
-              f"{r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
-              f"{r['single_estimate_rows_per_s']} | "
-              f"{r['rows_per_s'] / r['single_estimate_rows_per_s']:,.0f}x |")
+        print(
+            f"| {r['models']} | {r['rows']:,} | {r['wall_s']} ({steps['fit_matrix_shards']}"
+            f" + {steps['fit_matrix']}) | {r['rows_per_s']:,} | "
+            f"{r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
+            f"{r['single_estimate_rows_per_s']} | "
+            f"{r['rows_per_s'] / r['single_estimate_rows_per_s']:,.0f}x |"
+        )
 
 
 if __name__ == "__main__":

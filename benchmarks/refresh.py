@@ -55,17 +55,26 @@ def run_once(n_models: int | None) -> dict:
             _, models, weights = _dimension_tables(n_models)
             for table, df in (("models", models), ("weights", weights)):
                 store.publish(table, df, verified_at=dt.date.today(), commit_info={}, base=tmp)
-            skipped = {dg.AssetKey(k) for k in (*UPSTREAM_OF_THE_MATRIX, "model_quarantine",
-                                                "gguf_files", "coverage")}
+            skipped = {
+                dg.AssetKey(k)
+                for k in (*UPSTREAM_OF_THE_MATRIX, "model_quarantine", "gguf_files", "coverage")
+            }
             assets = [a for a in ALL_ASSETS if not set(a.keys) <= skipped]
         full = _timed(assets, resources, tags=ALL_SHARDS_TAGS)
         repeat = _timed(assets, resources, tags=ALL_SHARDS_TAGS)
         runpod = next(a for a in PROVIDER_ASSETS if a.key.to_user_string() == "prices_runpod")
-        prices = _timed([*PROVIDER_ASSETS, gpu_prices, cost_matrix], resources,
-                        selection=dg.AssetSelection.assets(runpod, gpu_prices, cost_matrix))
-    return {"full_s": round(full, 2), "repeat_s": round(repeat, 2),
-            "repeat_ratio": round(repeat / full, 3), "price_job_s": round(prices, 2),
-            "price_ratio": round(prices / full, 3)}
+        prices = _timed(
+            [*PROVIDER_ASSETS, gpu_prices, cost_matrix],
+            resources,
+            selection=dg.AssetSelection.assets(runpod, gpu_prices, cost_matrix),
+        )
+    return {
+        "full_s": round(full, 2),
+        "repeat_s": round(repeat, 2),
+        "repeat_ratio": round(repeat / full, 3),
+        "price_job_s": round(prices, 2),
+        "price_ratio": round(prices / full, 3),
+    }
 
 
 def main() -> None:

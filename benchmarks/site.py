@@ -43,14 +43,20 @@ def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
     if (source / "latest").is_symlink():
         (scratch / "latest").symlink_to((source / "latest").readlink(), target_is_directory=True)
     started, produced = dt.datetime.now(dt.UTC), {}
-    for table, column in (("cost_basis", "price_per_gpu_hour_usd"),
-                          ("cost_matrix", "cost_per_mtok_usd")):
+    for table, column in (
+        ("cost_basis", "price_per_gpu_hour_usd"),
+        ("cost_matrix", "cost_per_mtok_usd"),
+    ):
         df = store.read(table, base=str(scratch))
         df = df.with_columns((pl.col(column) * factor).cast(df.schema[column]))
         produced[table] = store.publish(
-            table, df, verified_at=df["verified_at"].max(),
-            commit_info={"dagster_run_id": "benchmark"}, base=str(scratch),
-            fingerprint=f"{table} x {factor}").version  # not a JSON dump of 4.8 M rows
+            table,
+            df,
+            verified_at=df["verified_at"].max(),
+            commit_info={"dagster_run_id": "benchmark"},
+            base=str(scratch),
+            fingerprint=f"{table} x {factor}",
+        ).version  # not a JSON dump of 4.8 M rows
     store.publish_release(produced, run_id="benchmark", started_at=started, base=str(scratch))
 
 
@@ -73,10 +79,15 @@ def main() -> None:
         _price_refresh(Path(args.warehouse), scratch, 1.05)
         prices, prices_s = _timed(str(scratch), out, subset)
     result = {
-        "pages": full.pages, "full_s": full_s, "render_s": full.seconds,
-        "pages_per_s": round(full.pages / full_s, 1), "bytes_on_disk": full.bytes_on_disk,
-        "unchanged_s": again_s, "unchanged_parts_rendered": again.parts_rendered,
-        "price_only_s": prices_s, "price_only_parts_rendered": prices.parts_rendered,
+        "pages": full.pages,
+        "full_s": full_s,
+        "render_s": full.seconds,
+        "pages_per_s": round(full.pages / full_s, 1),
+        "bytes_on_disk": full.bytes_on_disk,
+        "unchanged_s": again_s,
+        "unchanged_parts_rendered": again.parts_rendered,
+        "price_only_s": prices_s,
+        "price_only_parts_rendered": prices.parts_rendered,
         "price_only_parts_reused": prices.parts_reused,
         "price_only_pages_written": prices.written,
         "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),

@@ -50,13 +50,33 @@ from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
-TABLE_ASSETS = [gpus, quantized_releases, weight_formats, engines, engine_support,
-                format_quality,
-                format_quality_tiers, hub_models, models, weights,
-                fit_matrix_shards, fit_matrix, cost_matrix, coverage, param_checks,
-                gguf_published_sizes, vllm_startup_checks, speed_checks, accuracy,
-                capacity_plans, hardware_picks, finetune, *PROVIDER_ASSETS, gpu_prices,
-                price_history]
+TABLE_ASSETS = [
+    gpus,
+    quantized_releases,
+    weight_formats,
+    engines,
+    engine_support,
+    format_quality,
+    format_quality_tiers,
+    hub_models,
+    models,
+    weights,
+    fit_matrix_shards,
+    fit_matrix,
+    cost_matrix,
+    coverage,
+    param_checks,
+    gguf_published_sizes,
+    vllm_startup_checks,
+    speed_checks,
+    accuracy,
+    capacity_plans,
+    hardware_picks,
+    finetune,
+    *PROVIDER_ASSETS,
+    gpu_prices,
+    price_history,
+]
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.
 release = build_release(TABLE_ASSETS)
@@ -64,20 +84,27 @@ ALL_ASSETS = [*TABLE_ASSETS, release, site]
 # Jobs that write the warehouse carry this tag; dagster.yaml lets one such run at a time
 # out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
 WRITES_TAG = {"llm-sizing/writes": "warehouse"}
-refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
-                                  tags=WRITES_TAG)
+refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(), tags=WRITES_TAG)
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
 record_job = dg.define_asset_job(
-    "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS))
+    "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS)
+)
 # The daily price run ends with the site: a price-only rebuild renders the cost parts.
 prices_job = dg.define_asset_job(
-    "refresh_prices", tags=WRITES_TAG,
-    selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
-                                       capacity_plans, hardware_picks, release, site))
+    "refresh_prices",
+    tags=WRITES_TAG,
+    selection=dg.AssetSelection.assets(
+        *PROVIDER_ASSETS, gpu_prices, cost_matrix, capacity_plans, hardware_picks, release, site
+    ),
+)
 
 
-@dg.schedule(name="weekly_model_refresh", job=refresh_job, cron_schedule="0 5 * * 1",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
+@dg.schedule(
+    name="weekly_model_refresh",
+    job=refresh_job,
+    cron_schedule="0 5 * * 1",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
 def weekly_models() -> dg.RunRequest:
     """The whole graph in one run, every model shard included."""
     return dg.RunRequest(tags=ALL_SHARDS_TAGS)
@@ -88,19 +115,23 @@ def weekly_models() -> dg.RunRequest:
 # evaluates those conditions runs by default, so `dagster dev` or a headless
 # `dagster-daemon` keeps the warehouse fresh without anyone switching it on.
 automation = dg.AutomationConditionSensorDefinition(
-    "automation", target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING)
+    "automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING
+)
 daily_prices = dg.ScheduleDefinition(
-    name="daily_price_refresh", job=prices_job, cron_schedule="0 6 * * *",
-    default_status=dg.DefaultScheduleStatus.RUNNING)
+    name="daily_price_refresh",
+    job=prices_job,
+    cron_schedule="0 6 * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
 
 
 def _executor(name: str) -> dg.ExecutorDefinition:
     if name == "multiprocess":
         # Each step forked from a server that has imported the code location (its module
         # preloaded): spawning one costs ~15 s per step on two busy cores, forking ~0.1 s.
-        return dg.multiprocess_executor.configured({"max_concurrent": 2,
-                                                    "start_method": {"forkserver": {}}})
+        return dg.multiprocess_executor.configured(
+            {"max_concurrent": 2, "start_method": {"forkserver": {}}}
+        )
     if name == "k8s":
         from dagster_k8s import k8s_job_executor  # the optional `deploy` extra
 
@@ -113,19 +144,27 @@ def _executor(name: str) -> dg.ExecutorDefinition:
 def _resources(environ: Mapping[str, str]) -> dict:
     snapshot = environ.get("LLM_SIZING_SNAPSHOT")
     offline = environ.get("LLM_SIZING_OFFLINE", environ.get("HF_HUB_OFFLINE", "1")) != "0"
-    base_urls = {p: environ[f"LLM_SIZING_{p.upper()}_URL"] for p in PRICE_PROVIDERS
-                 if f"LLM_SIZING_{p.upper()}_URL" in environ}
+    base_urls = {
+        p: environ[f"LLM_SIZING_{p.upper()}_URL"]
+        for p in PRICE_PROVIDERS
+        if f"LLM_SIZING_{p.upper()}_URL" in environ
+    }
     return {
-        "hub": HubResource(offline=offline, **({"endpoint": environ["HF_ENDPOINT"]}
-                                               if "HF_ENDPOINT" in environ else {})),
+        "hub": HubResource(
+            offline=offline,
+            **({"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}),
+        ),
         "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
-        "price_sources": PriceSourcesResource(offline=offline, base_urls=base_urls,
-                                              **({"snapshot_path": snapshot} if snapshot
-                                                 else {})),
+        "price_sources": PriceSourcesResource(
+            offline=offline,
+            base_urls=base_urls,
+            **({"snapshot_path": snapshot} if snapshot else {}),
+        ),
         "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=environ.get("LLM_SIZING_WAREHOUSE",
-                                                        store.DEFAULT_ROOT),
-                                       aws_endpoint_url=environ.get("AWS_ENDPOINT_URL")),
+        "warehouse": WarehouseResource(
+            root=environ.get("LLM_SIZING_WAREHOUSE", store.DEFAULT_ROOT),
+            aws_endpoint_url=environ.get("AWS_ENDPOINT_URL"),
+        ),
     }
 
 

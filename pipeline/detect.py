@@ -81,8 +81,11 @@ def parse_system_profiler(text: str, memsize: str) -> list[Gpu]:
     adapters = json.loads(text).get("SPDisplaysDataType", [])
     size = memsize.strip().rsplit(" ", 1)[-1]
     gib = int(size) / GIB if size.isdigit() else 0.0
-    return [Gpu(a["sppci_model"], gib, "system_profiler") for a in adapters
-            if a.get("sppci_model", "").startswith("Apple")]
+    return [
+        Gpu(a["sppci_model"], gib, "system_profiler")
+        for a in adapters
+        if a.get("sppci_model", "").startswith("Apple")
+    ]
 
 
 def parse_meminfo(text: str) -> float | None:
@@ -121,8 +124,9 @@ def detect_gpus(meminfo: Path = Path("/proc/meminfo")) -> Found:
     out, memsize = _run(SYSTEM_PROFILER), _run(SYSCTL_MEMSIZE)
     if out is not None and memsize is not None:
         found.gpus = parse_system_profiler(out, memsize)
-        found.system_ram_gib = found.system_ram_gib or (found.gpus[0].memory_gib
-                                                        if found.gpus else None)
+        found.system_ram_gib = found.system_ram_gib or (
+            found.gpus[0].memory_gib if found.gpus else None
+        )
     else:
         found.notes.append("system_profiler: not found or failed")
     return found
@@ -132,8 +136,9 @@ def match_catalog(found: Found, find_gpu) -> tuple[dict | None, str | None]:
     """The catalog GPU of the first detected card, with a note when none is: its name
     with and without the vendor's prefix, and only where the memory agrees."""
     first = found.gpus[0]
-    names = [first.name] + [first.name[len(p):] for p in ("NVIDIA ", "AMD ", "Apple ")
-                            if first.name.startswith(p)]
+    names = [first.name] + [
+        first.name[len(p) :] for p in ("NVIDIA ", "AMD ", "Apple ") if first.name.startswith(p)
+    ]
     for name in names:
         try:
             gpu = find_gpu(name)
@@ -141,6 +146,8 @@ def match_catalog(found: Found, find_gpu) -> tuple[dict | None, str | None]:
             continue
         if abs(gpu["memory_gib"] - first.memory_gib) <= MEMORY_TOLERANCE * gpu["memory_gib"]:
             return gpu, None
-        return None, (f"the catalog's {gpu['name']} has {gpu['memory_gib']:g} GiB, not "
-                      f"{first.memory_gib:.2f}: not this card; name a catalog GPU with --gpu")
+        return None, (
+            f"the catalog's {gpu['name']} has {gpu['memory_gib']:g} GiB, not "
+            f"{first.memory_gib:.2f}: not this card; name a catalog GPU with --gpu"
+        )
     return None, f"{first.name} is not in the GPU catalog; name the nearest with --gpu"

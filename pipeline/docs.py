@@ -29,11 +29,18 @@ ACCURACY_ROWS = (
     ("prefill", "held out by GPU", "prefill speed"),
 )
 FEW = 10  # a subset with fewer points says so
-PICK_LABELS = {"cheapest_single_gpu": "best single GPU", "best_value": "best value",
-               "smallest_unified_memory": "unified memory", "cheapest_cloud": "cloud"}
+PICK_LABELS = {
+    "cheapest_single_gpu": "best single GPU",
+    "best_value": "best value",
+    "smallest_unified_memory": "unified memory",
+    "cheapest_cloud": "cloud",
+}
 # Cases shown beside the reference page's: a small dense model, a MoE, a 70B.
-OTHER_CASES = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-30B-A3B",
-               "meta-llama/Llama-3.1-70B-Instruct")
+OTHER_CASES = (
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "Qwen/Qwen3-30B-A3B",
+    "meta-llama/Llama-3.1-70B-Instruct",
+)
 
 
 def _pct(x: float | None) -> str:
@@ -42,43 +49,61 @@ def _pct(x: float | None) -> str:
 
 def accuracy_block(acc: pl.DataFrame) -> str:
     """The front page's accuracy table: subset `all` of each figure in ACCURACY_ROWS."""
-    lines = ["| figure | evaluation | n | median error | 90th percentile |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| figure | evaluation | n | median error | 90th percentile |",
+        "|---|---|---|---|---|",
+    ]
     for metric, evaluation, label in ACCURACY_ROWS:
-        row = acc.filter((pl.col("metric") == metric) & (pl.col("subset") == "all")
-                         & (pl.col("evaluation") == evaluation))
+        row = acc.filter(
+            (pl.col("metric") == metric)
+            & (pl.col("subset") == "all")
+            & (pl.col("evaluation") == evaluation)
+        )
         if row.is_empty():
             continue
         r = row.row(0, named=True)
         n = f"{r['n']:,}" + (" (fewer than 10)" if r["n"] < FEW else "")
-        lines.append(f"| {label} | {evaluation} | {n} | {_pct(r['median_abs_error'])} | "
-                     f"{_pct(r['p90_abs_error'])} |")
+        lines.append(
+            f"| {label} | {evaluation} | {n} | {_pct(r['median_abs_error'])} | "
+            f"{_pct(r['p90_abs_error'])} |"
+        )
     verified = acc.get_column("verified_at").max()
     lines.append("")
-    lines.append(f"From the published `accuracy` table (verified {verified}); every subset "
-                 "(per fit, vendor, GPU count, dense or MoE) is in it and in "
-                 "[docs/accuracy.md](docs/accuracy.md).")
+    lines.append(
+        f"From the published `accuracy` table (verified {verified}); every subset "
+        "(per fit, vendor, GPU count, dense or MoE) is in it and in "
+        "[docs/accuracy.md](docs/accuracy.md)."
+    )
     return "\n".join(lines)
 
 
 def accuracy_detail(acc: pl.DataFrame) -> str:
     """Every row of the published `accuracy` table, by figure and subset."""
     order = {"held out by source": 0, "held out by GPU": 1, "in fit": 2, "exact rule": 3}
-    rows = acc.sort("metric", "subset", pl.col("evaluation").replace_strict(
-        order, default=9, return_dtype=pl.Int8))
-    lines = ["| figure | subset | evaluation | n | median error | 90th percentile | max |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['metric']} | {r['subset']} | {r['evaluation']} | {r['n']:,}"
-              f"{' (fewer than 10)' if r['n'] < FEW else ''} | {_pct(r['median_abs_error'])} | "
-              f"{_pct(r['p90_abs_error'])} | {_pct(r['max_abs_error'])} |"
-              for r in rows.iter_rows(named=True)]
+    rows = acc.sort(
+        "metric",
+        "subset",
+        pl.col("evaluation").replace_strict(order, default=9, return_dtype=pl.Int8),
+    )
+    lines = [
+        "| figure | subset | evaluation | n | median error | 90th percentile | max |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['metric']} | {r['subset']} | {r['evaluation']} | {r['n']:,}"
+        f"{' (fewer than 10)' if r['n'] < FEW else ''} | {_pct(r['median_abs_error'])} | "
+        f"{_pct(r['p90_abs_error'])} | {_pct(r['max_abs_error'])} |"
+        for r in rows.iter_rows(named=True)
+    ]
     return "\n".join(lines)
 
 
 def _price(p: dict) -> str:
     if p.get("price_per_hour_usd") is not None:
-        return (f"{p['price_per_hour_usd']:.2f} USD/h, {p['provider']} {p['tier']} "
-                f"(verified {p['price_verified_at']})")
+        return (
+            f"{p['price_per_hour_usd']:.2f} USD/h, {p['provider']} {p['tier']} "
+            f"(verified {p['price_verified_at']})"
+        )
     if p.get("price_usd") is not None:
         return f"{p['price_usd']:,.0f} USD ({p['price_basis']}, {p['price_date']})"
     return "no sourced price"
@@ -97,75 +122,107 @@ def _why(ref: dict, ours: dict, theirs: dict | None, offer: dict | None) -> str:
     if ref["pick"] == "cheapest_cloud":
         if offer is None:
             return "no recorded on-demand offer of it by that provider"
-        return (f"our recordings' cheapest on-demand {ref['provider']} offer of it is "
-                f"{offer['price_per_instance_hour_usd']:.2f} USD/h (verified "
-                f"{offer['verified_at']}), dearer than {ours['price_per_hour_usd']:.2f} "
-                f"USD/h for {ours['n_gpus']}x {ours['name']}")
+        return (
+            f"our recordings' cheapest on-demand {ref['provider']} offer of it is "
+            f"{offer['price_per_instance_hour_usd']:.2f} USD/h (verified "
+            f"{offer['verified_at']}), dearer than {ours['price_per_hour_usd']:.2f} "
+            f"USD/h for {ours['n_gpus']}x {ours['name']}"
+        )
     if theirs is None:
         return "not sized on that GPU count"
     if theirs["verdict"] != "fits":
         return f"{theirs['verdict']} at {theirs['total_gib']:.1f} GiB per GPU"
     if theirs["decode_tok_s"] is None or theirs["decode_tok_s"] < ours["min_decode_tok_s"]:
-        return (f"decodes {theirs['decode_tok_s'] or 0:.1f} tok/s by our estimate, under the "
-                f"{ours['min_decode_tok_s']:g} tok/s asked")
+        return (
+            f"decodes {theirs['decode_tok_s'] or 0:.1f} tok/s by our estimate, under the "
+            f"{ours['min_decode_tok_s']:g} tok/s asked"
+        )
     cost = theirs["outlay_usd"]
     if cost is None:
         return "no sourced purchase price in our catalog"
-    return (f"costs {cost:,.0f} USD by our catalog against {ours['price_usd']:,.0f} USD for "
-            f"ours; it decodes {theirs['decode_tok_s']:.1f} tok/s")
+    return (
+        f"costs {cost:,.0f} USD by our catalog against {ours['price_usd']:,.0f} USD for "
+        f"ours; it decodes {theirs['decode_tok_s']:.1f} tok/s"
+    )
 
 
-def picks_page(picks: pl.DataFrame, reference: pl.DataFrame, sized: pl.DataFrame,
-               offers: pl.DataFrame) -> str:
+def picks_page(
+    picks: pl.DataFrame, reference: pl.DataFrame, sized: pl.DataFrame, offers: pl.DataFrame
+) -> str:
     """docs/picks.md: the reference page's four picks beside ours for its case, and ours for
     OTHER_CASES. `sized`: the reference case on every GPU and count (sizing.recommend),
     `offers`: the published gpu_prices."""
     case = reference.row(0, named=True)
-    mine = {p["pick"]: p for p in picks.filter(pl.col("model_id") == case["model_id"])
-            .iter_rows(named=True)}
-    lines = ["# Hardware picks, ours beside the reference page's", "",
-             "Generated by `llm-sizing docs` from the published `hardware_picks`, `gpus` and "
-             "`gpu_prices` tables and `data/catalogs/reference_picks.csv` (the reference "
-             "page's picks, quoted); do not edit by hand.", "",
-             f"## {case['model_id']}, {case['weight_format']}, {case['context']:,} tokens, "
-             f"{case['kv_dtype']} cache, {case['engine']} (the reference page's case)", "",
-             "| pick | reference page | ours | why they differ |", "|---|---|---|---|"]
+    mine = {
+        p["pick"]: p
+        for p in picks.filter(pl.col("model_id") == case["model_id"]).iter_rows(named=True)
+    }
+    lines = [
+        "# Hardware picks, ours beside the reference page's",
+        "",
+        "Generated by `llm-sizing docs` from the published `hardware_picks`, `gpus` and "
+        "`gpu_prices` tables and `data/catalogs/reference_picks.csv` (the reference "
+        "page's picks, quoted); do not edit by hand.",
+        "",
+        f"## {case['model_id']}, {case['weight_format']}, {case['context']:,} tokens, "
+        f"{case['kv_dtype']} cache, {case['engine']} (the reference page's case)",
+        "",
+        "| pick | reference page | ours | why they differ |",
+        "|---|---|---|---|",
+    ]
     for ref in reference.iter_rows(named=True):
         ours = mine[ref["pick"]]
-        row = sized.filter((pl.col("gpu_id") == ref["gpu_id"])
-                           & (pl.col("n_gpus") == ref["n_gpus"]))
+        row = sized.filter(
+            (pl.col("gpu_id") == ref["gpu_id"]) & (pl.col("n_gpus") == ref["n_gpus"])
+        )
         theirs = row.row(0, named=True) if row.height else None
-        offer = offers.filter((pl.col("gpu_id") == ref["gpu_id"])
-                              & (pl.col("n_gpus") == ref["n_gpus"])
-                              & (pl.col("provider") == (ref["provider"] or ""))
-                              & (pl.col("pricing") == "on-demand") & ~pl.col("fractional")
-                              ).sort("price_per_instance_hour_usd")
-        said = (f"{ref['price_per_hour_usd']:.2f} USD/h, {ref['provider']}"
-                if ref["price_per_hour_usd"] is not None else f"~{ref['price_usd']:,.0f} USD")
+        offer = offers.filter(
+            (pl.col("gpu_id") == ref["gpu_id"])
+            & (pl.col("n_gpus") == ref["n_gpus"])
+            & (pl.col("provider") == (ref["provider"] or ""))
+            & (pl.col("pricing") == "on-demand")
+            & ~pl.col("fractional")
+        ).sort("price_per_instance_hour_usd")
+        said = (
+            f"{ref['price_per_hour_usd']:.2f} USD/h, {ref['provider']}"
+            if ref["price_per_hour_usd"] is not None
+            else f"~{ref['price_usd']:,.0f} USD"
+        )
         why = _why(ref, ours, theirs, offer.row(0, named=True) if offer.height else None)
         name = theirs["name"] if theirs else ref["gpu_id"]
-        lines.append(f"| {PICK_LABELS[ref['pick']]} | {ref['n_gpus']}x {name}, {said} "
-                     f"| {_ours(ours)} | {why} |")
-    lines += ["", "Our picks run the configuration at the default "
-              f"{next(iter(mine.values()))['min_decode_tok_s']:g} tok/s with room to spare "
-              "(verdict `fits`), the cheapest first (sizing/recommend.py); the reference page "
-              "states no criterion.", ""]
+        lines.append(
+            f"| {PICK_LABELS[ref['pick']]} | {ref['n_gpus']}x {name}, {said} "
+            f"| {_ours(ours)} | {why} |"
+        )
+    lines += [
+        "",
+        "Our picks run the configuration at the default "
+        f"{next(iter(mine.values()))['min_decode_tok_s']:g} tok/s with room to spare "
+        "(verdict `fits`), the cheapest first (sizing/recommend.py); the reference page "
+        "states no criterion.",
+        "",
+    ]
     for model in OTHER_CASES:
         rows = picks.filter(pl.col("model_id") == model)
         if rows.is_empty():
             continue
         h = rows.row(0, named=True)
-        lines += [f"## {model}, {h['weight_format']}, {h['context']:,} tokens "
-                  f"(quality {h['quality_tier'] or 'unmeasured'})", "",
-                  "| pick | ours |", "|---|---|"]
+        lines += [
+            f"## {model}, {h['weight_format']}, {h['context']:,} tokens "
+            f"(quality {h['quality_tier'] or 'unmeasured'})",
+            "",
+            "| pick | ours |",
+            "|---|---|",
+        ]
         by_pick = {p["pick"]: p for p in rows.iter_rows(named=True)}
         lines += [f"| {label} | {_ours(by_pick[k])} |" for k, label in PICK_LABELS.items()]
         lines.append("")
     return "\n".join(lines)
 
 
-def _reference_case_sized(reference: pl.DataFrame, gpus: pl.DataFrame,
-                          base: str | None) -> pl.DataFrame:
+def _reference_case_sized(
+    reference: pl.DataFrame, gpus: pl.DataFrame, base: str | None
+) -> pl.DataFrame:
     """The reference case on every GPU and count, as the recommendations size it, with the
     outlay of each (new, or used where the catalog dates a lower price)."""
     from pipeline.names import model_config_path
@@ -175,15 +232,34 @@ def _reference_case_sized(reference: pl.DataFrame, gpus: pl.DataFrame,
     c = reference.row(0, named=True)
     name, path = model_config_path(c["model_id"])
     m = parse_config(path.read_bytes(), name)
-    sized = sized_over_gpus(m, c["weight_format"], c["context"], c["kv_dtype"], c["engine"], gpus,
-                            support=store.read("engine_support", base=base))
-    return sized.with_columns((pl.min_horizontal("price_new_usd", "price_used_usd")
-                               * pl.col("n_gpus")).alias("outlay_usd"))
+    sized = sized_over_gpus(
+        m,
+        c["weight_format"],
+        c["context"],
+        c["kv_dtype"],
+        c["engine"],
+        gpus,
+        support=store.read("engine_support", base=base),
+    )
+    return sized.with_columns(
+        (pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus")).alias(
+            "outlay_usd"
+        )
+    )
 
 
 # The front page's example: the reference page's case.
-EXAMPLE = ["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "MTT S4000",
-           "--quant", "Q4_K_M", "--context", "8192"]
+EXAMPLE = [
+    "estimate",
+    "--model",
+    "Qwen/Qwen2.5-72B-Instruct",
+    "--gpu",
+    "MTT S4000",
+    "--quant",
+    "Q4_K_M",
+    "--context",
+    "8192",
+]
 EXAMPLE_LINES = 24
 
 
@@ -203,27 +279,40 @@ def example_block(base: str | None) -> str:
             if before is not None:
                 os.environ["LLM_SIZING_WAREHOUSE"] = before
     shown = out.getvalue().splitlines()[:EXAMPLE_LINES]
-    return "\n".join(["    $ uv run --frozen llm-sizing " + " ".join(
-        f'"{a}"' if " " in a else a for a in EXAMPLE), *("    " + line for line in shown),
-        "    ..."])
+    return "\n".join(
+        [
+            "    $ uv run --frozen llm-sizing "
+            + " ".join(f'"{a}"' if " " in a else a for a in EXAMPLE),
+            *("    " + line for line in shown),
+            "    ...",
+        ]
+    )
 
 
 def _fill(text: str, name: str, block: str) -> str:
     """Replace the generated block `name` between its start and end markers."""
-    return re.sub(rf"(<!-- {name}:start -->\n)(?:.*?\n)?(<!-- {name}:end -->)",
-                  lambda m: m.group(1) + block + "\n" + m.group(2), text, flags=re.S)
+    return re.sub(
+        rf"(<!-- {name}:start -->\n)(?:.*?\n)?(<!-- {name}:end -->)",
+        lambda m: m.group(1) + block + "\n" + m.group(2),
+        text,
+        flags=re.S,
+    )
 
 
 def render(base: str | None = None) -> dict[Path, str]:
     """Every generated file's content from the current release's tables."""
     acc = store.read("accuracy", base=base)
-    readme = _fill(_fill(README.read_text(), "accuracy", accuracy_block(acc)), "estimate",
-                   example_block(base))
+    readme = _fill(
+        _fill(README.read_text(), "accuracy", accuracy_block(acc)), "estimate", example_block(base)
+    )
     reference = pl.read_csv(REFERENCE_PICKS)
     gpus = store.read("gpus", base=base)
-    picks = picks_page(store.read("hardware_picks", base=base), reference,
-                       _reference_case_sized(reference, gpus, base),
-                       store.read("gpu_prices", base=base))
+    picks = picks_page(
+        store.read("hardware_picks", base=base),
+        reference,
+        _reference_case_sized(reference, gpus, base),
+        store.read("gpu_prices", base=base),
+    )
     accuracy = _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc))
     return {README: readme, PICKS_DOC: picks + "\n", ACCURACY_DOC: accuracy}
 

@@ -7,8 +7,10 @@ import argparse
 import json
 import math
 
-RANKING = ("per model: fits before tight, then the most bits per weight, the most precise "
-           "KV cache, the fastest decode; models by parameters, most first, then by decode")
+RANKING = (
+    "per model: fits before tight, then the most bits per weight, the most precise "
+    "KV cache, the fastest decode; models by parameters, most first, then by decode"
+)
 
 
 def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
@@ -25,16 +27,31 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
         release = None
     needed = ("fit_matrix", "fit_configurations", "cost_matrix", "models", "weight_formats")
     if release is None or any(t not in release.versions for t in needed):
-        raise SystemExit("error: no published release holds the fit tables; run "
-                         "`llm-sizing refresh` first")
+        raise SystemExit(
+            "error: no published release holds the fit tables; run `llm-sizing refresh` first"
+        )
     scan = {t: store.scan(t, version=release.versions[t], base=base) for t in needed}
-    conf = scan["fit_configurations"].select("model_id", "weight_format", "engine", "gpu_id",
-                                             "n_gpus", "speed_basis", "decode_error_band")
-    rows = candidates(scan["fit_matrix"].filter(pl.col("gpu_id") == gpu_id),
-                      scan["cost_matrix"].filter(pl.col("gpu_id") == gpu_id),
-                      scan["weight_formats"], gpu_id, n_gpus).join(
-        conf, on=["model_id", "weight_format", "engine", "gpu_id", "n_gpus"], how="left",
-        maintain_order="left")
+    conf = scan["fit_configurations"].select(
+        "model_id",
+        "weight_format",
+        "engine",
+        "gpu_id",
+        "n_gpus",
+        "speed_basis",
+        "decode_error_band",
+    )
+    rows = candidates(
+        scan["fit_matrix"].filter(pl.col("gpu_id") == gpu_id),
+        scan["cost_matrix"].filter(pl.col("gpu_id") == gpu_id),
+        scan["weight_formats"],
+        gpu_id,
+        n_gpus,
+    ).join(
+        conf,
+        on=["model_id", "weight_format", "engine", "gpu_id", "n_gpus"],
+        how="left",
+        maintain_order="left",
+    )
     return rows, scan["models"], {t: release.versions[t] for t in needed}
 
 
@@ -45,18 +62,40 @@ def listing(gpu: dict, args: argparse.Namespace, base: str | None = None) -> dic
     rows, models, versions = published_runs(gpu["gpu_id"], args.gpus, base)
     contexts = sorted(rows.select("context").unique().collect()["context"].to_list())
     if contexts and args.context not in contexts:
-        raise SystemExit(f"error: the tables hold contexts {', '.join(map(str, contexts))} "
-                         f"on this GPU; `llm-sizing estimate --context {args.context}` "
-                         "sizes any other")
+        raise SystemExit(
+            f"error: the tables hold contexts {', '.join(map(str, contexts))} "
+            f"on this GPU; `llm-sizing estimate --context {args.context}` "
+            "sizes any other"
+        )
     found = runs_on(rows, models, args.context, args.min_tok_s, args.engine).collect()
-    keep = ("model_id", "params_total", "engine", "weight_format", "kv_dtype", "verdict",
-            "headroom_gib", "max_context_tokens", "decode_tok_s", "speed_basis",
-            "decode_error_band", "cost_per_mtok_usd")
-    return {"gpu_id": gpu["gpu_id"], "gpu": gpu["name"], "memory_gib": gpu["memory_gib"],
-            "n_gpus": args.gpus, "context": args.context, "min_tok_s": args.min_tok_s,
-            "engine": args.engine, "batch": 1, "ranking": RANKING, "count": found.height,
-            "table_versions": versions,
-            "models": [{k: _finite(r[k]) for k in keep} for r in found.iter_rows(named=True)]}
+    keep = (
+        "model_id",
+        "params_total",
+        "engine",
+        "weight_format",
+        "kv_dtype",
+        "verdict",
+        "headroom_gib",
+        "max_context_tokens",
+        "decode_tok_s",
+        "speed_basis",
+        "decode_error_band",
+        "cost_per_mtok_usd",
+    )
+    return {
+        "gpu_id": gpu["gpu_id"],
+        "gpu": gpu["name"],
+        "memory_gib": gpu["memory_gib"],
+        "n_gpus": args.gpus,
+        "context": args.context,
+        "min_tok_s": args.min_tok_s,
+        "engine": args.engine,
+        "batch": 1,
+        "ranking": RANKING,
+        "count": found.height,
+        "table_versions": versions,
+        "models": [{k: _finite(r[k]) for k in keep} for r in found.iter_rows(named=True)],
+    }
 
 
 def _finite(value):
@@ -65,20 +104,27 @@ def _finite(value):
 
 def render(answer: dict) -> str:
     """The listing as a table: one line per model, best first."""
-    head = (f"{answer['count']} models run on {answer['n_gpus']}x {answer['gpu']} "
-            f"({answer['memory_gib']:g} GiB) at {answer['context']:,} tokens, batch 1"
-            + (f", decoding at least {answer['min_tok_s']:g} tok/s" if answer["min_tok_s"]
-               else "") + (f", {answer['engine']}" if answer["engine"] else ""))
-    lines = [head, f"{'model':44} {'params B':>8} {'engine':9} {'format':10} {'KV':5} "
-                   f"{'verdict':7} {'max ctx':>9} {'tok/s':>7} {'USD/Mtok':>9}"]
+    head = (
+        f"{answer['count']} models run on {answer['n_gpus']}x {answer['gpu']} "
+        f"({answer['memory_gib']:g} GiB) at {answer['context']:,} tokens, batch 1"
+        + (f", decoding at least {answer['min_tok_s']:g} tok/s" if answer["min_tok_s"] else "")
+        + (f", {answer['engine']}" if answer["engine"] else "")
+    )
+    lines = [
+        head,
+        f"{'model':44} {'params B':>8} {'engine':9} {'format':10} {'KV':5} "
+        f"{'verdict':7} {'max ctx':>9} {'tok/s':>7} {'USD/Mtok':>9}",
+    ]
     for m in answer["models"]:
         lines.append(
             f"{m['model_id'][:44]:44} {_num(m['params_total'], 1e9, '.1f'):>8} "
             f"{m['engine']:9} {m['weight_format']:10} {m['kv_dtype']:5} {m['verdict']:7} "
             f"{m['max_context_tokens'] or 0:>9,} {_num(m['decode_tok_s'], 1, '.1f'):>7} "
-            f"{_num(m['cost_per_mtok_usd'], 1, '.2f'):>9}")
-    lines.append(f"ranked {answer['ranking']}; USD/Mtok at the cheapest on-demand offer "
-                 "(blank: not rented)")
+            f"{_num(m['cost_per_mtok_usd'], 1, '.2f'):>9}"
+        )
+    lines.append(
+        f"ranked {answer['ranking']}; USD/Mtok at the cheapest on-demand offer (blank: not rented)"
+    )
     return "\n".join(lines)
 
 

@@ -42,8 +42,7 @@ def find_gpu(query: str, gpus, aliases) -> dict:
     if not q:
         raise UnknownName("empty GPU name")
     by_name = {_norm(i): k for k, i in enumerate(ids)} | {_norm(n): k for k, n in enumerate(names)}
-    alias_to_id = dict(zip(aliases.get_column("alias"), aliases.get_column("gpu_id"),
-                           strict=True))
+    alias_to_id = dict(zip(aliases.get_column("alias"), aliases.get_column("gpu_id"), strict=True))
     for alias, gpu_id in alias_to_id.items():
         if gpu_id in ids:
             by_name.setdefault(_norm(alias), ids.index(gpu_id))
@@ -53,8 +52,10 @@ def find_gpu(query: str, gpus, aliases) -> dict:
     if len(hits) == 1:
         return gpus.row(hits[0], named=True)
     if hits:
-        raise UnknownName(f"ambiguous GPU {query!r}: {', '.join(ids[k] for k in hits[:12])}"
-                          f"{' ...' if len(hits) > 12 else ''}")
+        raise UnknownName(
+            f"ambiguous GPU {query!r}: {', '.join(ids[k] for k in hits[:12])}"
+            f"{' ...' if len(hits) > 12 else ''}"
+        )
     raise UnknownName(f"unknown GPU {query!r}{_suggest(query, names + ids)}")
 
 
@@ -62,16 +63,17 @@ def find_format(query: str, formats: tuple[str, ...]) -> str:
     """The weight format as the engines spell it, whatever the case."""
     by_upper = {f.upper(): f for f in formats}
     found = by_upper.get(query.strip().upper().replace("-", "_")) or by_upper.get(
-        query.strip().upper())
+        query.strip().upper()
+    )
     if found is None:
-        raise UnknownName(f"unknown weight format {query!r}"
-                          f"{_suggest(query.upper(), list(formats))}")
+        raise UnknownName(
+            f"unknown weight format {query!r}{_suggest(query.upper(), list(formats))}"
+        )
     return found
 
 
 def snapshot_models() -> list[str]:
-    return sorted(str(p.parent.relative_to(MODELS_DIR))
-                  for p in MODELS_DIR.glob("*/*/config.json"))
+    return sorted(str(p.parent.relative_to(MODELS_DIR)) for p in MODELS_DIR.glob("*/*/config.json"))
 
 
 def model_config_path(repo_id: str) -> tuple[str, Path]:
@@ -79,8 +81,7 @@ def model_config_path(repo_id: str) -> tuple[str, Path]:
     snapshot's (any case), else the Hub's, fetched once into huggingface_hub's cache,
     which offline runs read back."""
     if not re.fullmatch(r"[\w.-]{1,96}/[\w.-]{1,96}", repo_id) or ".." in repo_id:
-        raise UnknownName(f"{repo_id[:120]!r} is not a Hugging Face repository id "
-                          "(owner/name)")
+        raise UnknownName(f"{repo_id[:120]!r} is not a Hugging Face repository id (owner/name)")
     known = {m.lower(): m for m in snapshot_models()}
     if repo_id.lower() in known:
         canonical = known[repo_id.lower()]

@@ -18,8 +18,12 @@ from pathlib import Path
 import dagster as dg
 
 HOST_TAG, PID_TAG, STARTED_TAG = "llm-sizing/host", "llm-sizing/pid", "llm-sizing/pid-start"
-_UNFINISHED = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING,
-               dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.NOT_STARTED]
+_UNFINISHED = [
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.CANCELING,
+    dg.DagsterRunStatus.NOT_STARTED,
+]
 
 
 def _start_time(pid: int) -> str | None:
@@ -44,8 +48,7 @@ def _start_time(pid: int) -> str | None:
 def process_tags() -> dict[str, str]:
     """The tags that let a later run tell whether this process is still alive."""
     pid = os.getpid()
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid),
-            STARTED_TAG: _start_time(pid) or ""}
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), STARTED_TAG: _start_time(pid) or ""}
 
 
 def reap(instance: dg.DagsterInstance) -> list[str]:
@@ -58,8 +61,9 @@ def reap(instance: dg.DagsterInstance) -> list[str]:
             continue
         if _start_time(int(tags[PID_TAG])) == tags.get(STARTED_TAG):
             continue  # still running
-        instance.report_run_failed(run, "its process (pid "
-                                        f"{tags[PID_TAG]}) ended without finishing: killed")
+        instance.report_run_failed(
+            run, f"its process (pid {tags[PID_TAG]}) ended without finishing: killed"
+        )
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)
     return reaped

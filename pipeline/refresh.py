@@ -40,7 +40,7 @@ TABLES = tuple(CONTRACTS)
 # Why a table may rightly hold no rows.
 EMPTY_BECAUSE = {
     "gguf_files": "the snapshot holds no GGUF listings (`llm-sizing snapshot record` "
-                  "fetches them where the Hub is reachable)",
+    "fetches them where the Hub is reachable)",
     "model_quarantine": "no model was refused",
     "price_quarantine": "every offer mapped to a catalog GPU at a plausible price",
 }
@@ -53,10 +53,14 @@ def run(offline: bool, verbose: bool = False) -> int:
     defs = build_defs(os.environ)
     warehouse = defs.resources["warehouse"]
     where = {"base": warehouse.root, "storage_options": warehouse.storage_options()}
-    loggers = {"progress": {}} | ({"console": {"config": {"log_level": "DEBUG"}}}
-                                  if verbose else {})
-    print(f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
-          f"warehouse {warehouse.root}", file=sys.stderr)
+    loggers = {"progress": {}} | (
+        {"console": {"config": {"log_level": "DEBUG"}}} if verbose else {}
+    )
+    print(
+        f"refresh ({'offline: the bundled snapshot' if offline else 'online'}), "
+        f"warehouse {warehouse.root}",
+        file=sys.stderr,
+    )
     seen: dict[str, store.Release | None] = {}  # the release current when the run began
     with signals.stopping(lambda: _interrupted_words(where, seen.get("before"))):
         try:
@@ -67,26 +71,31 @@ def run(offline: bool, verbose: bool = False) -> int:
         except OSError as e:
             if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise
-            print(f"refresh failed: the warehouse {warehouse.root} cannot be written "
-                  f"({e.strerror}: {e.filename}); nothing was run, the current release "
-                  "stays", file=sys.stderr)
+            print(
+                f"refresh failed: the warehouse {warehouse.root} cannot be written "
+                f"({e.strerror}: {e.filename}); nothing was run, the current release "
+                "stays",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
 
 
-def _run_locked(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
-                started: float, seen: dict) -> int:
+def _run_locked(
+    defs: dg.Definitions, where: dict, offline: bool, loggers: dict, started: float, seen: dict
+) -> int:
     """The run once this process holds the warehouse's lock."""
     lock = FileLock(lock_path(where["base"]))
     try:
         lock.acquire(blocking=False)
     except Timeout:
-        print(f"another refresh is running on this warehouse ({lock.lock_file}): waiting",
-              file=sys.stderr)
+        print(
+            f"another refresh is running on this warehouse ({lock.lock_file}): waiting",
+            file=sys.stderr,
+        )
         try:
             lock.acquire(timeout=float(os.environ.get("LLM_SIZING_LOCK_TIMEOUT_S", "3600")))
         except Timeout:
-            print("the other refresh still holds the warehouse: nothing was run",
-                  file=sys.stderr)
+            print("the other refresh still holds the warehouse: nothing was run", file=sys.stderr)
             return EXIT_BUSY
     try:
         return _locked_run(defs, where, offline, loggers, started, seen)
@@ -106,17 +115,24 @@ def lock_path(warehouse_root: str) -> Path:
     return state / f"refresh-{hashlib.sha256(warehouse_root.encode()).hexdigest()[:16]}.lock"
 
 
-def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
-                started: float, seen: dict) -> int:
+def _locked_run(
+    defs: dg.Definitions, where: dict, offline: bool, loggers: dict, started: float, seen: dict
+) -> int:
     before = seen["before"] = store.current_release(**where)
     with dg.DagsterInstance.get() as instance:
         for run_id in reap(instance):
-            print(f"run {run_id} was left unfinished by a killed process: marked failed, "
-                  "its pool slots freed", file=sys.stderr)
+            print(
+                f"run {run_id} was left unfinished by a killed process: marked failed, "
+                "its pool slots freed",
+                file=sys.stderr,
+            )
         try:
             result = defs.resolve_job_def("refresh").execute_in_process(
-                instance=instance, tags=ALL_SHARDS_TAGS | process_tags(), raise_on_error=False,
-                run_config={"loggers": loggers})
+                instance=instance,
+                tags=ALL_SHARDS_TAGS | process_tags(),
+                raise_on_error=False,
+                run_config={"loggers": loggers},
+            )
         except KeyboardInterrupt:  # between steps
             result = None
     # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
@@ -128,22 +144,28 @@ def _locked_run(defs: dg.Definitions, where: dict, offline: bool, loggers: dict,
     after = store.current_release(**where)
     kept = _release_words(after)
     warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
-    source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed
-                        for e in result.get_asset_check_evaluations())
+    source_failed = any(
+        e.check_name in SOURCE_CHECKS and not e.passed for e in result.get_asset_check_evaluations()
+    )
     stale_online = not offline and any(
         e.check_name == "prices_recent" and not e.passed
-        for e in result.get_asset_check_evaluations())
+        for e in result.get_asset_check_evaluations()
+    )
     _summary(before, after)
     for line in warnings:
         print(f"warning: {line}")
     elapsed = time.monotonic() - started
     if not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
-        print(f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: {kept} stays "
-              "current", file=sys.stderr)
+        print(
+            f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: {kept} stays current",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
-    print(f"refresh finished in {elapsed:.1f} s: {kept} is current; plain Parquet exports "
-          f"of it: {where['base']}/latest/")
+    print(
+        f"refresh finished in {elapsed:.1f} s: {kept} is current; plain Parquet exports "
+        f"of it: {where['base']}/latest/"
+    )
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
 
 
@@ -156,8 +178,7 @@ def _interrupted_words(where: dict, before: store.Release | None) -> str:
 
 
 def _release_words(release: store.Release | None) -> str:
-    return "no release (none published yet)" if release is None \
-        else f"release {release.release_id}"
+    return "no release (none published yet)" if release is None else f"release {release.release_id}"
 
 
 def _interrupted(result) -> bool:
@@ -178,8 +199,10 @@ def _summary(before: store.Release | None, after: store.Release | None) -> None:
         print("no release is current: no table is published to readers yet")
         return
     if before is not None and after.release_id == before.release_id:
-        print(f"release {after.release_id} stays current (run {after.run_id}): every table "
-              "as released")
+        print(
+            f"release {after.release_id} stays current (run {after.run_id}): every table "
+            "as released"
+        )
     else:
         print(f"release {after.release_id} published (run {after.run_id})")
     width = max(map(len, TABLES))
@@ -190,11 +213,12 @@ def _summary(before: store.Release | None, after: store.Release | None) -> None:
             continue
         version, rows = after.versions[table], after.rows[table]
         was = before.versions.get(table) if before else None
-        change = ("new table" if was is None else "new version" if version != was
-                  else "unchanged")
+        change = "new table" if was is None else "new version" if version != was else "unchanged"
         verified = after.verified_at[table]
-        print(f"{table:{width}}  {version:>7}  {rows:>11,}  "
-              f"{verified.isoformat() if verified else '?':10}   {change}")
+        print(
+            f"{table:{width}}  {version:>7}  {rows:>11,}  "
+            f"{verified.isoformat() if verified else '?':10}   {change}"
+        )
         if rows == 0:
             print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
     _site_summary()
@@ -207,14 +231,19 @@ def _site_summary() -> None:
         manifest = json.loads((site / "manifest.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return
-    print(f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "
-          f"{site}/ (browse: llm-sizing site serve)")
+    print(
+        f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "
+        f"{site}/ (browse: llm-sizing site serve)"
+    )
 
 
 def _plain(evaluation) -> str:
     """A failed check in words: its description, or its metadata's values (not reprs)."""
     text = getattr(evaluation, "description", None)
     if not text:
-        text = "; ".join(f"{k}: {getattr(v, 'value', v)}" for k, v in evaluation.metadata.items()
-                         if not k.startswith("dagster/"))
+        text = "; ".join(
+            f"{k}: {getattr(v, 'value', v)}"
+            for k, v in evaluation.metadata.items()
+            if not k.startswith("dagster/")
+        )
     return f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}: {text}"

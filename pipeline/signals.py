@@ -44,8 +44,9 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
         read, write = os.pipe()
         os.set_blocking(write, False)
         previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-        threading.Thread(target=_watch, args=(read, ended, on_timeout), daemon=True,
-                         name="stop-watch").start()
+        threading.Thread(
+            target=_watch, args=(read, ended, on_timeout), daemon=True, name="stop-watch"
+        ).start()
     try:
         yield
     finally:

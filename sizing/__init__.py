@@ -31,6 +31,16 @@ from sizing.estimate import (
 )
 from sizing.result import Estimate
 
-__all__ = ["ConfigError", "Configuration", "Device", "Estimate", "InvalidConfiguration",
-           "ModelArch",
-           "Usage", "VllmSettings", "estimate", "estimate_many", "parse_config"]
+__all__ = [
+    "ConfigError",
+    "Configuration",
+    "Device",
+    "Estimate",
+    "InvalidConfiguration",
+    "ModelArch",
+    "Usage",
+    "VllmSettings",
+    "estimate",
+    "estimate_many",
+    "parse_config",
+]

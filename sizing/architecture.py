@@ -260,29 +260,94 @@ class ModelArch:
 # ---------------------------------------------------------------------------
 # Families: which config keys hold what. Adding a family is adding a row.
 
-_DENSE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "cohere", "cohere2", "gemma2",
-          "gemma3_text", "granite", "olmo2", "exaone", "internlm2", "glm4", "glm", "ministral",
-          "minicpm", "smollm3", "seed_oss", "apertus", "hunyuan_v1_dense", "ernie4_5",
-          "arcee", "nemotron", "mistral3", "gemma3", "llama4", "lfm2", "qwen3_5",
-          "qwen3_5_text", "gemma4_text"}
-_MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
-        "glm4_moe", "gpt_oss", "minimax_m2", "minimax", "ernie4_5_moe", "hunyuan_v1_moe",
-        "hunyuan",
-        "llama4_text", "qwen3_next", "dots1", "step3p5", "bailing_moe", "lfm2_moe",
-        "qwen3_5_moe", "nemotron_h", "qwen3_5_moe_text", "deepseek_v32",
-        "glm_moe_dsa", "step3p7", "kimi_linear", "deepseek_v4"}
+_DENSE = {
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "cohere",
+    "cohere2",
+    "gemma2",
+    "gemma3_text",
+    "granite",
+    "olmo2",
+    "exaone",
+    "internlm2",
+    "glm4",
+    "glm",
+    "ministral",
+    "minicpm",
+    "smollm3",
+    "seed_oss",
+    "apertus",
+    "hunyuan_v1_dense",
+    "ernie4_5",
+    "arcee",
+    "nemotron",
+    "mistral3",
+    "gemma3",
+    "llama4",
+    "lfm2",
+    "qwen3_5",
+    "qwen3_5_text",
+    "gemma4_text",
+}
+_MOE = {
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "glm4_moe",
+    "gpt_oss",
+    "minimax_m2",
+    "minimax",
+    "ernie4_5_moe",
+    "hunyuan_v1_moe",
+    "hunyuan",
+    "llama4_text",
+    "qwen3_next",
+    "dots1",
+    "step3p5",
+    "bailing_moe",
+    "lfm2_moe",
+    "qwen3_5_moe",
+    "nemotron_h",
+    "qwen3_5_moe_text",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "step3p7",
+    "kimi_linear",
+    "deepseek_v4",
+}
 SUPPORTED_MODEL_TYPES = frozenset(_DENSE | _MOE)
 
 # Families whose q/k/v projections carry a bias without a config flag saying so.
 _QKV_BIAS_BY_FAMILY = {"qwen2", "qwen2_moe"}
 # Families with per-head RMS norms on q and k.
-_QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2",
-                     "glm4_moe", "minimax_m2", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
-                     "qwen3_5_moe_text", "gemma4", "gemma4_text", "cohere2", "step3p5",
-                     "step3p7"}
+_QK_NORM_FAMILIES = {
+    "qwen3",
+    "qwen3_moe",
+    "qwen3_next",
+    "gemma3",
+    "gemma3_text",
+    "olmo2",
+    "glm4_moe",
+    "minimax_m2",
+    "qwen3_5",
+    "qwen3_5_text",
+    "qwen3_5_moe",
+    "qwen3_5_moe_text",
+    "gemma4",
+    "gemma4_text",
+    "cohere2",
+    "step3p5",
+    "step3p7",
+}
 # Families that add post-attention and post-FFN norms (four norms per layer).
-_FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4",
-                       "olmo2"}
+_FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4", "olmo2"}
 # Families whose attention output passes a per-head sigmoid gate (g_proj).
 _HEAD_GATE_FAMILIES = {"step3p5", "step3p7"}
 _FUSED_QKV_FAMILIES = {"phi3"}
@@ -328,8 +393,9 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
     pattern = t.get("hybrid_override_pattern")
     if isinstance(pattern, str):
         if len(pattern) != n_layers or set(pattern) - set(_LAYER_TYPE_NAMES):
-            raise ConfigError(name, f"hybrid_override_pattern {pattern!r} is not one known "
-                                    "block letter per layer")
+            raise ConfigError(
+                name, f"hybrid_override_pattern {pattern!r} is not one known block letter per layer"
+            )
         return tuple(_LAYER_TYPE_NAMES[c] for c in pattern)
     model_type = t["model_type"]
     kda = t.get("linear_attn_config")
@@ -339,19 +405,22 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
         full = set(_require(name, kda, "full_attn_layers"))
         if linear & full or linear | full != set(range(1, n_layers + 1)):
             raise ConfigError(name, "kda_layers and full_attn_layers do not split the layers")
-        return tuple(LayerKind.LINEAR if i + 1 in linear else LayerKind.FULL
-                     for i in range(n_layers))
+        return tuple(
+            LayerKind.LINEAR if i + 1 in linear else LayerKind.FULL for i in range(n_layers)
+        )
     if model_type == "qwen3_next" or "full_attention_interval" in t:
         every = int(_require(name, t, "full_attention_interval"))
-        return tuple(LayerKind.FULL if (i + 1) % every == 0 else LayerKind.LINEAR
-                     for i in range(n_layers))
+        return tuple(
+            LayerKind.FULL if (i + 1) % every == 0 else LayerKind.LINEAR for i in range(n_layers)
+        )
     if model_type in ("llama4", "llama4_text") and t.get("attention_chunk_size"):
         # Llama 4: every fourth layer is global (NoPE), the rest chunked local attention.
         no_rope = t.get("no_rope_layers")
         if isinstance(no_rope, list) and len(no_rope) == n_layers:
             return tuple(LayerKind.CHUNKED if r else LayerKind.FULL for r in no_rope)
-        return tuple(LayerKind.FULL if (i + 1) % 4 == 0 else LayerKind.CHUNKED
-                     for i in range(n_layers))
+        return tuple(
+            LayerKind.FULL if (i + 1) % 4 == 0 else LayerKind.CHUNKED for i in range(n_layers)
+        )
     window = _sliding_window(t)
     if window:
         every = t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")
@@ -359,8 +428,10 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
             every = 2
         if every:
             every = int(every)
-            return tuple(LayerKind.FULL if (i + 1) % every == 0 else LayerKind.SLIDING
-                         for i in range(n_layers))
+            return tuple(
+                LayerKind.FULL if (i + 1) % every == 0 else LayerKind.SLIDING
+                for i in range(n_layers)
+            )
         return (LayerKind.SLIDING,) * n_layers
     return (LayerKind.FULL,) * n_layers
 
@@ -373,8 +444,14 @@ def _sliding_window(t: Mapping[str, Any]) -> int:
 
 
 def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
-    n_experts = _first(t, "num_local_experts", "num_experts", "n_routed_experts",
-                       "moe_num_experts", "num_experts_per_layer")
+    n_experts = _first(
+        t,
+        "num_local_experts",
+        "num_experts",
+        "n_routed_experts",
+        "moe_num_experts",
+        "num_experts_per_layer",
+    )
     if isinstance(n_experts, list):  # Hunyuan lists it per layer
         n_experts = n_experts[0]
     if not n_experts or int(n_experts) <= 1:
@@ -382,8 +459,16 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
     n_experts = int(n_experts)
     if t["model_type"] == "gemma4_text" and not t.get("enable_moe_block"):
         return None
-    n_active = _require(name, t, "num_experts_per_tok", "experts_per_token", "moe_k",
-                        "moe_topk", "num_experts_per_token", "top_k_experts")
+    n_active = _require(
+        name,
+        t,
+        "num_experts_per_tok",
+        "experts_per_token",
+        "moe_k",
+        "moe_topk",
+        "num_experts_per_token",
+        "top_k_experts",
+    )
     if isinstance(n_active, list):
         n_active = n_active[0]
     expert_ffn = _first(t, "moe_intermediate_size", "expert_intermediate_size")
@@ -391,43 +476,69 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         expert_ffn = expert_ffn[0]
     if expert_ffn is None:  # Mixtral, gpt-oss, MiniMax, Llama 4: experts use intermediate_size
         expert_ffn = _require(name, t, "intermediate_size")
-    n_shared = _first(t, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
-                      "num_shared_expert", default=0)
+    n_shared = _first(
+        t,
+        "n_shared_experts",
+        "num_shared_experts",
+        "moe_num_shared_experts",
+        "num_shared_expert",
+        default=0,
+    )
     if isinstance(n_shared, list):  # Hunyuan lists it per layer
         n_shared = n_shared[0]
     n_shared = int(n_shared or 0)
-    shared_ffn = int(_first(t, "shared_expert_intermediate_size",
-                            "moe_shared_expert_intermediate_size", "share_expert_dim",
-                            default=0) or 0)
+    shared_ffn = int(
+        _first(
+            t,
+            "shared_expert_intermediate_size",
+            "moe_shared_expert_intermediate_size",
+            "share_expert_dim",
+            default=0,
+        )
+        or 0
+    )
     if not shared_ffn and n_shared:
         shared_ffn = n_shared * int(expert_ffn)
     if t["model_type"] in ("llama4", "llama4_text"):
         shared_ffn = int(expert_ffn)  # one shared expert of the routed size
-    first_dense = int(_first(t, "first_k_dense_replace", "moe_layer_start_index",
-                             "first_k_dense", default=0) or 0)
+    first_dense = int(
+        _first(t, "first_k_dense_replace", "moe_layer_start_index", "first_k_dense", default=0) or 0
+    )
     freq = t.get("moe_layer_freq")
     if isinstance(freq, list):  # one flag per layer
         if len(freq) != n_layers:
             raise ConfigError(name, "moe_layer_freq has a flag count other than the layers'")
         layers = tuple(bool(x) for x in freq)
     else:
-        step = int(_first(t, "decoder_sparse_step", "interleave_moe_layer_step",
-                          default=freq or 1) or 1)
+        step = int(
+            _first(t, "decoder_sparse_step", "interleave_moe_layer_step", default=freq or 1) or 1
+        )
         mlp_only = set(t.get("mlp_only_layers") or [])
-        layers = tuple(i >= first_dense and i not in mlp_only and (i + 1) % step == 0
-                       for i in range(n_layers))
+        layers = tuple(
+            i >= first_dense and i not in mlp_only and (i + 1) % step == 0 for i in range(n_layers)
+        )
     return MoE(
         n_experts=n_experts,
         n_active=int(n_active),
         expert_ffn=int(expert_ffn),
         shared_ffn=shared_ffn,
         layers=layers,
-        router_bias=t["model_type"] in ("deepseek_v3", "kimi_k2", "glm4_moe", "dots1",
-                                        "minimax_m2", "deepseek_v32", "glm_moe_dsa",
-                                        "nemotron_h", "kimi_linear", "deepseek_v4")
+        router_bias=t["model_type"]
+        in (
+            "deepseek_v3",
+            "kimi_k2",
+            "glm4_moe",
+            "dots1",
+            "minimax_m2",
+            "deepseek_v32",
+            "glm_moe_dsa",
+            "nemotron_h",
+            "kimi_linear",
+            "deepseek_v4",
+        )
         or bool(t.get("use_moe_router_bias")),
-        shared_gate=t["model_type"] in ("qwen2_moe", "qwen3_next", "qwen3_5_moe",
-                                        "qwen3_5_moe_text"),
+        shared_gate=t["model_type"]
+        in ("qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"),
         latent=int(_first(t, "moe_latent_size", "routed_expert_hidden_size", default=0)),
         latent_norm=bool(t.get("latent_moe_use_norm")),
         dense_alongside=t["model_type"] == "gemma4_text",
@@ -458,13 +569,38 @@ def _native_quant(t: Mapping[str, Any]) -> NativeQuant | None:
 # and booleans are refused rather than coerced.
 _COUNT_FIELDS = {
     **dict.fromkeys(("num_hidden_layers", "n_layers", "num_layers"), 10_000),
-    **dict.fromkeys(("hidden_size", "n_embd", "intermediate_size", "moe_intermediate_size",
-                     "shared_expert_intermediate_size", "head_dim", "v_head_dim",
-                     "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "q_lora_rank",
-                     "ssm_state_size"), 10_000_000),
-    **dict.fromkeys(("num_attention_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
-                     "n_routed_experts", "num_experts", "num_local_experts",
-                     "num_experts_per_tok", "moe_topk", "num_shared_expert"), 100_000),
+    **dict.fromkeys(
+        (
+            "hidden_size",
+            "n_embd",
+            "intermediate_size",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "head_dim",
+            "v_head_dim",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "kv_lora_rank",
+            "q_lora_rank",
+            "ssm_state_size",
+        ),
+        10_000_000,
+    ),
+    **dict.fromkeys(
+        (
+            "num_attention_heads",
+            "n_heads",
+            "num_key_value_heads",
+            "num_kv_heads",
+            "n_routed_experts",
+            "num_experts",
+            "num_local_experts",
+            "num_experts_per_tok",
+            "moe_topk",
+            "num_shared_expert",
+        ),
+        100_000,
+    ),
     "vocab_size": 100_000_000,
     "max_position_embeddings": 1_000_000_000,
 }
@@ -486,8 +622,11 @@ def _check_counts(name: str, t: Mapping[str, Any]) -> None:
             raise ConfigError(name, f"field {key} = {v} is outside 0..{most:,}")
 
 
-def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model",
-                 rope_recipe: RopeRecipe | None = None) -> ModelArch:
+def parse_config(
+    config: Mapping[str, Any] | str | bytes,
+    name: str = "model",
+    rope_recipe: RopeRecipe | None = None,
+) -> ModelArch:
     """Describe a model from its config.json (a mapping or the JSON text), with the RoPE
     scaling its model card documents, if any (data/catalogs/rope_scaling_recipes.csv,
     read by assets.catalogs.readers.load_rope_recipes).
@@ -500,18 +639,19 @@ def parse_config(config: Mapping[str, Any] | str | bytes, name: str = "model",
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ConfigError(name, f"config field has an unexpected value: {e!r}") from e
     except RecursionError:  # e.g. [[[[...]]]]: real configs nest a few levels
-        raise ConfigError(name, "config.json is nested too deeply to be a model config") \
-            from None
+        raise ConfigError(name, "config.json is nested too deeply to be a model config") from None
 
 
-def _parse(config: Mapping[str, Any] | str | bytes, name: str,
-           rope_recipe: RopeRecipe | None) -> ModelArch:
+def _parse(
+    config: Mapping[str, Any] | str | bytes, name: str, rope_recipe: RopeRecipe | None
+) -> ModelArch:
     if isinstance(config, (str, bytes)):
         try:
             config = json.loads(config)
         except json.JSONDecodeError as e:
             raise ConfigError(
-                name, f"config.json is not valid JSON ({e.msg} at line {e.lineno})") from e
+                name, f"config.json is not valid JSON ({e.msg} at line {e.lineno})"
+            ) from e
     if not isinstance(config, Mapping):
         raise ConfigError(name, "config.json is not a JSON object")
     t = _text_config(config)
@@ -530,17 +670,21 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")
     if t.get("attention_other_setting"):
-        raise ConfigError(name, "per-layer-type attention settings (attention_other_setting) "
-                                "are not modelled")
+        raise ConfigError(
+            name, "per-layer-type attention settings (attention_other_setting) are not modelled"
+        )
     if t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers"):
-        raise ConfigError(name, "per-layer input embeddings and shared KV layers (Gemma 4 "
-                                "E2B/E4B) are not modelled")
+        raise ConfigError(
+            name,
+            "per-layer input embeddings and shared KV layers (Gemma 4 E2B/E4B) are not modelled",
+        )
 
     hidden = int(_require(name, t, "hidden_size", "d_model", "n_embd"))
     n_layers = int(_require(name, t, "num_hidden_layers", "n_layers", "num_layers"))
     n_heads = int(_require(name, t, "num_attention_heads", "n_heads"))
-    n_kv_heads = _first(t, "num_key_value_heads", "num_kv_heads", "multi_query_group_num",
-                        default=n_heads)
+    n_kv_heads = _first(
+        t, "num_key_value_heads", "num_kv_heads", "multi_query_group_num", default=n_heads
+    )
     if isinstance(n_kv_heads, list):
         n_kv_heads = max(n_kv_heads)
     vocab = int(_require(name, t, "vocab_size", "padded_vocab_size"))
@@ -552,8 +696,14 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
     pattern = t.get("hybrid_override_pattern")
     if moe is not None and isinstance(pattern, str):  # "E" marks the expert blocks
         moe = replace(moe, layers=tuple(c == "E" for c in pattern))
-    ffn = _first(t, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size",
-                 "block_ff_dim", "n_inner")
+    ffn = _first(
+        t,
+        "intermediate_size_mlp",
+        "intermediate_size",
+        "ffn_hidden_size",
+        "block_ff_dim",
+        "n_inner",
+    )
     if ffn is None:
         if moe is None:
             raise ConfigError(name, "missing field intermediate_size")
@@ -572,10 +722,15 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
     kda = t.get("linear_attn_config")
     if LayerKind.LINEAR in kinds and isinstance(kda, Mapping):
         n, hd = int(_require(name, kda, "num_heads")), int(_require(name, kda, "head_dim"))
-        linear = LinearAttention(n_k_heads=n, n_v_heads=n, k_head_dim=hd, v_head_dim=hd,
-                                 conv_kernel=int(_require(name, kda, "short_conv_kernel_size")),
-                                 kda=True,
-                                 full_rank_gate=bool(kda.get("use_full_rank_gate", False)))
+        linear = LinearAttention(
+            n_k_heads=n,
+            n_v_heads=n,
+            k_head_dim=hd,
+            v_head_dim=hd,
+            conv_kernel=int(_require(name, kda, "short_conv_kernel_size")),
+            kda=True,
+            full_rank_gate=bool(kda.get("use_full_rank_gate", False)),
+        )
     elif LayerKind.LINEAR in kinds:
         linear = LinearAttention(
             n_k_heads=int(_require(name, t, "linear_num_key_heads")),
@@ -594,12 +749,12 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
             n_heads=n_mheads,
             conv_kernel=int(_require(name, t, "conv_kernel")),
         )
-    compressed = _compressed_attention(name, t, n_layers) if model_type == "deepseek_v4" \
-        else None
+    compressed = _compressed_attention(name, t, n_layers) if model_type == "deepseek_v4" else None
     sparse = _sparse_indexer(name, t, n_layers) if model_type in _DSA_FAMILIES else None
     chunk = int(t.get("attention_chunk_size") or 0) if LayerKind.CHUNKED in kinds else 0
-    max_ctx = int(_first(t, "max_position_embeddings", "seq_length", "max_sequence_length",
-                         default=0) or 0)
+    max_ctx = int(
+        _first(t, "max_position_embeddings", "seq_length", "max_sequence_length", default=0) or 0
+    )
     if max_ctx <= 0:
         raise ConfigError(name, "missing field max_position_embeddings")
     max_ctx = max(max_ctx, _rope_scaled_max(t, max_ctx, model_type))
@@ -616,15 +771,17 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
         n_kv_heads=int(n_kv_heads) if mla is None else 1,
         head_dim=head_dim if mla is None else mla.kv_lora_rank + mla.qk_rope_dim,
         # MLA and DeepSeek-V4 cache one vector per token that serves as both K and V.
-        head_dim_v=0 if mla is not None or compressed is not None
+        head_dim_v=0
+        if mla is not None or compressed is not None
         else int(_first(t, "v_head_dim", default=head_dim)),
         vocab=vocab,
         tied_embeddings=bool(tied),
         ffn=int(ffn),
         layer_kinds=kinds,
         max_context=max_ctx,
-        qkv_bias=bool(t.get("attention_bias") or t.get("qkv_bias")
-                      or model_type in _QKV_BIAS_BY_FAMILY),
+        qkv_bias=bool(
+            t.get("attention_bias") or t.get("qkv_bias") or model_type in _QKV_BIAS_BY_FAMILY
+        ),
         o_bias=bool(t.get("attention_bias")) and model_type not in ("qwen2", "glm4_moe"),
         qk_norm=model_type in _QK_NORM_FAMILIES or bool(t.get("use_qk_norm")),
         attn_output_gate=bool(t.get("attn_output_gate") or model_type == "qwen3_next"),
@@ -650,8 +807,12 @@ def _parse(config: Mapping[str, Any] | str | bytes, name: str,
         rope_recipe=_recipe_for(rope_recipe, max_ctx),
         multimodal=multimodal,
         vision=vision,
-        mtp_layers=int(_first(t, "num_nextn_predict_layers", "mtp_num_hidden_layers",
-                              "num_mtp_modules", default=0) or 0),
+        mtp_layers=int(
+            _first(
+                t, "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", default=0
+            )
+            or 0
+        ),
     )
 
 
@@ -661,16 +822,20 @@ def _sparse_indexer(name: str, t: Mapping[str, Any], n_layers: int) -> SparseInd
     types = t.get("indexer_types")
     if types is None:
         if int(t.get("index_topk_freq") or 1) > 1:
-            raise ConfigError(name, "an indexer sharing pattern without indexer_types is not "
-                                    "modelled")
+            raise ConfigError(
+                name, "an indexer sharing pattern without indexer_types is not modelled"
+            )
         own = (True,) * n_layers
     else:
         if len(types) < n_layers or set(types) - {"full", "shared"}:
             raise ConfigError(name, "indexer_types is not one of full / shared per layer")
         own = tuple(x == "full" for x in types[:n_layers])
-    return SparseIndexer(heads=int(_require(name, t, "index_n_heads")),
-                         head_dim=int(_require(name, t, "index_head_dim")),
-                         topk=int(_require(name, t, "index_topk")), own=own)
+    return SparseIndexer(
+        heads=int(_require(name, t, "index_n_heads")),
+        head_dim=int(_require(name, t, "index_head_dim")),
+        topk=int(_require(name, t, "index_topk")),
+        own=own,
+    )
 
 
 def _compressed_attention(name: str, t: Mapping[str, Any], n_layers: int) -> CompressedAttention:
@@ -701,8 +866,11 @@ def _global_attention(t: Mapping[str, Any], head_dim: int) -> GlobalAttention | 
         return None
     k_eq_v = bool(t.get("attention_k_eq_v"))
     n_kv = t.get("num_global_key_value_heads") if k_eq_v else None
-    return GlobalAttention(n_kv_heads=int(n_kv or t.get("num_key_value_heads") or 0),
-                           head_dim=int(t["global_head_dim"]) or head_dim, k_eq_v=k_eq_v)
+    return GlobalAttention(
+        n_kv_heads=int(n_kv or t.get("num_key_value_heads") or 0),
+        head_dim=int(t["global_head_dim"]) or head_dim,
+        k_eq_v=k_eq_v,
+    )
 
 
 # ---------------------------------------------------------------------------

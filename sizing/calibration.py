@@ -54,15 +54,16 @@ def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     u = (1 / pl.col("roofline_tok_s")) * pl.col("measured_tok_s")
     v = pl.col("n_layers").cast(pl.Float64) * pl.col("measured_tok_s")
     sums = rows.group_by(by).agg(
-        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum())
+        uu=(u * u).sum(), uv=(u * v).sum(), vv=(v * v).sum(), su=u.sum(), sv=v.sum()
+    )
     det = pl.col("uu") * pl.col("vv") - pl.col("uv") ** 2
     a = (pl.col("su") * pl.col("vv") - pl.col("sv") * pl.col("uv")) / det
     b = (pl.col("uu") * pl.col("sv") - pl.col("uv") * pl.col("su")) / det
     negative = (b < 0) | (det <= SINGULAR * pl.col("uu") * pl.col("vv"))
     return sums.with_columns(
         efficiency=pl.when(negative).then(pl.col("uu") / pl.col("su")).otherwise(1 / a),
-        layer_seconds=pl.when(negative).then(0.0).otherwise(b)).select(
-        *by, "efficiency", "layer_seconds")
+        layer_seconds=pl.when(negative).then(0.0).otherwise(b),
+    ).select(*by, "efficiency", "layer_seconds")
 
 
 def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -80,17 +81,31 @@ def _decode_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     # 1, the shared overhead is too large for its runs and its share is held at 1.
     def share(runs: pl.Expr) -> pl.Expr:
         fixed = u * (1 - pl.col("layer_seconds") * v)
-        return pl.when(runs.any()).then(pl.min_horizontal(
-            (u * u).filter(runs).sum() / fixed.filter(runs).sum(), pl.lit(MAX_SHARE)))
+        return pl.when(runs.any()).then(
+            pl.min_horizontal(
+                (u * u).filter(runs).sum() / fixed.filter(runs).sum(), pl.lit(MAX_SHARE)
+            )
+        )
 
-    kinds = (rows.filter(pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES))
-             .with_columns(engines.term("decode_weight_kind").alias("weight_kind"))
-             .join(base.drop("efficiency"), on=by, nulls_equal=True).group_by(by).agg(
-                 plain=share(kind.is_null()), efficiency_quantized=share(kind.is_not_null()),
-                 **{f"efficiency_{k}": share(kind == k) for k in engines.DECODE_WEIGHT_KINDS}))
-    return rows.group_by(by).agg(n=pl.len()).join(base, on=by, nulls_equal=True) \
-        .join(kinds, on=by, how="left", nulls_equal=True) \
-        .with_columns(efficiency=pl.coalesce("plain", "efficiency")).drop("plain")
+    kinds = (
+        rows.filter(pl.col("engine").is_in(engines.DECODE_SPLIT_ENGINES))
+        .with_columns(engines.term("decode_weight_kind").alias("weight_kind"))
+        .join(base.drop("efficiency"), on=by, nulls_equal=True)
+        .group_by(by)
+        .agg(
+            plain=share(kind.is_null()),
+            efficiency_quantized=share(kind.is_not_null()),
+            **{f"efficiency_{k}": share(kind == k) for k in engines.DECODE_WEIGHT_KINDS},
+        )
+    )
+    return (
+        rows.group_by(by)
+        .agg(n=pl.len())
+        .join(base, on=by, nulls_equal=True)
+        .join(kinds, on=by, how="left", nulls_equal=True)
+        .with_columns(efficiency=pl.coalesce("plain", "efficiency"))
+        .drop("plain")
+    )
 
 
 # The prefill constants are searched on a coarse grid (share of peak; TFLOPS per watt),
@@ -107,22 +122,35 @@ def _grid(low: float, high: float, step: float, name: str) -> pl.DataFrame:
 
 
 def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, float]:
-    best = (e.join(k, how="cross").join(data, how="cross")
-            .with_columns(loss=(pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio"))
-                                .log() - pl.col("y")).abs())
-            .group_by("e", "k").agg(pl.col("loss").median())
-            .sort("loss", "e", "k").row(0, named=True))
+    best = (
+        e.join(k, how="cross")
+        .join(data, how="cross")
+        .with_columns(
+            loss=(
+                pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio")).log() - pl.col("y")
+            ).abs()
+        )
+        .group_by("e", "k")
+        .agg(pl.col("loss").median())
+        .sort("loss", "e", "k")
+        .row(0, named=True)
+    )
     return best["e"], best["k"]
 
 
 def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
     """(efficiency, TFLOPS per watt) minimising the median |log(predicted / measured)|."""
-    data = rows.select((pl.col("tdp_w") / pl.col("fp16_dense_tflops")).alias("ratio"),
-                       (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"))
+    data = rows.select(
+        (pl.col("tdp_w") / pl.col("fp16_dense_tflops")).alias("ratio"),
+        (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"),
+    )
     (de, dk), (fe, fk) = COARSE_STEPS, FINE_STEPS
     e, k = _best(data, _grid(*EFFICIENCY_RANGE, de, "e"), _grid(*PER_WATT_RANGE, dk, "k"))
-    return _best(data, _grid(max(e - de, EFFICIENCY_RANGE[0]), e + de, fe, "e"),
-                 _grid(max(k - dk, PER_WATT_RANGE[0]), k + dk, fk, "k"))
+    return _best(
+        data,
+        _grid(max(e - de, EFFICIENCY_RANGE[0]), e + de, fe, "e"),
+        _grid(max(k - dk, PER_WATT_RANGE[0]), k + dk, fk, "k"),
+    )
 
 
 def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -130,14 +158,18 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     for key, group in rows.group_by(by, maintain_order=True):
         fitted = dict(zip(by, key, strict=True)) | {
             "n": group.height,
-            "efficiency": (group["measured_tok_s"] / group["roofline_tok_s"]).median()}
+            "efficiency": (group["measured_tok_s"] / group["roofline_tok_s"]).median(),
+        }
         quantized = group.filter(~pl.col("weight_format").is_in(UNQUANTIZED))
         plain = group.filter(pl.col("weight_format").is_in(UNQUANTIZED))
-        if min(quantized.height, plain.height) >= MIN_ROWS \
-                and group.get_column("gpu_id").n_unique() >= MIN_GPUS_FOR_CAP:
+        if (
+            min(quantized.height, plain.height) >= MIN_ROWS
+            and group.get_column("gpu_id").n_unique() >= MIN_GPUS_FOR_CAP
+        ):
             fitted["efficiency"], fitted["tflops_per_watt"] = _capped_fit(plain)
-            fitted["efficiency_quantized"], fitted["tflops_per_watt_quantized"] = \
-                _capped_fit(quantized)
+            fitted["efficiency_quantized"], fitted["tflops_per_watt_quantized"] = _capped_fit(
+                quantized
+            )
         out.append(fitted)
     return pl.DataFrame(out, infer_schema_length=None)
 
@@ -147,15 +179,21 @@ def _fit_class(rows: pl.DataFrame) -> pl.DataFrame:
     apart (sizing.engines.DECODE_MEMORY_CLASSES) and the backend has MIN_ROWS runs of it on
     MIN_CLASS_DEVICES devices (so that one left out leaves a fit), else null."""
     split = pl.col("engine").replace_strict(
-        {e: list(c) for e, c in engines.DECODE_MEMORY_CLASSES.items()}, default=[],
-        return_dtype=pl.List(pl.String))
+        {e: list(c) for e, c in engines.DECODE_MEMORY_CLASSES.items()},
+        default=[],
+        return_dtype=pl.List(pl.String),
+    )
     rows = rows.with_columns(engines.memory_class().alias("_class")).with_columns(
-        _class=pl.when(split.list.contains(pl.col("_class"))).then(pl.col("_class")))
+        _class=pl.when(split.list.contains(pl.col("_class"))).then(pl.col("_class"))
+    )
     by = ["engine", "backend", "_class"]
-    enough = rows.drop_nulls("_class").group_by(by).agg(
-        n=pl.len(), devices=pl.col("gpu_id").n_unique()).filter(
-        pl.col("n") >= MIN_ROWS, pl.col("devices") >= MIN_CLASS_DEVICES).select(
-        *by, fit_class=pl.col("_class"))
+    enough = (
+        rows.drop_nulls("_class")
+        .group_by(by)
+        .agg(n=pl.len(), devices=pl.col("gpu_id").n_unique())
+        .filter(pl.col("n") >= MIN_ROWS, pl.col("devices") >= MIN_CLASS_DEVICES)
+        .select(*by, fit_class=pl.col("_class"))
+    )
     return rows.join(enough, on=by, how="left").drop("_class")
 
 
@@ -166,21 +204,30 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     data = rows.filter(pl.col("kind") == kind)
     if kind == "decode":
         data = data.filter(~row_split_runs()).with_columns(
-            measured_tok_s=1 / (1 / pl.col("measured_tok_s") - pl.col("sync_seconds")))
+            measured_tok_s=1 / (1 / pl.col("measured_tok_s") - pl.col("sync_seconds"))
+        )
     if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
         return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
     by = ["engine", "backend"]
     if kind == "decode":
         data, by = _fit_class(data), [*by, "fit_class"]
-    per_backend = fitter(data, by).filter(pl.col("n") >= MIN_ROWS) \
+    per_backend = (
+        fitter(data, by)
+        .filter(pl.col("n") >= MIN_ROWS)
         .with_columns(key=pl.concat_str(by, separator="|", ignore_nulls=True))
+    )
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
-    fields = ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS] if kind == "decode" else [
-        "efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
+    fields = (
+        ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS]
+        if kind == "decode"
+        else ["efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
+    )
     both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
-    return {r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
-            for r in both.iter_rows(named=True)}
+    return {
+        r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
+        for r in both.iter_rows(named=True)
+    }
 
 
 def row_split_runs() -> pl.Expr:
@@ -195,16 +242,20 @@ def row_split_sync_seconds(rows: pl.DataFrame) -> float | None:
     s = sum(c / t (1 - t0 / t)) / sum((c / t)^2), c = layers x (GPUs - 1); None without
     runs."""
     constants = fit(rows, "decode")
-    runs = rows.filter(pl.col("kind") == "decode", row_split_runs()) \
-        .with_columns(engines.fit_key(constants).alias("_key"))
+    runs = rows.filter(pl.col("kind") == "decode", row_split_runs()).with_columns(
+        engines.fit_key(constants).alias("_key")
+    )
     if runs.is_empty():
         return None
     share = pl.col("roofline_tok_s") * pl.col("efficiency")
     t0 = 1 / share + pl.col("n_layers") * pl.col("layer_seconds")
     c = pl.col("n_layers") * (pl.col("n_gpus") - 1) * pl.col("measured_tok_s")
     fitted = pl.DataFrame([{"_key": k, **constants[k]} for k in runs["_key"].unique()])
-    return runs.join(fitted.select("_key", "efficiency", "layer_seconds"), on="_key").select(
-        (c * (1 - t0 * pl.col("measured_tok_s"))).sum() / (c * c).sum()).item()
+    return (
+        runs.join(fitted.select("_key", "efficiency", "layer_seconds"), on="_key")
+        .select((c * (1 - t0 * pl.col("measured_tok_s"))).sum() / (c * c).sum())
+        .item()
+    )
 
 
 def median_abs_relative_error(measured: pl.Series, predicted: pl.Series) -> float:

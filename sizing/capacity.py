@@ -49,7 +49,7 @@ from sizing.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
 from sizing.rules import ROW_RULES, allowed, effective_max_context
 
 # Concurrency per replica tried: 1 to 1,024 in steps of at most 25 %.
-BATCH_GRID = tuple(sorted({max(1, round(1.25 ** k)) for k in range(32)}))
+BATCH_GRID = tuple(sorted({max(1, round(1.25**k)) for k in range(32)}))
 TTFT_TAIL = 0.05  # the 95th percentile
 HOURS_PER_MONTH = 24 * DAYS_PER_MONTH  # a serving deployment runs all day
 
@@ -83,45 +83,64 @@ def serving_columns() -> list[pl.Expr]:
     s = col("prefill_seconds")
     lam = col("batch") / (col("output_tokens") * t + col("batch") * s)
     rho = lam * s
-    wait_p95 = pl.when(rho > TTFT_TAIL).then(s / (1 - rho) * (rho / TTFT_TAIL).log()) \
-        .otherwise(0.0)
-    return [lam.alias("replica_req_s"), rho.alias("prefill_share"),
-            (t / (1 - rho) * 1000).alias("tpot_ms"),
-            ((s + rho * s / (1 - rho) + t) * 1000).alias("ttft_mean_ms"),
-            ((s + wait_p95 + t) * 1000).alias("ttft_p95_ms"),
-            (lam * col("output_tokens")).alias("serving_output_tok_s")]
+    wait_p95 = pl.when(rho > TTFT_TAIL).then(s / (1 - rho) * (rho / TTFT_TAIL).log()).otherwise(0.0)
+    return [
+        lam.alias("replica_req_s"),
+        rho.alias("prefill_share"),
+        (t / (1 - rho) * 1000).alias("tpot_ms"),
+        ((s + rho * s / (1 - rho) + t) * 1000).alias("ttft_mean_ms"),
+        ((s + wait_p95 + t) * 1000).alias("ttft_p95_ms"),
+        (lam * col("output_tokens")).alias("serving_output_tok_s"),
+    ]
 
 
-def serving_rows(configured: pl.LazyFrame, prompt_tokens: int, output_tokens: int,
-                 batches: tuple[int, ...] = BATCH_GRID) -> pl.LazyFrame:
+def serving_rows(
+    configured: pl.LazyFrame,
+    prompt_tokens: int,
+    output_tokens: int,
+    batches: tuple[int, ...] = BATCH_GRID,
+) -> pl.LazyFrame:
     """Every configuration (sizing.grid.configurations' rows, or the estimate's) at each
     KV type the engine offers and each concurrency of `batches`, for requests of
     `prompt_tokens` + `output_tokens`: memory, speed and serving_columns()."""
-    return (configured
-            .with_columns(pl.lit(prompt_tokens).alias("prompt_tokens"),
-                          pl.lit(output_tokens).alias("output_tokens"),
-                          pl.lit(prompt_tokens + output_tokens).alias("context"),
-                          pl.lit(None, pl.String).alias("rope_scaling"))
-            .with_columns(STAGE_COLUMNS["prefill"]())
-            .join(engine_kv_dtypes(), on="engine")
-            .filter(allowed(ROW_RULES))
-            .with_columns(effective_max_context().alias("max_context"),
-                          pl.lit(False).alias("rope_scaled"))
-            .with_columns(kv_cell_bytes_columns())
-            .join(pl.LazyFrame({"batch": list(batches)}), how="cross")
-            .with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
-            .filter((pl.col("verdict") != "exceeds") & pl.col("decode_tok_s").is_not_null()
-                    & ((pl.col("engine") != VLLM) | (pl.col("batch") <= pl.col("max_num_seqs"))))
-            .with_columns(serving_columns()))
+    return (
+        configured.with_columns(
+            pl.lit(prompt_tokens).alias("prompt_tokens"),
+            pl.lit(output_tokens).alias("output_tokens"),
+            pl.lit(prompt_tokens + output_tokens).alias("context"),
+            pl.lit(None, pl.String).alias("rope_scaling"),
+        )
+        .with_columns(STAGE_COLUMNS["prefill"]())
+        .join(engine_kv_dtypes(), on="engine")
+        .filter(allowed(ROW_RULES))
+        .with_columns(
+            effective_max_context().alias("max_context"), pl.lit(False).alias("rope_scaled")
+        )
+        .with_columns(kv_cell_bytes_columns())
+        .join(pl.LazyFrame({"batch": list(batches)}), how="cross")
+        .with_columns(STAGE_COLUMNS["memory"]())
+        .with_columns(STAGE_COLUMNS["speed"]())
+        .filter(
+            (pl.col("verdict") != "exceeds")
+            & pl.col("decode_tok_s").is_not_null()
+            & ((pl.col("engine") != VLLM) | (pl.col("batch") <= pl.col("max_num_seqs")))
+        )
+        .with_columns(serving_columns())
+    )
 
 
 _CONFIG = ["model_id", "weight_format", "engine", "gpu_id", "n_gpus", "kv_dtype"]
 
 
-def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | None,
-          prices: pl.DataFrame, budget_usd: float | None = None,
-          quality: pl.DataFrame | None = None,
-          min_quality: str = DEFAULT_MIN_QUALITY) -> pl.LazyFrame:
+def plans(
+    rows: pl.LazyFrame,
+    profile: TrafficProfile,
+    offers: pl.DataFrame | None,
+    prices: pl.DataFrame,
+    budget_usd: float | None = None,
+    quality: pl.DataFrame | None = None,
+    min_quality: str = DEFAULT_MIN_QUALITY,
+) -> pl.LazyFrame:
     """Per configuration that meets the profile's targets: replicas, load, latencies at
     that load, monthly rent of the cheapest on-demand offer for its GPUs, purchase price
     (new and, where the catalog has one, used), energy per output token, quality tier;
@@ -133,73 +152,130 @@ def plans(rows: pl.LazyFrame, profile: TrafficProfile, offers: pl.DataFrame | No
     if quality is not None:
         rows = with_quality(rows, quality).filter(at_least(min_quality))
     else:
-        rows = rows.with_columns(pl.lit(None, pl.String).alias(c) for c in (
-            "weight_quality_tier", "kv_quality_tier", "quality_tier"))
+        rows = rows.with_columns(
+            pl.lit(None, pl.String).alias(c)
+            for c in ("weight_quality_tier", "kv_quality_tier", "quality_tier")
+        )
     ok = pl.lit(True)
     if profile.tpot_ms is not None:
         ok &= pl.col("tpot_ms") <= profile.tpot_ms
     if profile.ttft_p95_ms is not None:
         ok &= pl.col("ttft_p95_ms") <= profile.ttft_p95_ms
     meeting = rows.filter(ok)
-    capacity = (meeting.group_by(_CONFIG).agg(pl.col("replica_req_s").max()
-                                              .alias("replica_capacity_req_s"))
-                .with_columns((profile.requests_per_s / pl.col("replica_capacity_req_s"))
-                              .ceil().cast(pl.Int64).alias("replicas")))
+    capacity = (
+        meeting.group_by(_CONFIG)
+        .agg(pl.col("replica_req_s").max().alias("replica_capacity_req_s"))
+        .with_columns(
+            (profile.requests_per_s / pl.col("replica_capacity_req_s"))
+            .ceil()
+            .cast(pl.Int64)
+            .alias("replicas")
+        )
+    )
     # The operating point: the smallest batch whose throughput covers each replica's load.
-    at_load = (meeting.join(capacity, on=_CONFIG)
-               .filter(pl.col("replica_req_s")
-                       >= profile.requests_per_s / pl.col("replicas") * (1 - 1e-9))
-               .sort("batch").group_by(_CONFIG).first())
+    at_load = (
+        meeting.join(capacity, on=_CONFIG)
+        .filter(pl.col("replica_req_s") >= profile.requests_per_s / pl.col("replicas") * (1 - 1e-9))
+        .sort("batch")
+        .group_by(_CONFIG)
+        .first()
+    )
     catalog = prices.lazy().select("gpu_id", "name", "price_new_usd", "price_used_usd")
-    out = (at_load.join(catalog, on="gpu_id", how="left")
-           .with_columns(
-               pl.lit(profile.name).alias("profile"),
-               pl.lit(profile.requests_per_s).alias("requests_per_s"),
-               (pl.col("replicas") * pl.col("n_gpus")).alias("gpus_total"),
-               (pl.col("price_new_usd") * pl.col("n_gpus") * pl.col("replicas"))
-               .alias("purchase_new_usd"),
-               (pl.col("price_used_usd") * pl.col("n_gpus") * pl.col("replicas"))
-               .alias("purchase_used_usd"),
-               joules_per_token(col("replica_req_s") * col("output_tokens"))
-               .alias("j_per_output_token")))
-    out = out.with_columns(pl.col("n_gpus").cast(pl.Int64)) \
-        .join(rental(offers), on=["gpu_id", "n_gpus"], how="left").with_columns(
-        (pl.col("rent_usd_per_hour") * pl.col("replicas") * HOURS_PER_MONTH)
-        .alias("rent_usd_per_month"))
+    out = at_load.join(catalog, on="gpu_id", how="left").with_columns(
+        pl.lit(profile.name).alias("profile"),
+        pl.lit(profile.requests_per_s).alias("requests_per_s"),
+        (pl.col("replicas") * pl.col("n_gpus")).alias("gpus_total"),
+        (pl.col("price_new_usd") * pl.col("n_gpus") * pl.col("replicas")).alias("purchase_new_usd"),
+        (pl.col("price_used_usd") * pl.col("n_gpus") * pl.col("replicas")).alias(
+            "purchase_used_usd"
+        ),
+        joules_per_token(col("replica_req_s") * col("output_tokens")).alias("j_per_output_token"),
+    )
+    out = (
+        out.with_columns(pl.col("n_gpus").cast(pl.Int64))
+        .join(rental(offers), on=["gpu_id", "n_gpus"], how="left")
+        .with_columns(
+            (pl.col("rent_usd_per_hour") * pl.col("replicas") * HOURS_PER_MONTH).alias(
+                "rent_usd_per_month"
+            )
+        )
+    )
     if budget_usd is not None:
-        out = out.filter(pl.min_horizontal("purchase_new_usd", "purchase_used_usd")
-                         <= budget_usd)
+        out = out.filter(pl.min_horizontal("purchase_new_usd", "purchase_used_usd") <= budget_usd)
     # Equal costs: the more faithful format first (FORMATS_BY_ENGINE's order), then the
     # 16-bit KV cache.
     fidelity = pl.col("weight_format").replace_strict(
-        {f: i for fs in FORMATS_BY_ENGINE.values() for i, f in enumerate(fs)}, default=99)
-    kv = pl.col("kv_dtype").replace_strict({"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1},
-                                            default=2)
+        {f: i for fs in FORMATS_BY_ENGINE.values() for i, f in enumerate(fs)}, default=99
+    )
+    kv = pl.col("kv_dtype").replace_strict({"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1}, default=2)
     # The configuration's key last, so that equal plans rank the same in every run.
-    return out.sort([pl.col("rent_usd_per_month"),
-                     pl.min_horizontal("purchase_new_usd", "purchase_used_usd"),
-                     pl.col("gpus_total"), fidelity, kv, *_CONFIG], nulls_last=True).select(
-        "profile", "model_id", "weight_format", "engine", "gpu_id", "name", "n_gpus",
-        "kv_dtype", "replicas", "gpus_total", "batch", "requests_per_s",
-        "replica_capacity_req_s", "prompt_tokens", "output_tokens", "tpot_ms",
-        "ttft_mean_ms", "ttft_p95_ms", "rent_usd_per_hour", "rent_offer",
-        "rent_usd_per_month", "purchase_new_usd", "purchase_used_usd",
-        "j_per_output_token", "speed_basis", "weight_quality_tier", "kv_quality_tier",
-        "quality_tier")
+    return out.sort(
+        [
+            pl.col("rent_usd_per_month"),
+            pl.min_horizontal("purchase_new_usd", "purchase_used_usd"),
+            pl.col("gpus_total"),
+            fidelity,
+            kv,
+            *_CONFIG,
+        ],
+        nulls_last=True,
+    ).select(
+        "profile",
+        "model_id",
+        "weight_format",
+        "engine",
+        "gpu_id",
+        "name",
+        "n_gpus",
+        "kv_dtype",
+        "replicas",
+        "gpus_total",
+        "batch",
+        "requests_per_s",
+        "replica_capacity_req_s",
+        "prompt_tokens",
+        "output_tokens",
+        "tpot_ms",
+        "ttft_mean_ms",
+        "ttft_p95_ms",
+        "rent_usd_per_hour",
+        "rent_offer",
+        "rent_usd_per_month",
+        "purchase_new_usd",
+        "purchase_used_usd",
+        "j_per_output_token",
+        "speed_basis",
+        "weight_quality_tier",
+        "kv_quality_tier",
+        "quality_tier",
+    )
 
 
-def plan(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
-         profile: TrafficProfile, offers: pl.DataFrame | None = None,
-         formats: pl.DataFrame | None = None, budget_usd: float | None = None,
-         batches: tuple[int, ...] = BATCH_GRID, quality: pl.DataFrame | None = None,
-         min_quality: str = DEFAULT_MIN_QUALITY, support: pl.DataFrame | None = None
-         ) -> pl.DataFrame:
+def plan(
+    models: pl.DataFrame,
+    weights: pl.DataFrame,
+    gpus: pl.DataFrame,
+    profile: TrafficProfile,
+    offers: pl.DataFrame | None = None,
+    formats: pl.DataFrame | None = None,
+    budget_usd: float | None = None,
+    batches: tuple[int, ...] = BATCH_GRID,
+    quality: pl.DataFrame | None = None,
+    min_quality: str = DEFAULT_MIN_QUALITY,
+    support: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """plans() over every configuration of the grid (sizing.grid.configurations: each
     model's formats on every catalog GPU and count its engine runs) that the engine_support
     rules (`support`, sizing.support) do not refuse. `formats`: (engine, weight_format)
     pairs, the grid's unless given; `quality` and `min_quality` as plans()."""
-    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(),
-                                None if formats is None else formats.lazy(), support)
+    configured = configurations(
+        models.lazy(),
+        weights.lazy(),
+        gpus.lazy(),
+        None if formats is None else formats.lazy(),
+        support,
+    )
     rows = serving_rows(configured, profile.prompt_tokens, profile.output_tokens, batches)
-    return plans(rows, profile, offers, gpus, budget_usd, quality, min_quality) \
-        .collect(engine="streaming")
+    return plans(rows, profile, offers, gpus, budget_usd, quality, min_quality).collect(
+        engine="streaming"
+    )

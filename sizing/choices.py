@@ -17,5 +17,4 @@ DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
 DEFAULT_PROMPT_TOKENS = 4096
 
 # The objectives sizing.objectives ranks hardware by.
-OBJECTIVES = ("cheapest_to_buy", "fastest_under_budget", "cheapest_per_mtok",
-              "cheapest_to_rent")
+OBJECTIVES = ("cheapest_to_buy", "fastest_under_budget", "cheapest_per_mtok", "cheapest_to_rent")

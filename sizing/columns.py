@@ -24,64 +24,109 @@ import polars as pl
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 
 MODEL: dict[str, pl.DataType] = {
-    "model_id": pl.String(), "model_type": pl.String(), "params_total": pl.Int64(),
-    "params_active": pl.Int64(), "params_embedding": pl.Int64(), "n_layers": pl.Int64(),
-    "hidden": pl.Int64(), "expert_ffn": pl.Int64(), "n_heads": pl.Int64(),
-    "head_dim": pl.Int64(), "vocab": pl.Int64(),
-    "kv_heads": pl.Int64(), "kv_heads_full": pl.Int64(), "max_context": pl.Int64(),
-    "rope_scaled_max_context": pl.Int64(), "rope_scaling_type": pl.String(),
-    "kv_full_elems_per_token": pl.Int64(), "kv_window_elems_per_token": pl.Int64(),
-    "kv_window_tokens": pl.Int64(), "window_chunked": pl.Boolean(),
-    "state_conv_elems_per_seq": pl.Int64(), "state_ssm_elems_per_seq": pl.Int64(),
-    "ffn_active_width": pl.Int64(), "n_full_attention_layers": pl.Int64(),
-    "n_window_layers": pl.Int64(), "attn_head_dim": pl.Float64(),
-    "attn_head_dim_full": pl.Float64(), "n_experts": pl.Int64(), "n_experts_active": pl.Int64(),
-    "is_mla": pl.Boolean(), "vllm_kv_fp8_only": pl.Boolean(),
-    "index_key_elems_per_token": pl.Float64(), "vllm_fp8_entries_per_token": pl.Float64(),
-    "vllm_fp8_entry_extra_bytes": pl.Int64(), "n_sparse_layers": pl.Int64(),
-    "sparse_ratio": pl.Int64(), "sparse_entry_elems": pl.Int64(),
-    "n_indexer_layers": pl.Int64(), "index_topk": pl.Int64(), "index_flops_per_key": pl.Int64(),
+    "model_id": pl.String(),
+    "model_type": pl.String(),
+    "params_total": pl.Int64(),
+    "params_active": pl.Int64(),
+    "params_embedding": pl.Int64(),
+    "n_layers": pl.Int64(),
+    "hidden": pl.Int64(),
+    "expert_ffn": pl.Int64(),
+    "n_heads": pl.Int64(),
+    "head_dim": pl.Int64(),
+    "vocab": pl.Int64(),
+    "kv_heads": pl.Int64(),
+    "kv_heads_full": pl.Int64(),
+    "max_context": pl.Int64(),
+    "rope_scaled_max_context": pl.Int64(),
+    "rope_scaling_type": pl.String(),
+    "kv_full_elems_per_token": pl.Int64(),
+    "kv_window_elems_per_token": pl.Int64(),
+    "kv_window_tokens": pl.Int64(),
+    "window_chunked": pl.Boolean(),
+    "state_conv_elems_per_seq": pl.Int64(),
+    "state_ssm_elems_per_seq": pl.Int64(),
+    "ffn_active_width": pl.Int64(),
+    "n_full_attention_layers": pl.Int64(),
+    "n_window_layers": pl.Int64(),
+    "attn_head_dim": pl.Float64(),
+    "attn_head_dim_full": pl.Float64(),
+    "n_experts": pl.Int64(),
+    "n_experts_active": pl.Int64(),
+    "is_mla": pl.Boolean(),
+    "vllm_kv_fp8_only": pl.Boolean(),
+    "index_key_elems_per_token": pl.Float64(),
+    "vllm_fp8_entries_per_token": pl.Float64(),
+    "vllm_fp8_entry_extra_bytes": pl.Int64(),
+    "n_sparse_layers": pl.Int64(),
+    "sparse_ratio": pl.Int64(),
+    "sparse_entry_elems": pl.Int64(),
+    "n_indexer_layers": pl.Int64(),
+    "index_topk": pl.Int64(),
+    "index_flops_per_key": pl.Int64(),
     "n_hca_layers": pl.Int64(),
     # Images: the F16 mmproj file's tensor bytes llama.cpp loads with --mmproj (null:
     # text only, or a tower sizing.vision does not enumerate), and the MTP layers the
     # checkpoint carries (sizing.mtp; counted only when asked for).
-    "multimodal": pl.Boolean(), "vision_projector_bytes": pl.Int64(), "mtp_layers": pl.Int64(),
+    "multimodal": pl.Boolean(),
+    "vision_projector_bytes": pl.Int64(),
+    "mtp_layers": pl.Int64(),
 }
 
 FORMAT: dict[str, pl.DataType] = {
-    "model_id": pl.String(), "weight_format": pl.String(), "weights_bytes": pl.Int64(),
-    "input_embd_bytes": pl.Int64(), "expert_bytes": pl.Int64(), "vllm_copy_bytes": pl.Int64(),
+    "model_id": pl.String(),
+    "weight_format": pl.String(),
+    "weights_bytes": pl.Int64(),
+    "input_embd_bytes": pl.Int64(),
+    "expert_bytes": pl.Int64(),
+    "vllm_copy_bytes": pl.Int64(),
     # The vision tower and projector as the checkpoint holds them, which vLLM loads with
     # the weights (sizing.vision; 0 for text-only models, GGUF formats and unsized towers).
     "vision_bytes": pl.Int64(),
 }
 
 DEVICE: dict[str, pl.DataType] = {
-    "gpu_id": pl.String(), "n_gpus": pl.Int64(), "engine": pl.String(),
-    "gpu_memory_gib": pl.Float64(), "gpu_memory_cuda_gib": pl.Float64(),
-    "unified_memory": pl.Boolean(), "vendor": pl.String(), "memory_type": pl.String(),
+    "gpu_id": pl.String(),
+    "n_gpus": pl.Int64(),
+    "engine": pl.String(),
+    "gpu_memory_gib": pl.Float64(),
+    "gpu_memory_cuda_gib": pl.Float64(),
+    "unified_memory": pl.Boolean(),
+    "vendor": pl.String(),
+    "memory_type": pl.String(),
     "bandwidth_gb_s": pl.Float64(),
-    "fp16_dense_tflops": pl.Float64(), "tdp_w": pl.Float64(), "interconnect": pl.String(),
+    "fp16_dense_tflops": pl.Float64(),
+    "tdp_w": pl.Float64(),
+    "interconnect": pl.String(),
     "compute_capability": pl.Float64(),  # NVIDIA's; read by the engine_support rules
 }
 
 # vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved
 # per row by sizing.engines.vllm.resolved_settings_columns).
 VLLM_SETTINGS: dict[str, pl.DataType] = {
-    "vllm_version": pl.String(), "gpu_memory_utilization": pl.Float64(),
-    "max_num_seqs": pl.Int64(), "max_num_batched_tokens": pl.Int64(),
+    "vllm_version": pl.String(),
+    "gpu_memory_utilization": pl.Float64(),
+    "max_num_seqs": pl.Int64(),
+    "max_num_batched_tokens": pl.Int64(),
     "enforce_eager": pl.Boolean(),
 }
 
 CONFIGURATION: dict[str, pl.DataType] = {
-    "context": pl.Int64(), "kv_dtype": pl.String(), "batch": pl.Int64(),
-    "offload_frac": pl.Float64(), "prompt_tokens": pl.Int64(), "rope_scaling": pl.String(),
+    "context": pl.Int64(),
+    "kv_dtype": pl.String(),
+    "batch": pl.Int64(),
+    "offload_frac": pl.Float64(),
+    "prompt_tokens": pl.Int64(),
+    "rope_scaling": pl.String(),
     "host_bandwidth_gb_s": pl.Float64(),
     # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
     # (sizing.offload), and per GPU a draft model's bytes (sizing.draft), llama.cpp's
     # vision projector (sizing.vision) and MTP layers (sizing.mtp); 0 in the matrix.
-    "cpu_moe_expert_share": pl.Float64(), "draft_gpu_bytes": pl.Float64(),
-    "mmproj_gpu_bytes": pl.Float64(), "mtp_gpu_bytes": pl.Float64(), **VLLM_SETTINGS,
+    "cpu_moe_expert_share": pl.Float64(),
+    "draft_gpu_bytes": pl.Float64(),
+    "mmproj_gpu_bytes": pl.Float64(),
+    "mtp_gpu_bytes": pl.Float64(),
+    **VLLM_SETTINGS,
     # The engine's backend (llama.cpp: CUDA, ROCm, Vulkan, Metal, SYCL, MUSA; null: the
     # default for the GPU's vendor, resolved by sizing.speed.efficiency_columns).
     "backend": pl.String(),
@@ -97,9 +142,15 @@ CONFIGURATION: dict[str, pl.DataType] = {
 # sizing.evaluation.with_input_defaults fills them for the grid, the recommendations, the
 # speed checks and the single estimate (whose Configuration starts from the same values).
 INPUT_DEFAULTS: dict[str, object] = {
-    "offload_frac": 0.0, "cpu_moe_expert_share": 0.0, "draft_gpu_bytes": 0.0,
-    "mmproj_gpu_bytes": 0.0, "mtp_gpu_bytes": 0.0, "rope_scaling": None, "backend": None,
-    "split_mode": None, "prompt_tokens": DEFAULT_PROMPT_TOKENS,
+    "offload_frac": 0.0,
+    "cpu_moe_expert_share": 0.0,
+    "draft_gpu_bytes": 0.0,
+    "mmproj_gpu_bytes": 0.0,
+    "mtp_gpu_bytes": 0.0,
+    "rope_scaling": None,
+    "backend": None,
+    "split_mode": None,
+    "prompt_tokens": DEFAULT_PROMPT_TOKENS,
     "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,
 }
 
@@ -112,26 +163,45 @@ STAGES = ("inputs", "memory", "prefill", "speed", "energy", "cost")
 # The published figures, with the types they are stored as (compact: the fit matrix is
 # about 20 M rows).
 OUTPUTS: dict[str, pl.DataType] = {
-    "weights_gpu_gib": pl.Float32(), "runtime_gib": pl.Float32(), "usable_gib": pl.Float32(),
-    "memory_basis": pl.String(), "prefill_tok_s": pl.Float32(), "speed_basis": pl.String(),
-    "speed_fit": pl.String(), "decode_error_band": pl.Float32(),
-    "prefill_error_band": pl.Float32(), "rope_scaled": pl.Boolean(),
-    "kv_cache_gib": pl.Float32(), "total_gib": pl.Float32(), "headroom_gib": pl.Float32(),
-    "verdict": pl.String(), "max_context_tokens": pl.Int32(),
-    "max_concurrent_sequences": pl.Int32(), "decode_tok_s": pl.Float32(),
-    "decode_aggregate_tok_s": pl.Float32(), "ttft_ms": pl.Float32(),
+    "weights_gpu_gib": pl.Float32(),
+    "runtime_gib": pl.Float32(),
+    "usable_gib": pl.Float32(),
+    "memory_basis": pl.String(),
+    "prefill_tok_s": pl.Float32(),
+    "speed_basis": pl.String(),
+    "speed_fit": pl.String(),
+    "decode_error_band": pl.Float32(),
+    "prefill_error_band": pl.Float32(),
+    "rope_scaled": pl.Boolean(),
+    "kv_cache_gib": pl.Float32(),
+    "total_gib": pl.Float32(),
+    "headroom_gib": pl.Float32(),
+    "verdict": pl.String(),
+    "max_context_tokens": pl.Int32(),
+    "max_concurrent_sequences": pl.Int32(),
+    "decode_tok_s": pl.Float32(),
+    "decode_aggregate_tok_s": pl.Float32(),
+    "ttft_ms": pl.Float32(),
     "decode_j_per_token": pl.Float32(),
 }
 
 # A configuration (what depends on no context, KV type or batch) and a row of the matrix,
 # by their keys, with the compact types the fit tables store them in.
 CONFIGURATION_KEY: dict[str, pl.DataType] = {
-    "model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
-    "gpu_id": pl.String(), "n_gpus": pl.Int8(),
+    "model_id": pl.String(),
+    "weight_format": pl.String(),
+    "engine": pl.String(),
+    "gpu_id": pl.String(),
+    "n_gpus": pl.Int8(),
 }
 ROW_KEY: dict[str, pl.DataType] = {
-    "model_id": pl.String(), "weight_format": pl.String(), "engine": pl.String(),
-    "context": pl.Int32(), "kv_dtype": pl.String(), "batch": pl.Int16(), "gpu_id": pl.String(),
+    "model_id": pl.String(),
+    "weight_format": pl.String(),
+    "engine": pl.String(),
+    "context": pl.Int32(),
+    "kv_dtype": pl.String(),
+    "batch": pl.Int16(),
+    "gpu_id": pl.String(),
     "n_gpus": pl.Int8(),
 }
 

@@ -29,28 +29,42 @@ def on_demand() -> pl.Expr:
 def cheapest_on_demand(offers: pl.DataFrame | pl.LazyFrame, by: list[str]):
     """The one rule for "the cheapest on-demand offer": per group `by`, the on_demand()
     offer with the lowest price per instance-hour (ties: the first listed)."""
-    return (offers.filter(on_demand()).sort("price_per_instance_hour_usd", maintain_order=True)
-            .group_by(by, maintain_order=True).first())
+    return (
+        offers.filter(on_demand())
+        .sort("price_per_instance_hour_usd", maintain_order=True)
+        .group_by(by, maintain_order=True)
+        .first()
+    )
 
 
 def rental(offers: pl.DataFrame | None) -> pl.LazyFrame:
     """Per GPU and count, the cheapest on-demand offer as `rent_usd_per_hour` and
     `rent_offer` (provider, tier and verification date), to join on (gpu_id, n_gpus)."""
     if offers is None or offers.is_empty():
-        return pl.LazyFrame(schema={"gpu_id": pl.String, "n_gpus": pl.Int64,
-                                    "rent_usd_per_hour": pl.Float64, "rent_offer": pl.String})
+        return pl.LazyFrame(
+            schema={
+                "gpu_id": pl.String,
+                "n_gpus": pl.Int64,
+                "rent_usd_per_hour": pl.Float64,
+                "rent_offer": pl.String,
+            }
+        )
     return cheapest_on_demand(offers.lazy(), ["gpu_id", "n_gpus"]).select(
-        "gpu_id", pl.col("n_gpus").cast(pl.Int64),
+        "gpu_id",
+        pl.col("n_gpus").cast(pl.Int64),
         pl.col("price_per_instance_hour_usd").alias("rent_usd_per_hour"),
-        pl.format("{} {} (verified {})", "provider", "tier",
-                  pl.col("verified_at").cast(pl.String)).alias("rent_offer"))
+        pl.format(
+            "{} {} (verified {})", "provider", "tier", pl.col("verified_at").cast(pl.String)
+        ).alias("rent_offer"),
+    )
 
 
 def cost_per_mtok() -> pl.Expr:
     """USD per million generated tokens: the hourly price of all the GPUs over the tokens
     the batch generates in an hour."""
-    return (col("price_per_gpu_hour_usd") * col("n_gpus")
-            / (col("decode_aggregate_tok_s") * 3600) * 1e6)
+    return (
+        col("price_per_gpu_hour_usd") * col("n_gpus") / (col("decode_aggregate_tok_s") * 3600) * 1e6
+    )
 
 
 def cost_columns() -> list[pl.Expr]:
@@ -64,8 +78,12 @@ def cost_columns() -> list[pl.Expr]:
         cost_per_mtok().alias("cost_per_mtok_usd"),
         cloud_month.alias("cloud_monthly_usd"),
         power_month.alias("power_monthly_usd"),
-        pl.when(saving > 0).then(col("purchase_usd") / saving).otherwise(None)
+        pl.when(saving > 0)
+        .then(col("purchase_usd") / saving)
+        .otherwise(None)
         .alias("break_even_months"),
-        pl.when(saving > 0).then(col("purchase_used_usd") / saving).otherwise(None)
+        pl.when(saving > 0)
+        .then(col("purchase_used_usd") / saving)
+        .otherwise(None)
         .alias("break_even_months_used"),
     ]

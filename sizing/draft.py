@@ -26,12 +26,16 @@ DRAFT_SPEEDUP_SOURCE = (
     "assumed 1.71x: ggml-org/llama.cpp issue #5877 (2024-11-19), Llama 3.1 8B Q8_0 + Llama "
     "3.2 1B Q8_0 draft on an RTX 3060, 32.49 -> 55.47 tok/s at 72 % acceptance on one "
     "prompt; the same project also shows 0.98x (34 % acceptance, PR #10455): it depends "
-    "on the text")
+    "on the text"
+)
 
 
 def draft_gpu_bytes(draft: dict) -> float:
     """Bytes per GPU a draft adds, from the draft's own estimate row: its weights and KV
     cache per GPU and its runtime buffers less the device context the GPU already has."""
-    gib = draft["weights_gpu_gib"] + draft["kv_cache_gib"] \
+    gib = (
+        draft["weights_gpu_gib"]
+        + draft["kv_cache_gib"]
         + max(draft["runtime_gib"] - DEVICE_CONTEXT_BYTES / BYTES_PER_GIB, 0.0)
+    )
     return gib * BYTES_PER_GIB

@@ -33,8 +33,11 @@ Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 # Each stage's columns, in STAGES order after the derived inputs.
 STAGE_COLUMNS: dict[str, Callable[[], list[pl.Expr]]] = {
     "memory": memory_columns,
-    "prefill": lambda: [*prefill_columns(), *speed_basis_columns(),
-                        *decode_configuration_columns()],
+    "prefill": lambda: [
+        *prefill_columns(),
+        *speed_basis_columns(),
+        *decode_configuration_columns(),
+    ],
     "speed": speed_columns,
     "energy": energy_columns,
     "cost": cost_columns,
@@ -47,8 +50,9 @@ def with_input_defaults(frame: Frame, later: tuple[str, ...] = ()) -> Frame:
     inputs a later join brings (the matrix's contexts bring their RoPE scaling)."""
     have = set(frame.collect_schema().names()) | set(later)
     defaults = INPUT_DEFAULTS | settings_row(VllmSettings())
-    return frame.with_columns(pl.lit(v, CONFIGURATION[k]).alias(k)
-                              for k, v in defaults.items() if k not in have)
+    return frame.with_columns(
+        pl.lit(v, CONFIGURATION[k]).alias(k) for k, v in defaults.items() if k not in have
+    )
 
 
 def configuration_inputs(max_model_len: pl.Expr | None = None) -> list[pl.Expr]:
@@ -62,13 +66,15 @@ def derive_inputs(frame: Frame, max_model_len: pl.Expr | None = None) -> Frame:
     """The derived inputs of rows that hold the four inputs (sizing.columns): the context
     limit the asked RoPE scaling allows, the configuration's derived inputs, the KV
     element size, then the cache bytes per cell."""
-    return (frame.with_columns(effective_max_context().alias("max_context"))
-            .with_columns(*configuration_inputs(max_model_len), kv_bytes_per_element_column())
-            .with_columns(kv_cell_bytes_columns()))
+    return (
+        frame.with_columns(effective_max_context().alias("max_context"))
+        .with_columns(*configuration_inputs(max_model_len), kv_bytes_per_element_column())
+        .with_columns(kv_cell_bytes_columns())
+    )
 
 
 def evaluate(frame: Frame, through: str = STAGES[-1]) -> Frame:
     """Every stage's columns after the derived inputs, in order, up to `through`."""
-    for stage in STAGES[1:STAGES.index(through) + 1]:
+    for stage in STAGES[1 : STAGES.index(through) + 1]:
         frame = frame.with_columns(STAGE_COLUMNS[stage]())
     return frame

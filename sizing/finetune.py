@@ -38,9 +38,22 @@ DEFAULT_LORA_RANK = 16
 # The workload the published figures assume (a caller of finetune_memory may pass another):
 # 2,048-token sequences, one per micro-batch, gradient checkpointing on.
 DEFAULT_SEQUENCE_TOKENS, DEFAULT_MICRO_BATCH = 2048, 1
-DEFAULT_TARGETS = ("attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv",
-                   "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_shexp", "ffn_up_shexp",
-                   "ffn_down_shexp", "attn_q_a", "attn_q_b", "attn_kv_a_mqa")
+DEFAULT_TARGETS = (
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "attn_qkv",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+    "ffn_gate_shexp",
+    "ffn_up_shexp",
+    "ffn_down_shexp",
+    "attn_q_a",
+    "attn_q_b",
+    "attn_kv_a_mqa",
+)
 
 
 @dataclass(frozen=True)
@@ -57,22 +70,32 @@ class FinetuneMemory:
 
 
 def lora_params(tensors: list[Tensor], rank: int, targets: tuple[str, ...]) -> int:
-    return sum(rank * (t.ne0 + t.n_elems // t.ne0) for t in tensors
-               if t.kind in targets and not t.is_expert)
+    return sum(
+        rank * (t.ne0 + t.n_elems // t.ne0)
+        for t in tensors
+        if t.kind in targets and not t.is_expert
+    )
 
 
 def activation_bytes(m: ModelArch, seq: int, micro_batch: int, checkpointing: bool) -> float:
     unit = seq * micro_batch * m.hidden
     one_layer = ACTIVATION_BYTES_PER_LAYER_UNIT * unit
-    layers = (CHECKPOINT_BYTES_PER_LAYER_UNIT * unit * m.n_layers + one_layer if checkpointing
-              else one_layer * m.n_layers)
+    layers = (
+        CHECKPOINT_BYTES_PER_LAYER_UNIT * unit * m.n_layers + one_layer
+        if checkpointing
+        else one_layer * m.n_layers
+    )
     return layers + 2 * seq * micro_batch * m.vocab * LOGITS_BYTES
 
 
-def finetune_memory(m: ModelArch, seq: int = DEFAULT_SEQUENCE_TOKENS,
-                    micro_batch: int = DEFAULT_MICRO_BATCH,
-                    checkpointing: bool = True, rank: int = DEFAULT_LORA_RANK,
-                    targets: tuple[str, ...] = DEFAULT_TARGETS) -> dict[str, FinetuneMemory]:
+def finetune_memory(
+    m: ModelArch,
+    seq: int = DEFAULT_SEQUENCE_TOKENS,
+    micro_batch: int = DEFAULT_MICRO_BATCH,
+    checkpointing: bool = True,
+    rank: int = DEFAULT_LORA_RANK,
+    targets: tuple[str, ...] = DEFAULT_TARGETS,
+) -> dict[str, FinetuneMemory]:
     tensors = enumerate_tensors(m)
     params = sum(t.n_elems for t in tensors)
     act = gib(activation_bytes(m, seq, micro_batch, checkpointing))
@@ -81,23 +104,41 @@ def finetune_memory(m: ModelArch, seq: int = DEFAULT_SEQUENCE_TOKENS,
     nf4 = gib(weight_bytes(m, tensors, "NF4").total)
     bf16 = gib(weight_bytes(m, tensors, "BF16").total)
     return {
-        "qlora": FinetuneMemory("QLoRA (NF4 base, LoRA adapters)", nf4, adapters, adapter_gib,
-                                act),
+        "qlora": FinetuneMemory("QLoRA (NF4 base, LoRA adapters)", nf4, adapters, adapter_gib, act),
         "lora": FinetuneMemory("LoRA (BF16 base)", bf16, adapters, adapter_gib, act),
-        "full": FinetuneMemory("full, mixed-precision AdamW", bf16, params,
-                               gib(params * (FULL_MIXED_PRECISION_BYTES_PER_PARAM - 2)), act),
-        "full_pure_bf16": FinetuneMemory("full, pure BF16 AdamW", bf16, params,
-                                         gib(params * (FULL_PURE_BF16_BYTES_PER_PARAM - 2)),
-                                         act),
+        "full": FinetuneMemory(
+            "full, mixed-precision AdamW",
+            bf16,
+            params,
+            gib(params * (FULL_MIXED_PRECISION_BYTES_PER_PARAM - 2)),
+            act,
+        ),
+        "full_pure_bf16": FinetuneMemory(
+            "full, pure BF16 AdamW",
+            bf16,
+            params,
+            gib(params * (FULL_PURE_BF16_BYTES_PER_PARAM - 2)),
+            act,
+        ),
     }
 
 
 def finetune_rows(m: ModelArch) -> list[dict]:
     """finetune_memory at the defaults, one row per regime, as the `finetune` table holds it."""
-    return [{"model_id": m.name, "regime": key, "regime_label": f.regime,
-             "weights_gib": f.weights_gib, "trainable_params": f.trainable_params,
-             "optimizer_gib": f.optimizer_gib, "activations_gib": f.activations_gib,
-             "total_gib": f.total_gib, "sequence_tokens": DEFAULT_SEQUENCE_TOKENS,
-             "micro_batch": DEFAULT_MICRO_BATCH, "lora_rank": DEFAULT_LORA_RANK,
-             "gradient_checkpointing": True}
-            for key, f in finetune_memory(m).items()]
+    return [
+        {
+            "model_id": m.name,
+            "regime": key,
+            "regime_label": f.regime,
+            "weights_gib": f.weights_gib,
+            "trainable_params": f.trainable_params,
+            "optimizer_gib": f.optimizer_gib,
+            "activations_gib": f.activations_gib,
+            "total_gib": f.total_gib,
+            "sequence_tokens": DEFAULT_SEQUENCE_TOKENS,
+            "micro_batch": DEFAULT_MICRO_BATCH,
+            "lora_rank": DEFAULT_LORA_RANK,
+            "gradient_checkpointing": True,
+        }
+        for key, f in finetune_memory(m).items()
+    ]

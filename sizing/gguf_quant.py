@@ -25,22 +25,44 @@ from sizing.tensors import Tensor
 # (llama-quant.cpp `llama_ftype_get_default_type`: note IQ2_S -> IQ2_XS, IQ2_M -> IQ2_S,
 # IQ3_XS and IQ3_M -> IQ3_S).
 GGUF_DEFAULT_TYPE = {
-    "F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q6_K": "Q6_K",
-    "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
-    "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
-    "IQ4_XS": "IQ4_XS", "IQ4_NL": "IQ4_NL",
-    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K",
-    "IQ3_M": "IQ3_S", "IQ3_S": "IQ3_S", "IQ3_XS": "IQ3_S", "IQ3_XXS": "IQ3_XXS",
-    "Q2_K": "Q2_K", "Q2_K_S": "Q2_K",
-    "IQ2_M": "IQ2_S", "IQ2_S": "IQ2_XS", "IQ2_XS": "IQ2_XS", "IQ2_XXS": "IQ2_XXS",
-    "IQ1_M": "IQ1_M", "IQ1_S": "IQ1_S",
+    "F32": "F32",
+    "F16": "F16",
+    "BF16": "BF16",
+    "Q8_0": "Q8_0",
+    "Q6_K": "Q6_K",
+    "Q5_K_M": "Q5_K",
+    "Q5_K_S": "Q5_K",
+    "Q5_0": "Q5_0",
+    "Q5_1": "Q5_1",
+    "Q4_K_M": "Q4_K",
+    "Q4_K_S": "Q4_K",
+    "Q4_0": "Q4_0",
+    "Q4_1": "Q4_1",
+    "IQ4_XS": "IQ4_XS",
+    "IQ4_NL": "IQ4_NL",
+    "Q3_K_L": "Q3_K",
+    "Q3_K_M": "Q3_K",
+    "Q3_K_S": "Q3_K",
+    "IQ3_M": "IQ3_S",
+    "IQ3_S": "IQ3_S",
+    "IQ3_XS": "IQ3_S",
+    "IQ3_XXS": "IQ3_XXS",
+    "Q2_K": "Q2_K",
+    "Q2_K_S": "Q2_K",
+    "IQ2_M": "IQ2_S",
+    "IQ2_S": "IQ2_XS",
+    "IQ2_XS": "IQ2_XS",
+    "IQ2_XXS": "IQ2_XXS",
+    "IQ1_M": "IQ1_M",
+    "IQ1_S": "IQ1_S",
     "MXFP4_MOE": "MXFP4",
 }
 # llama-quantize refuses to write these without an importance matrix: some tensor gets
 # IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S or IQ3_XXS, or (Q2_K_S only) Q2_K
 # (llama-quant.cpp `tensor_requires_imatrix`, "this quantization requires an imatrix!").
-IMATRIX_REQUIRED = frozenset({"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M",
-                              "IQ3_XXS", "IQ3_XS", "Q2_K_S"})
+IMATRIX_REQUIRED = frozenset(
+    {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "Q2_K_S"}
+)
 # Unsloth's "dynamic" mixes: the per-tensor recipe is not public, so they are sized as the
 # llama.cpp type they start from and labelled approximate. Against published files
 # (data/catalogs/published_gguf_sizes.csv) this is 3.6 % under to 5.3 % over.
@@ -54,25 +76,41 @@ RECIPE_SIZE_TOLERANCE, APPROXIMATE_SIZE_TOLERANCE = 0.02, 0.06
 
 def published_size_tolerance(quant: pl.Expr) -> pl.Expr:
     """The bound for each row's quantization type."""
-    return pl.when(quant.is_in(list(APPROXIMATE_FTYPES))).then(APPROXIMATE_SIZE_TOLERANCE) \
+    return (
+        pl.when(quant.is_in(list(APPROXIMATE_FTYPES)))
+        .then(APPROXIMATE_SIZE_TOLERANCE)
         .otherwise(RECIPE_SIZE_TOLERANCE)
+    )
+
+
 # bartowski's "_L" / "_XL" files: "the standard quantization method with the embeddings
 # and output weights quantized to Q8_0 instead of what they would normally default to"
 # (model cards, e.g. huggingface.co/bartowski/Qwen2.5-72B-Instruct-GGUF), i.e.
 # llama-quantize --token-embedding-type Q8_0 --output-tensor-type Q8_0 on this ftype.
-Q8_EMBED_OUTPUT_FTYPES = {"Q6_K_L": "Q6_K", "Q5_K_L": "Q5_K_M", "Q4_K_L": "Q4_K_M",
-                          "Q3_K_XL": "Q3_K_L", "Q2_K_L": "Q2_K"}
-GGUF_FTYPES = (tuple(GGUF_DEFAULT_TYPE) + tuple(APPROXIMATE_FTYPES)
-               + tuple(Q8_EMBED_OUTPUT_FTYPES))
+Q8_EMBED_OUTPUT_FTYPES = {
+    "Q6_K_L": "Q6_K",
+    "Q5_K_L": "Q5_K_M",
+    "Q4_K_L": "Q4_K_M",
+    "Q3_K_XL": "Q3_K_L",
+    "Q2_K_L": "Q2_K",
+}
+GGUF_FTYPES = tuple(GGUF_DEFAULT_TYPE) + tuple(APPROXIMATE_FTYPES) + tuple(Q8_EMBED_OUTPUT_FTYPES)
 # Not sized: llama.cpp no longer writes the Q4_0_4_4 / Q4_0_4_8 / Q4_0_8_8 repacks
 # (include/llama.h: "removed from gguf files, use Q4_0 and runtime repack"), so a
 # Q4_0 file is what is downloaded and the CPU backend repacks it at load.
 
 # Row-length fallbacks when ne0 is not a multiple of the chosen type's block
 # (llama-quant.cpp `tensor_type_fallback`); a fallback that does not fit either gives F16.
-_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
-             **dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS",
-                              "IQ3_S", "IQ4_XS"), "IQ4_NL")}
+_FALLBACK = {
+    "Q2_K": "Q4_0",
+    "Q3_K": "Q4_0",
+    "Q4_K": "Q5_0",
+    "Q5_K": "Q5_1",
+    "Q6_K": "Q8_0",
+    **dict.fromkeys(
+        ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"), "IQ4_NL"
+    ),
+}
 _ATTN_V_LIKE = ("attn_v", "attn_qkv", "attn_kv_b")  # `category_is_attn_v`
 # Tensors llama-quantize never quantizes (llama-quant.cpp `tensor_allows_quantization`).
 NEVER_QUANTIZED = ("ffn_gate_inp", "ssm_conv1d", "shortconv.conv", "attn_sinks")
@@ -215,11 +253,31 @@ def _ffn_down_type(c: _Context, i: int, default: str) -> str:
 
 def _attn_output_type(c: _Context, default: str) -> str:
     if c.n_experts == 8:  # Mixtral-style: these ftypes get Q5_K, the others their default
-        return "Q5_K" if c.ftype in ("Q2_K", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M",
-                                     "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M",
-                                     "IQ4_XS") else default
-    return {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K",
-            "IQ3_M": "Q4_K"}.get(c.ftype, default)
+        return (
+            "Q5_K"
+            if c.ftype
+            in (
+                "Q2_K",
+                "IQ3_XS",
+                "IQ3_XXS",
+                "Q3_K_S",
+                "Q3_K_M",
+                "IQ4_NL",
+                "Q4_K_S",
+                "Q4_K_M",
+                "IQ3_S",
+                "IQ3_M",
+                "IQ4_XS",
+            )
+            else default
+        )
+    return {
+        "Q2_K": "Q3_K",
+        "IQ3_XXS": "IQ3_S",
+        "Q3_K_M": "Q4_K",
+        "Q3_K_L": "Q5_K",
+        "IQ3_M": "Q4_K",
+    }.get(c.ftype, default)
 
 
 def _attn_q_k_type(c: _Context, cat: str, default: str) -> str:
@@ -293,8 +351,13 @@ def _visit_order(tensors: list[Tensor]) -> list[int]:
     return sorted(range(len(tensors)), key=lambda k: (tensors[k].layer, tensors[k].name))
 
 
-def gguf_tensor_types(m: ModelArch, tensors: list[Tensor], ftype: str,
-                      imatrix: bool = False, require_imatrix: bool = True) -> list[str]:
+def gguf_tensor_types(
+    m: ModelArch,
+    tensors: list[Tensor],
+    ftype: str,
+    imatrix: bool = False,
+    require_imatrix: bool = True,
+) -> list[str]:
     """The ggml type of each tensor in a GGUF of this ftype, in tensor order.
 
     An ftype in IMATRIX_REQUIRED is quantized with an importance matrix (it cannot be

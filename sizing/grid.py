@@ -35,13 +35,16 @@ BATCHES = (1, 4, 16, 64)
 def engine_formats() -> pl.LazyFrame:
     return pl.LazyFrame(
         [(e, f) for e, fs in FORMATS_BY_ENGINE.items() for f in fs],
-        schema={"engine": pl.String, "weight_format": pl.String}, orient="row")
+        schema={"engine": pl.String, "weight_format": pl.String},
+        orient="row",
+    )
 
 
 def engine_kv_dtypes() -> pl.LazyFrame:
     return pl.LazyFrame(
         [(e, k) for e, ks in KV_DTYPES_BY_ENGINE.items() for k in ks],
-        schema={"engine": pl.String, "kv_dtype": pl.String}, orient="row",
+        schema={"engine": pl.String, "kv_dtype": pl.String},
+        orient="row",
     ).with_columns(kv_bytes_per_element_column())
 
 
@@ -51,30 +54,56 @@ def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
     beyond the native maximum asking for that scaling (`rope_scaling`)."""
     standard = pl.LazyFrame({"context": CONTEXTS})
     top = pl.max_horizontal("max_context", pl.col("rope_scaled_max_context").fill_null(0))
-    dims = models.select("model_id", "max_context", "rope_scaled_max_context",
-                         "rope_scaling_type")
-    return pl.concat([
-        dims.join(standard, how="cross").filter(pl.col("context") <= top)
-        .select("model_id", "context"),
-        dims.select("model_id", pl.col("max_context").alias("context")),
-        dims.filter(pl.col("rope_scaled_max_context").is_not_null())
-        .select("model_id", pl.col("rope_scaled_max_context").alias("context")),
-    ]).unique().join(dims, on="model_id").select(
-        "model_id", "context",
-        pl.when(pl.col("context") > pl.col("max_context")).then(pl.col("rope_scaling_type"))
-        .otherwise(pl.lit(None, pl.String)).alias("rope_scaling"))
+    dims = models.select("model_id", "max_context", "rope_scaled_max_context", "rope_scaling_type")
+    return (
+        pl.concat(
+            [
+                dims.join(standard, how="cross")
+                .filter(pl.col("context") <= top)
+                .select("model_id", "context"),
+                dims.select("model_id", pl.col("max_context").alias("context")),
+                dims.filter(pl.col("rope_scaled_max_context").is_not_null()).select(
+                    "model_id", pl.col("rope_scaled_max_context").alias("context")
+                ),
+            ]
+        )
+        .unique()
+        .join(dims, on="model_id")
+        .select(
+            "model_id",
+            "context",
+            pl.when(pl.col("context") > pl.col("max_context"))
+            .then(pl.col("rope_scaling_type"))
+            .otherwise(pl.lit(None, pl.String))
+            .alias("rope_scaling"),
+        )
+    )
 
 
 def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (GPU, count, engine) the catalog says exists (sizing.rules.GPU_RULES)."""
-    return (gpus.with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
-            .explode("n_gpus").with_columns(pl.col("n_gpus").cast(pl.Int64))
-            .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
-            .filter(allowed(GPU_RULES))
-            .select("gpu_id", "n_gpus", "engine", pl.col("memory_gib").alias("gpu_memory_gib"),
-                    pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-                    "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
-                    "fp16_dense_tflops", "tdp_w", "interconnect", "compute_capability"))
+    return (
+        gpus.with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
+        .explode("n_gpus")
+        .with_columns(pl.col("n_gpus").cast(pl.Int64))
+        .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
+        .filter(allowed(GPU_RULES))
+        .select(
+            "gpu_id",
+            "n_gpus",
+            "engine",
+            pl.col("memory_gib").alias("gpu_memory_gib"),
+            pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
+            "unified_memory",
+            "vendor",
+            "memory_type",
+            "bandwidth_gb_s",
+            "fp16_dense_tflops",
+            "tdp_w",
+            "interconnect",
+            "compute_capability",
+        )
+    )
 
 
 def tensor_parallel_possible() -> pl.Expr:
@@ -83,9 +112,13 @@ def tensor_parallel_possible() -> pl.Expr:
     return allowed(vllm.TENSOR_PARALLEL_RULES)
 
 
-def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFrame,
-                   formats: pl.LazyFrame | None = None, support: pl.DataFrame | None = None
-                   ) -> pl.LazyFrame:
+def configurations(
+    models: pl.LazyFrame,
+    weights: pl.LazyFrame,
+    gpus: pl.LazyFrame,
+    formats: pl.LazyFrame | None = None,
+    support: pl.DataFrame | None = None,
+) -> pl.LazyFrame:
     """One row per model x format x engine x GPU x count, with what depends on nothing
     else: weights and runtime buffers per GPU, usable memory, prefill speed. `formats`
     (engine, weight_format) pairs to try, the default grid's unless given; `support` the
@@ -94,38 +127,56 @@ def configurations(models: pl.LazyFrame, weights: pl.LazyFrame, gpus: pl.LazyFra
     The stages of sizing.evaluation in their order, split where the matrix saves work:
     the configuration's inputs, memory and prefill here, once per configuration; the
     row's inputs, memory and speed in fit_matrix, per context, KV type and batch."""
-    return (weights.join(engine_formats() if formats is None else formats, on="weight_format")
-            .join(models, on="model_id")
-            .join(gpu_configurations(gpus), on="engine")
-            .with_columns(support_columns(support))
-            .filter(allowed(CONFIGURATION_RULES))
-            .pipe(with_input_defaults, later=("rope_scaling",))
-            .with_columns(configuration_inputs())
-            .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()))
+    return (
+        weights.join(engine_formats() if formats is None else formats, on="weight_format")
+        .join(models, on="model_id")
+        .join(gpu_configurations(gpus), on="engine")
+        .with_columns(support_columns(support))
+        .filter(allowed(CONFIGURATION_RULES))
+        .pipe(with_input_defaults, later=("rope_scaling",))
+        .with_columns(configuration_inputs())
+        .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]())
+    )
 
 
 def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
     """Every grid row with its memory and speed columns (sizing.memory, sizing.speed): the
     configurations multiplied by contexts, KV-cache types and batches."""
-    rows = (configured.join(contexts(models), on="model_id")
-            .join(engine_kv_dtypes(), on="engine")
-            .filter(allowed(ROW_RULES))
-            # Memory and speed up to the maximum this row's RoPE scaling allows.
-            .with_columns(effective_max_context().alias("max_context"),
-                          pl.col("rope_scaling").is_not_null().alias("rope_scaled"))
-            .with_columns(kv_cell_bytes_columns())
-            .join(pl.LazyFrame({"batch": BATCHES}), how="cross"))
-    return (rows.with_columns(STAGE_COLUMNS["memory"]()).with_columns(STAGE_COLUMNS["speed"]())
-            .with_columns(STAGE_COLUMNS["energy"]()))
+    rows = (
+        configured.join(contexts(models), on="model_id")
+        .join(engine_kv_dtypes(), on="engine")
+        .filter(allowed(ROW_RULES))
+        # Memory and speed up to the maximum this row's RoPE scaling allows.
+        .with_columns(
+            effective_max_context().alias("max_context"),
+            pl.col("rope_scaling").is_not_null().alias("rope_scaled"),
+        )
+        .with_columns(kv_cell_bytes_columns())
+        .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
+    )
+    return (
+        rows.with_columns(STAGE_COLUMNS["memory"]())
+        .with_columns(STAGE_COLUMNS["speed"]())
+        .with_columns(STAGE_COLUMNS["energy"]())
+    )
 
 
-def fit_tables(models: pl.DataFrame, weights: pl.DataFrame, gpus: pl.DataFrame,
-               matrix_columns: list[pl.Expr], configuration_columns: list[pl.Expr],
-               support: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def fit_tables(
+    models: pl.DataFrame,
+    weights: pl.DataFrame,
+    gpus: pl.DataFrame,
+    matrix_columns: list[pl.Expr],
+    configuration_columns: list[pl.Expr],
+    support: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The fit matrix and its configurations table for a few models, with only the given
     columns, in one Polars query (the configurations are computed once for both)."""
     configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(), support=support)
     matrix, table = pl.collect_all(
-        [fit_matrix(models.lazy(), configured).select(matrix_columns),
-         configured.select(configuration_columns)], engine="streaming")
+        [
+            fit_matrix(models.lazy(), configured).select(matrix_columns),
+            configured.select(configuration_columns),
+        ],
+        engine="streaming",
+    )
     return matrix, table

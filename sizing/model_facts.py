@@ -73,19 +73,37 @@ def _sparse_attention(m: ModelArch) -> dict[str, int]:
     c, s = m.compressed, m.sparse_indexer
     if c is not None:
         csa = sum(r == CSA_RATIO for r in c.ratios)
-        return {"n_sparse_layers": csa, "sparse_ratio": CSA_RATIO,
-                "sparse_entry_elems": m.head_dim, "n_indexer_layers": csa,
-                "index_topk": c.index_topk,
-                "index_flops_per_key": 2 * c.index_heads * c.index_head_dim,
-                "n_hca_layers": sum(r == HCA_RATIO for r in c.ratios)}
+        return {
+            "n_sparse_layers": csa,
+            "sparse_ratio": CSA_RATIO,
+            "sparse_entry_elems": m.head_dim,
+            "n_indexer_layers": csa,
+            "index_topk": c.index_topk,
+            "index_flops_per_key": 2 * c.index_heads * c.index_head_dim,
+            "n_hca_layers": sum(r == HCA_RATIO for r in c.ratios),
+        }
     if s is not None:
-        return {"n_sparse_layers": sum(k is LayerKind.FULL for k in m.layer_kinds),
-                "sparse_ratio": 1, "sparse_entry_elems": m.head_dim,
-                "n_indexer_layers": sum(s.own), "index_topk": s.topk,
-                "index_flops_per_key": 2 * s.heads * s.head_dim, "n_hca_layers": 0}
-    return dict.fromkeys(("n_sparse_layers", "sparse_ratio", "sparse_entry_elems",
-                          "n_indexer_layers", "index_topk", "index_flops_per_key",
-                          "n_hca_layers"), 0)
+        return {
+            "n_sparse_layers": sum(k is LayerKind.FULL for k in m.layer_kinds),
+            "sparse_ratio": 1,
+            "sparse_entry_elems": m.head_dim,
+            "n_indexer_layers": sum(s.own),
+            "index_topk": s.topk,
+            "index_flops_per_key": 2 * s.heads * s.head_dim,
+            "n_hca_layers": 0,
+        }
+    return dict.fromkeys(
+        (
+            "n_sparse_layers",
+            "sparse_ratio",
+            "sparse_entry_elems",
+            "n_indexer_layers",
+            "index_topk",
+            "index_flops_per_key",
+            "n_hca_layers",
+        ),
+        0,
+    )
 
 
 def _compressor_state_elems(m: ModelArch) -> int:
@@ -116,8 +134,9 @@ def _state_elems_per_sequence(m: ModelArch) -> tuple[int, int]:
     for kind in m.layer_kinds:
         if kind is LayerKind.LINEAR and m.linear:
             la = m.linear
-            conv += (la.conv_kernel - 1) * (2 * la.n_k_heads * la.k_head_dim
-                                            + la.n_v_heads * la.v_head_dim)
+            conv += (la.conv_kernel - 1) * (
+                2 * la.n_k_heads * la.k_head_dim + la.n_v_heads * la.v_head_dim
+            )
             ssm += la.n_v_heads * la.k_head_dim * la.v_head_dim
         elif kind is LayerKind.MAMBA and m.mamba:
             s = m.mamba
@@ -174,9 +193,9 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         "rope_scaled_max_context": m.rope_recipe.scaled_max_context if m.rope_recipe else None,
         "rope_scaling_type": m.rope_recipe.rope_type if m.rope_recipe else None,
         "kv_full_elems_per_token": _kv_elems_per_token(m, (LayerKind.FULL,))
-        + _compressed_elems_per_token(m) + round(_indexer_key_elems_per_token(m)),
-        "kv_window_elems_per_token": _kv_elems_per_token(
-            m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
+        + _compressed_elems_per_token(m)
+        + round(_indexer_key_elems_per_token(m)),
+        "kv_window_elems_per_token": _kv_elems_per_token(m, (LayerKind.SLIDING, LayerKind.CHUNKED)),
         "kv_window_tokens": window,
         # Llama 4's chunked attention restarts every chunk; sliding windows do not.
         "window_chunked": LayerKind.CHUNKED in m.layer_kinds,
@@ -186,8 +205,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
         # Layers attending densely to the whole context (sparse ones are counted apart).
         "n_full_attention_layers": sum(k is LayerKind.FULL for k in m.layer_kinds)
         - (sparse["n_sparse_layers"] if m.sparse_indexer is not None else 0),
-        "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED)
-                               for k in m.layer_kinds),
+        "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED) for k in m.layer_kinds),
         "attn_head_dim": _attention_head_dim(m),
         "attn_head_dim_full": _attention_head_dim(m, LayerKind.FULL),
         "n_experts": m.moe.n_experts if m.moe else 0,
@@ -204,8 +222,7 @@ def model_row(m: ModelArch) -> dict[str, Any]:
     }
 
 
-def format_row(m: ModelArch, fmt: str, imatrix: bool = False,
-               gguf: bool = False) -> dict[str, Any]:
+def format_row(m: ModelArch, fmt: str, imatrix: bool = False, gguf: bool = False) -> dict[str, Any]:
     """The per-(model, format) dimension row: weight bytes and their parts."""
     w = weight_bytes(m, enumerate_tensors(m), fmt, imatrix, gguf)
     return {

@@ -30,21 +30,33 @@ from sizing.units import BYTES_PER_GIB
 # Families whose MTP block is one layer of the model's own kind (the others carry MTP
 # modules of other shapes: DeepSeek-V4's hyper-connections, MiniMax's, Step's, Nemotron's
 # hybrid pattern; they are refused rather than guessed).
-MTP_FAMILIES = ("deepseek_v3", "deepseek_v32", "glm4_moe", "glm_moe_dsa", "qwen3_5",
-                "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
+MTP_FAMILIES = (
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe",
+    "glm_moe_dsa",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+)
 
 # The decode speed-up, per engine: one published run each, stated (acceptance depends on
 # the text and on the load).
 MTP_SPEEDUP = {"vllm": 1.63, "llama.cpp": 1.64}
 MTP_SPEEDUP_SOURCE = {
-    "vllm": ("assumed 1.63x: vllm-project/vllm PR #12755 (2025-02-04), DeepSeek-R1 with its MTP "
-             "layer (k=1), 81-82.3 % acceptance, TPOT 55.47 -> 33.99 ms at 1 request/s; "
-             "1.18x at 2 requests/s (the gain shrinks with load); DeepSeek-V3's report gives "
-             "1.8x at 85-90 % acceptance"),
-    "llama.cpp": ("assumed 1.64x: mybigday/llama.node PR #136 (2026-05-19), Qwen3.6-27B "
-                  "Q8_0 with its MTP layer (llama.cpp's draft-mtp through llama.rn), 9.622 "
-                  "-> 15.739 tok/s on one prompt; the same PR's 35B-A3B accepted 3 of 10 "
-                  "drafts: it depends on the text"),
+    "vllm": (
+        "assumed 1.63x: vllm-project/vllm PR #12755 (2025-02-04), DeepSeek-R1 with its MTP "
+        "layer (k=1), 81-82.3 % acceptance, TPOT 55.47 -> 33.99 ms at 1 request/s; "
+        "1.18x at 2 requests/s (the gain shrinks with load); DeepSeek-V3's report gives "
+        "1.8x at 85-90 % acceptance"
+    ),
+    "llama.cpp": (
+        "assumed 1.64x: mybigday/llama.node PR #136 (2026-05-19), Qwen3.6-27B "
+        "Q8_0 with its MTP layer (llama.cpp's draft-mtp through llama.rn), 9.622 "
+        "-> 15.739 tok/s on one prompt; the same PR's 35B-A3B accepted 3 of 10 "
+        "drafts: it depends on the text"
+    ),
 }
 
 
@@ -57,9 +69,18 @@ def mtp_block(m: ModelArch) -> ModelArch:
     layer kind MTP blocks are in every family of MTP_FAMILIES)."""
     moe = replace(m.moe, layers=(True,)) if m.moe is not None else None
     sparse = replace(m.sparse_indexer, own=(True,)) if m.sparse_indexer is not None else None
-    return replace(m, name=f"{m.name} (MTP)", n_layers=1, layer_kinds=(LayerKind.FULL,),
-                   moe=moe, sparse_indexer=sparse, linear=None, mtp_layers=0,
-                   multimodal=False, vision=None)
+    return replace(
+        m,
+        name=f"{m.name} (MTP)",
+        n_layers=1,
+        layer_kinds=(LayerKind.FULL,),
+        moe=moe,
+        sparse_indexer=sparse,
+        linear=None,
+        mtp_layers=0,
+        multimodal=False,
+        vision=None,
+    )
 
 
 def mtp_tensors(m: ModelArch) -> list[Tensor]:
@@ -69,12 +90,17 @@ def mtp_tensors(m: ModelArch) -> list[Tensor]:
     out: list[Tensor] = []
     for i in range(m.mtp_layers):
         layer = m.n_layers + i  # GGUF numbers the nextn blocks after the model's
-        out += [replace(t, name=t.name.replace("blk.0.", f"blk.{layer}.", 1), layer=layer)
-                for t in block]
-        out += [Tensor(f"blk.{layer}.nextn.eh_proj", "nextn.eh_proj", layer, 2 * h,
-                       2 * h * h, True)]
-        out += [Tensor(f"blk.{layer}.nextn.{n}", f"nextn.{n}", layer, h, h, False)
-                for n in ("enorm", "hnorm", "shared_head_norm")]
+        out += [
+            replace(t, name=t.name.replace("blk.0.", f"blk.{layer}.", 1), layer=layer)
+            for t in block
+        ]
+        out += [
+            Tensor(f"blk.{layer}.nextn.eh_proj", "nextn.eh_proj", layer, 2 * h, 2 * h * h, True)
+        ]
+        out += [
+            Tensor(f"blk.{layer}.nextn.{n}", f"nextn.{n}", layer, h, h, False)
+            for n in ("enorm", "hnorm", "shared_head_norm")
+        ]
     return out
 
 

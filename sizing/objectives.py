@@ -31,7 +31,7 @@ _RENTAL = ("cheapest_per_mtok", "cheapest_to_rent")
 
 
 def _outlay() -> pl.Expr:
-    return (pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus"))
+    return pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus")
 
 
 def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFrame:
@@ -39,57 +39,116 @@ def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFram
     return rows.join(rental(offers).collect(), on=["gpu_id", "n_gpus"], how="left")
 
 
-def ranked(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-           gpus: pl.DataFrame, objective: str, offers: pl.DataFrame | None = None,
-           min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-           budget_usd: float | None = None, batch: int = 1, top: int = 5,
-           support: pl.DataFrame | None = None) -> pl.DataFrame:
+def ranked(
+    m: ModelArch,
+    fmt: str,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    objective: str,
+    offers: pl.DataFrame | None = None,
+    min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+    budget_usd: float | None = None,
+    batch: int = 1,
+    top: int = 5,
+    support: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """The best `top` configurations for the objective, best first (`support`: the
     engine_support rules, sizing.support)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
     if objective == "fastest_under_budget" and budget_usd is None:
         raise ValueError("fastest_under_budget needs a budget (budget_usd)")
-    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch,
-                           support=support)
+    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch, support=support)
     rows = _with_rental(rows.filter(runs_at(min_decode_tok_s)), offers).with_columns(
         _outlay().alias("outlay_usd"),
-        (pl.col("rent_usd_per_hour") / (pl.col("decode_aggregate_tok_s") * 3600) * 1e6)
-        .alias("cost_per_mtok_usd"))
+        (pl.col("rent_usd_per_hour") / (pl.col("decode_aggregate_tok_s") * 3600) * 1e6).alias(
+            "cost_per_mtok_usd"
+        ),
+    )
     if budget_usd is not None and objective not in _RENTAL:
         rows = rows.filter(pl.col("outlay_usd") <= budget_usd)
-    key, descending = {"cheapest_to_buy": ("outlay_usd", False),
-                       "fastest_under_budget": ("decode_tok_s", True),
-                       "cheapest_per_mtok": ("cost_per_mtok_usd", False),
-                       "cheapest_to_rent": ("rent_usd_per_hour", False)}[objective]
+    key, descending = {
+        "cheapest_to_buy": ("outlay_usd", False),
+        "fastest_under_budget": ("decode_tok_s", True),
+        "cheapest_per_mtok": ("cost_per_mtok_usd", False),
+        "cheapest_to_rent": ("rent_usd_per_hour", False),
+    }[objective]
     rows = rows.drop_nulls(key).sort([key, "n_gpus"], descending=[descending, False])
     return rows.head(top).select(
-        pl.int_range(1, pl.len() + 1).alias("rank"), "gpu_id", "name", "n_gpus",
-        pl.lit(fmt).alias("weight_format"), pl.lit(engine).alias("engine"), "batch",
-        "total_gib", "usable_gib", "decode_tok_s", "decode_aggregate_tok_s", "speed_basis",
-        "outlay_usd", "price_new_usd", "price_used_usd", "rent_usd_per_hour", "rent_offer",
-        "cost_per_mtok_usd", "decode_j_per_token", "decode_tokens_per_kwh", "kernel_basis")
+        pl.int_range(1, pl.len() + 1).alias("rank"),
+        "gpu_id",
+        "name",
+        "n_gpus",
+        pl.lit(fmt).alias("weight_format"),
+        pl.lit(engine).alias("engine"),
+        "batch",
+        "total_gib",
+        "usable_gib",
+        "decode_tok_s",
+        "decode_aggregate_tok_s",
+        "speed_basis",
+        "outlay_usd",
+        "price_new_usd",
+        "price_used_usd",
+        "rent_usd_per_hour",
+        "rent_offer",
+        "cost_per_mtok_usd",
+        "decode_j_per_token",
+        "decode_tokens_per_kwh",
+        "kernel_basis",
+    )
 
 
-def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.DataFrame,
-               objective: str = "cheapest_to_buy", offers: pl.DataFrame | None = None,
-               min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-               budget_usd: float | None = None, quality: pl.DataFrame | None = None,
-               min_quality: str = DEFAULT_MIN_QUALITY, support: pl.DataFrame | None = None
-               ) -> pl.DataFrame:
+def per_format(
+    m: ModelArch,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    objective: str = "cheapest_to_buy",
+    offers: pl.DataFrame | None = None,
+    min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+    budget_usd: float | None = None,
+    quality: pl.DataFrame | None = None,
+    min_quality: str = DEFAULT_MIN_QUALITY,
+    support: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """The first-ranked configuration for each weight format the engine loads (the
     reference page's "recommended GPU per format"); formats with none are left out, and
     with `quality` (sizing.quality.format_tiers) those below `min_quality`, the rest
     carrying their `quality_tier`, best tier first."""
-    tiered = ([(f, None) for f in FORMATS_BY_ENGINE[engine]] if quality is None
-              else ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality))
-    frames = [ranked(m, fmt, context, kv_dtype, engine, gpus, objective, offers,
-                     min_decode_tok_s, budget_usd, top=1, support=support)
-              .with_columns(pl.lit(tier, pl.String).alias("quality_tier"))
-              for fmt, tier in tiered]
+    tiered = (
+        [(f, None) for f in FORMATS_BY_ENGINE[engine]]
+        if quality is None
+        else ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)
+    )
+    frames = [
+        ranked(
+            m,
+            fmt,
+            context,
+            kv_dtype,
+            engine,
+            gpus,
+            objective,
+            offers,
+            min_decode_tok_s,
+            budget_usd,
+            top=1,
+            support=support,
+        ).with_columns(pl.lit(tier, pl.String).alias("quality_tier"))
+        for fmt, tier in tiered
+    ]
     found = [f for f in frames if f.height]
-    return pl.concat(found, how="vertical_relaxed") if found else frames[0].head(0) \
-        if frames else pl.DataFrame()
+    return (
+        pl.concat(found, how="vertical_relaxed")
+        if found
+        else frames[0].head(0)
+        if frames
+        else pl.DataFrame()
+    )
 
 
 # Fine-tuning runs on PyTorch's CUDA or ROCm builds (bitsandbytes for QLoRA): the vendors
@@ -97,20 +156,30 @@ def per_format(m: ModelArch, context: int, kv_dtype: str, engine: str, gpus: pl.
 FINETUNE_VENDORS = ("NVIDIA", "AMD")
 
 
-def per_finetune_regime(m: ModelArch, gpus: pl.DataFrame,
-                        budget_usd: float | None = None) -> dict[str, dict[str, Any] | None]:
+def per_finetune_regime(
+    m: ModelArch, gpus: pl.DataFrame, budget_usd: float | None = None
+) -> dict[str, dict[str, Any] | None]:
     """The cheapest single GPU (outlay as above) whose memory holds each fine-tuning regime
     of sizing.finetune (one GPU: sharding over several is not modelled)."""
     out: dict[str, dict[str, Any] | None] = {}
-    cards = (gpus.filter(pl.col("vendor").is_in(FINETUNE_VENDORS))
-             .with_columns(pl.lit(1).alias("n_gpus")).with_columns(_outlay().alias("outlay_usd"))
-             .drop_nulls("outlay_usd"))
+    cards = (
+        gpus.filter(pl.col("vendor").is_in(FINETUNE_VENDORS))
+        .with_columns(pl.lit(1).alias("n_gpus"))
+        .with_columns(_outlay().alias("outlay_usd"))
+        .drop_nulls("outlay_usd")
+    )
     if budget_usd is not None:
         cards = cards.filter(pl.col("outlay_usd") <= budget_usd)
     for key, regime in finetune_memory(m).items():
         memory = pl.coalesce("memory_gib_cuda", "memory_gib")
         fit = cards.filter(memory >= regime.total_gib).sort("outlay_usd")
-        out[key] = None if fit.is_empty() else {
-            "regime": regime.regime, "needs_gib": regime.total_gib,
-            **fit.select("gpu_id", "name", "memory_gib", "outlay_usd").row(0, named=True)}
+        out[key] = (
+            None
+            if fit.is_empty()
+            else {
+                "regime": regime.regime,
+                "needs_gib": regime.total_gib,
+                **fit.select("gpu_id", "name", "memory_gib", "outlay_usd").row(0, named=True),
+            }
+        )
     return out

@@ -46,8 +46,10 @@ REFERENCE_PARAMS_B = (6.5, 9.5)
 BASELINE_KV = ("f16", "auto")
 _RANK = {t: i for i, t in enumerate(TIERS)}
 # What the tiers are published for: every weight format and KV-cache type the engines offer.
-QUALITY_FORMATS = {"weights": sorted({f for fs in FORMATS_BY_ENGINE.values() for f in fs}),
-                   "kv_cache": sorted({k for ks in KV_DTYPES_BY_ENGINE.values() for k in ks})}
+QUALITY_FORMATS = {
+    "weights": sorted({f for fs in FORMATS_BY_ENGINE.values() for f in fs}),
+    "kv_cache": sorted({k for ks in KV_DTYPES_BY_ENGINE.values() for k in ks}),
+}
 
 
 def measurement_tier() -> pl.Expr:
@@ -56,9 +58,19 @@ def measurement_tier() -> pl.Expr:
     v = pl.col("value")
     for metric, ((a, b, c), kept) in BOUNDS.items():
         a_, b_, c_ = (v >= a, v >= b, v >= c) if kept else (v <= a, v <= b, v <= c)
-        out = pl.when(pl.col("metric") == metric).then(
-            pl.when(a_).then(pl.lit(TIERS[0])).when(b_).then(pl.lit(TIERS[1]))
-            .when(c_).then(pl.lit(TIERS[2])).otherwise(pl.lit(TIERS[3]))).otherwise(out)
+        out = (
+            pl.when(pl.col("metric") == metric)
+            .then(
+                pl.when(a_)
+                .then(pl.lit(TIERS[0]))
+                .when(b_)
+                .then(pl.lit(TIERS[1]))
+                .when(c_)
+                .then(pl.lit(TIERS[2]))
+                .otherwise(pl.lit(TIERS[3]))
+            )
+            .otherwise(out)
+        )
     return out
 
 
@@ -75,13 +87,18 @@ def _tier_of_rank(rank: pl.Expr) -> pl.Expr:
 def _worst(rows: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     """Per group, the worst measurement: its tier and what it rests on."""
     order = ["rank", "metric", "value", "source_url"]
-    return (rows.sort(order, descending=[True, False, False, False])
-            .group_by(by, maintain_order=True)
-            .agg(pl.col("tier").first(), pl.len().alias("n_measurements"),
-                 pl.col("metric").first().alias("basis_metric"),
-                 pl.col("value").first().alias("basis_value"),
-                 pl.col("model").first().alias("basis_model"),
-                 pl.col("source_url").first().alias("basis_source_url")))
+    return (
+        rows.sort(order, descending=[True, False, False, False])
+        .group_by(by, maintain_order=True)
+        .agg(
+            pl.col("tier").first(),
+            pl.len().alias("n_measurements"),
+            pl.col("metric").first().alias("basis_metric"),
+            pl.col("value").first().alias("basis_value"),
+            pl.col("model").first().alias("basis_model"),
+            pl.col("source_url").first().alias("basis_source_url"),
+        )
+    )
 
 
 def format_tiers(measurements: pl.DataFrame, formats: dict[str, list[str]]) -> pl.DataFrame:
@@ -89,32 +106,60 @@ def format_tiers(measurements: pl.DataFrame, formats: dict[str, list[str]]) -> p
     its tier, and one per (kind, format, model_id) for our models a measurement names:
     tier, its rank (0 best), whether it meets DEFAULT_MIN_QUALITY, basis (measured,
     baseline, unmeasured) and the deciding measurement."""
-    rows = (measurements.lazy()
-            .with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64))
-            .with_columns(measurement_tier().alias("tier"))
-            .with_columns(tier_rank("tier").alias("rank")))
+    rows = (
+        measurements.lazy()
+        .with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64))
+        .with_columns(measurement_tier().alias("tier"))
+        .with_columns(tier_rank("tier").alias("rank"))
+    )
     lo, hi = REFERENCE_PARAMS_B
     in_class = pl.col("params_b").is_between(lo, hi)
     reference = rows.filter(in_class.any().over("kind", "format").not_() | in_class)
     general = _worst(reference, ["kind", "format"]).with_columns(
-        pl.lit(None, pl.String).alias("model_id"))
-    per_model = _worst(rows.filter(pl.col("model_id").is_not_null() & (pl.col("model_id") != "")),
-                       ["kind", "format", "model_id"])
+        pl.lit(None, pl.String).alias("model_id")
+    )
+    per_model = _worst(
+        rows.filter(pl.col("model_id").is_not_null() & (pl.col("model_id") != "")),
+        ["kind", "format", "model_id"],
+    )
     wanted = pl.LazyFrame([{"kind": k, "format": f} for k, fs in formats.items() for f in fs])
     measured = pl.concat([general, per_model], how="diagonal")
-    out = (wanted.join(measured, on=["kind", "format"], how="left", nulls_equal=True)
-           .with_columns(
-               pl.when(pl.col("tier").is_not_null()).then(pl.lit("measured"))
-               .when((pl.col("kind") == "kv_cache") & pl.col("format").is_in(BASELINE_KV))
-               .then(pl.lit("baseline")).otherwise(pl.lit("unmeasured")).alias("basis"))
-           .with_columns(pl.when(pl.col("basis") == "baseline").then(pl.lit(TIERS[0]))
-                         .otherwise(pl.col("tier")).alias("tier"),
-                         pl.col("n_measurements").fill_null(0).cast(pl.Int32)))
-    return out.select("kind", "format", "model_id", "tier", tier_rank("tier").alias("tier_rank"),
-                      at_least(DEFAULT_MIN_QUALITY, "tier").alias("meets_default_floor"),
-                      "basis", "n_measurements", "basis_metric", "basis_value", "basis_model",
-                      "basis_source_url") \
-        .sort("kind", "format", "model_id", nulls_last=False).collect()
+    out = (
+        wanted.join(measured, on=["kind", "format"], how="left", nulls_equal=True)
+        .with_columns(
+            pl.when(pl.col("tier").is_not_null())
+            .then(pl.lit("measured"))
+            .when((pl.col("kind") == "kv_cache") & pl.col("format").is_in(BASELINE_KV))
+            .then(pl.lit("baseline"))
+            .otherwise(pl.lit("unmeasured"))
+            .alias("basis")
+        )
+        .with_columns(
+            pl.when(pl.col("basis") == "baseline")
+            .then(pl.lit(TIERS[0]))
+            .otherwise(pl.col("tier"))
+            .alias("tier"),
+            pl.col("n_measurements").fill_null(0).cast(pl.Int32),
+        )
+    )
+    return (
+        out.select(
+            "kind",
+            "format",
+            "model_id",
+            "tier",
+            tier_rank("tier").alias("tier_rank"),
+            at_least(DEFAULT_MIN_QUALITY, "tier").alias("meets_default_floor"),
+            "basis",
+            "n_measurements",
+            "basis_metric",
+            "basis_value",
+            "basis_model",
+            "basis_source_url",
+        )
+        .sort("kind", "format", "model_id", nulls_last=False)
+        .collect()
+    )
 
 
 def with_quality(frame: pl.LazyFrame, tiers: pl.DataFrame, kv: bool = True) -> pl.LazyFrame:
@@ -124,23 +169,32 @@ def with_quality(frame: pl.LazyFrame, tiers: pl.DataFrame, kv: bool = True) -> p
     t = tiers.lazy()
     weights = t.filter(pl.col("kind") == "weights")
     own = weights.filter(pl.col("model_id").is_not_null()).select(
-        "model_id", pl.col("format").alias("weight_format"), pl.col("tier").alias("_own"))
+        "model_id", pl.col("format").alias("weight_format"), pl.col("tier").alias("_own")
+    )
     general = weights.filter(pl.col("model_id").is_null()).select(
-        pl.col("format").alias("weight_format"), pl.col("tier").alias("_general"))
-    out = (frame.join(own, on=["model_id", "weight_format"], how="left")
-           .join(general, on="weight_format", how="left")
-           .with_columns(pl.coalesce("_own", "_general").alias("weight_quality_tier"))
-           .drop("_own", "_general"))
+        pl.col("format").alias("weight_format"), pl.col("tier").alias("_general")
+    )
+    out = (
+        frame.join(own, on=["model_id", "weight_format"], how="left")
+        .join(general, on="weight_format", how="left")
+        .with_columns(pl.coalesce("_own", "_general").alias("weight_quality_tier"))
+        .drop("_own", "_general")
+    )
     if not kv:
         return out.with_columns(pl.col("weight_quality_tier").alias("quality_tier"))
     cache = t.filter((pl.col("kind") == "kv_cache") & pl.col("model_id").is_null()).select(
-        pl.col("format").alias("kv_dtype"), pl.col("tier").alias("kv_quality_tier"))
+        pl.col("format").alias("kv_dtype"), pl.col("tier").alias("kv_quality_tier")
+    )
     worst = pl.max_horizontal(tier_rank("weight_quality_tier"), tier_rank("kv_quality_tier"))
-    either_unmeasured = (pl.col("weight_quality_tier").is_null()
-                         | pl.col("kv_quality_tier").is_null())
+    either_unmeasured = (
+        pl.col("weight_quality_tier").is_null() | pl.col("kv_quality_tier").is_null()
+    )
     return out.join(cache, on="kv_dtype", how="left").with_columns(
-        pl.when(either_unmeasured).then(pl.lit(None, pl.String)).otherwise(_tier_of_rank(worst))
-        .alias("quality_tier"))
+        pl.when(either_unmeasured)
+        .then(pl.lit(None, pl.String))
+        .otherwise(_tier_of_rank(worst))
+        .alias("quality_tier")
+    )
 
 
 def at_least(floor: str, column: str = "quality_tier") -> pl.Expr:
@@ -153,13 +207,24 @@ def at_least(floor: str, column: str = "quality_tier") -> pl.Expr:
     return (tier_rank(column) <= _RANK[floor]).fill_null(False)
 
 
-def ranked_formats(formats: list[str] | tuple[str, ...], model_id: str, tiers: pl.DataFrame,
-                   floor: str = DEFAULT_MIN_QUALITY) -> list[tuple[str, str | None]]:
+def ranked_formats(
+    formats: list[str] | tuple[str, ...],
+    model_id: str,
+    tiers: pl.DataFrame,
+    floor: str = DEFAULT_MIN_QUALITY,
+) -> list[tuple[str, str | None]]:
     """`formats` (most faithful first) that pass `floor` for the model, best tier first and
     the given order within a tier, each with its tier."""
-    rows = with_quality(pl.LazyFrame({"weight_format": list(formats)}).with_columns(
-        pl.lit(model_id).alias("model_id"), pl.int_range(pl.len()).alias("_order")),
-        tiers, kv=False)
-    kept = (rows.filter(at_least(floor))
-            .sort(tier_rank("quality_tier"), "_order", nulls_last=True).collect())
+    rows = with_quality(
+        pl.LazyFrame({"weight_format": list(formats)}).with_columns(
+            pl.lit(model_id).alias("model_id"), pl.int_range(pl.len()).alias("_order")
+        ),
+        tiers,
+        kv=False,
+    )
+    kept = (
+        rows.filter(at_least(floor))
+        .sort(tier_rank("quality_tier"), "_order", nulls_last=True)
+        .collect()
+    )
     return list(zip(kept["weight_format"], kept["quality_tier"], strict=True))

@@ -19,45 +19,75 @@ from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
 from sizing.support import support_columns
 
 
-def passed_over(sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float,
-                n: int = 5) -> list[dict[str, Any]]:
+def passed_over(
+    sized: pl.DataFrame, limit_usd: float | None, min_decode_tok_s: float, n: int = 5
+) -> list[dict[str, Any]]:
     """Configurations that hold the model for less outlay (the lower of the new and the
     dated used price, times the count) than `limit_usd` but were not recommended, the
     cheapest first, each with the reason: no kernels for the format, or too slow."""
     outlay = pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus")
-    cheaper = (sized.with_columns(outlay.alias("outlay_usd"))
-               .filter((pl.col("verdict") == "fits") & pl.col("outlay_usd").is_not_null()
-                       & (pl.col("outlay_usd") < (limit_usd or float("inf")))
-                       & ~runs_at(min_decode_tok_s).fill_null(False))
-               .sort("outlay_usd", "n_gpus"))
+    cheaper = (
+        sized.with_columns(outlay.alias("outlay_usd"))
+        .filter(
+            (pl.col("verdict") == "fits")
+            & pl.col("outlay_usd").is_not_null()
+            & (pl.col("outlay_usd") < (limit_usd or float("inf")))
+            & ~runs_at(min_decode_tok_s).fill_null(False)
+        )
+        .sort("outlay_usd", "n_gpus")
+    )
     out = []
     for r in cheaper.head(n).iter_rows(named=True):
         why = r["kernel_refusal"] or (
             f"decodes {r['decode_tok_s']:.1f} tok/s, under the {min_decode_tok_s:g} tok/s asked"
-            if r["decode_tok_s"] is not None else "no decode speed known (no bandwidth)")
-        out.append({"gpu_id": r["gpu_id"], "name": r["name"], "n_gpus": r["n_gpus"],
-                    "outlay_usd": r["outlay_usd"], "decode_tok_s": r["decode_tok_s"],
-                    "why_not": why})
+            if r["decode_tok_s"] is not None
+            else "no decode speed known (no bandwidth)"
+        )
+        out.append(
+            {
+                "gpu_id": r["gpu_id"],
+                "name": r["name"],
+                "n_gpus": r["n_gpus"],
+                "outlay_usd": r["outlay_usd"],
+                "decode_tok_s": r["decode_tok_s"],
+                "why_not": why,
+            }
+        )
     return out
 
 
-def fit_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-                  gpus: pl.DataFrame) -> pl.DataFrame:
+def fit_over_gpus(
+    m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str, gpus: pl.DataFrame
+) -> pl.DataFrame:
     """The configuration's memory on every catalog GPU and count the engine runs on."""
-    return evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus), through="memory") \
-        .join(_gpu_facts(gpus), on="gpu_id")
+    return evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus), through="memory").join(
+        _gpu_facts(gpus), on="gpu_id"
+    )
 
 
-def _inputs(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-            gpus: pl.DataFrame, batch: int = 1,
-            prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> pl.DataFrame:
+def _inputs(
+    m: ModelArch,
+    fmt: str,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    batch: int = 1,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+) -> pl.DataFrame:
     """The configuration's input rows on every catalog GPU and count the engine runs on
     (the grid's defaults for what the question does not set)."""
     dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
-    return derive_inputs(with_input_defaults(configs.join(dims, how="cross").with_columns(
-        pl.lit(context).alias("context"), pl.lit(kv_dtype).alias("kv_dtype"),
-        pl.lit(batch).alias("batch"), pl.lit(prompt_tokens).alias("prompt_tokens")))
+    return derive_inputs(
+        with_input_defaults(
+            configs.join(dims, how="cross").with_columns(
+                pl.lit(context).alias("context"),
+                pl.lit(kv_dtype).alias("kv_dtype"),
+                pl.lit(batch).alias("batch"),
+                pl.lit(prompt_tokens).alias("prompt_tokens"),
+            )
+        )
     ).filter(tensor_parallel_possible())
 
 
@@ -65,32 +95,55 @@ def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
     """What a recommendation shows of a GPU besides its sizing: name, prices with their
     date (ISO text) and basis."""
     optional = {"price_new_date": pl.Date, "price_new_basis": pl.String}
-    facts = gpus.select("gpu_id", "name", "price_new_usd", "price_used_usd", "price_used_date",
-                        "memory_gib", *(c for c in optional if c in gpus.columns))
-    facts = facts.with_columns(pl.lit(None, t).alias(c) for c, t in optional.items()
-                               if c not in facts.columns)
+    facts = gpus.select(
+        "gpu_id",
+        "name",
+        "price_new_usd",
+        "price_used_usd",
+        "price_used_date",
+        "memory_gib",
+        *(c for c in optional if c in gpus.columns),
+    )
+    facts = facts.with_columns(
+        pl.lit(None, t).alias(c) for c, t in optional.items() if c not in facts.columns
+    )
     return facts.with_columns(pl.col("price_new_date").cast(pl.String))  # as printed
 
 
-def sized_over_gpus(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-                    gpus: pl.DataFrame, batch: int = 1,
-                    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-                    support: pl.DataFrame | None = None) -> pl.DataFrame:
+def sized_over_gpus(
+    m: ModelArch,
+    fmt: str,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    batch: int = 1,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    support: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
     sizing.evaluation through energy) and whether the engine has kernels for the format
     there (sizing.kernels, by the engine_support rules `support`: sizing.support)."""
-    rows = evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens),
-                    through="energy").join(_gpu_facts(gpus), on="gpu_id") \
+    rows = (
+        evaluate(
+            _inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens), through="energy"
+        )
+        .join(_gpu_facts(gpus), on="gpu_id")
         .with_columns(support_columns(support))
-    return rows.with_columns(kernel_refusal().alias("kernel_refusal"),
-                             kernel_basis().alias("kernel_basis"))
+    )
+    return rows.with_columns(
+        kernel_refusal().alias("kernel_refusal"), kernel_basis().alias("kernel_basis")
+    )
 
 
 def runs_at(min_decode_tok_s: float) -> pl.Expr:
     """Fits with headroom, the engine has kernels for the format, and decodes one sequence
     at least `min_decode_tok_s`."""
-    return ((pl.col("verdict") == "fits") & pl.col("kernel_refusal").is_null()
-            & (pl.col("decode_tok_s") >= min_decode_tok_s))
+    return (
+        (pl.col("verdict") == "fits")
+        & pl.col("kernel_refusal").is_null()
+        & (pl.col("decode_tok_s") >= min_decode_tok_s)
+    )
 
 
 def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
@@ -98,88 +151,145 @@ def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
     return df.row(0, named=True) if df.height else None
 
 
-def recommend(m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str,
-              gpus: pl.DataFrame, offers: pl.DataFrame | None = None,
-              min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
-              budget_usd: float | None = None, support: pl.DataFrame | None = None
-              ) -> dict[str, Any]:
+def recommend(
+    m: ModelArch,
+    fmt: str,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    offers: pl.DataFrame | None = None,
+    min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+    budget_usd: float | None = None,
+    support: pl.DataFrame | None = None,
+) -> dict[str, Any]:
     """Hardware that fits, has the engine's kernels for the format (the engine_support
     rules `support`) and decodes at least `min_decode_tok_s`
     (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
     hardware where given."""
     sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support)
     fits = sized.filter(runs_at(min_decode_tok_s))
-    priced = fits.filter(pl.col("price_new_usd").is_not_null()) \
-        .with_columns((pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd"))
+    priced = fits.filter(pl.col("price_new_usd").is_not_null()).with_columns(
+        (pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd")
+    )
     if budget_usd is not None:
         priced = priced.filter(pl.col("hardware_usd") <= budget_usd)
 
     def card(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
         if row is None:
             return None
-        return {"gpu_id": row["gpu_id"], "name": row["name"], "n_gpus": row["n_gpus"],
-                "total_gib": row["total_gib"], "usable_gib": row["usable_gib"],
-                "decode_tok_s": row["decode_tok_s"], **extra}
+        return {
+            "gpu_id": row["gpu_id"],
+            "name": row["name"],
+            "n_gpus": row["n_gpus"],
+            "total_gib": row["total_gib"],
+            "usable_gib": row["usable_gib"],
+            "decode_tok_s": row["decode_tok_s"],
+            **extra,
+        }
 
     # A card for a workstation or server: unified-memory machines have their own pick.
-    single = _first(priced.filter((pl.col("n_gpus") == 1) & ~pl.col("unified_memory")),
-                    "hardware_usd")
+    single = _first(
+        priced.filter((pl.col("n_gpus") == 1) & ~pl.col("unified_memory")), "hardware_usd"
+    )
     # Best value: the lowest outlay, buying used where the catalog has a dated used price.
-    used = pl.col("price_used_usd").is_not_null() & (pl.col("price_used_usd")
-                                                     < pl.col("price_new_usd").fill_null(1e18))
-    value = _first(fits.with_columns(
-        (pl.coalesce(pl.when(used).then(pl.col("price_used_usd")), pl.col("price_new_usd"))
-         * pl.col("n_gpus")).alias("outlay_usd"),
-        pl.when(used).then(pl.format("used, {} USD ({})",
-                                     pl.col("price_used_usd").round().cast(pl.Int64),
-                                     pl.col("price_used_date")))
-        .otherwise(pl.lit("new (launch price)")).alias("price_basis"),
-        pl.when(used).then(pl.lit("used")).otherwise("price_new_basis").alias("value_basis"),
-        pl.when(used).then("price_used_date").otherwise("price_new_date").alias("value_date"))
+    used = pl.col("price_used_usd").is_not_null() & (
+        pl.col("price_used_usd") < pl.col("price_new_usd").fill_null(1e18)
+    )
+    value = _first(
+        fits.with_columns(
+            (
+                pl.coalesce(pl.when(used).then(pl.col("price_used_usd")), pl.col("price_new_usd"))
+                * pl.col("n_gpus")
+            ).alias("outlay_usd"),
+            pl.when(used)
+            .then(
+                pl.format(
+                    "used, {} USD ({})",
+                    pl.col("price_used_usd").round().cast(pl.Int64),
+                    pl.col("price_used_date"),
+                )
+            )
+            .otherwise(pl.lit("new (launch price)"))
+            .alias("price_basis"),
+            pl.when(used).then(pl.lit("used")).otherwise("price_new_basis").alias("value_basis"),
+            pl.when(used).then("price_used_date").otherwise("price_new_date").alias("value_date"),
+        )
         .drop_nulls("outlay_usd")
         .filter(pl.lit(budget_usd is None) | (pl.col("outlay_usd") <= (budget_usd or 0))),
-        ["outlay_usd", "n_gpus"])
+        ["outlay_usd", "n_gpus"],
+    )
     unified = _first(fits.filter(pl.col("unified_memory")), "memory_gib")
     cloud = None
     if offers is not None and offers.height:
         cheapest = cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
         rentable = fits.join(cheapest, on=["gpu_id", "n_gpus"])
         row = _first(rentable, "price_per_instance_hour_usd")
-        cloud = card(row, provider=row["provider"], tier=row["tier"],
-                     price_per_hour_usd=row["price_per_instance_hour_usd"],
-                     verified_at=str(row["verified_at"])) if row else None
+        cloud = (
+            card(
+                row,
+                provider=row["provider"],
+                tier=row["tier"],
+                price_per_hour_usd=row["price_per_instance_hour_usd"],
+                verified_at=str(row["verified_at"]),
+            )
+            if row
+            else None
+        )
     return {
         "criteria": {"min_decode_tok_s": min_decode_tok_s, "budget_usd": budget_usd},
         "passed_over": passed_over(
-            sized, max([single["hardware_usd"] if single else 0.0,
-                        value["outlay_usd"] if value else 0.0]) or None, min_decode_tok_s),
-        "cheapest_single_gpu": card(single, price_new_usd=single and single["hardware_usd"],
-                                    price_new_date=single and single["price_new_date"],
-                                    price_new_basis=single and single["price_new_basis"]),
-        "best_value": card(value, hardware_usd=value and value["outlay_usd"],
-                           price_basis=value and value["price_basis"],
-                           value_basis=value and value["value_basis"],
-                           value_date=value and value["value_date"]),
+            sized,
+            max([single["hardware_usd"] if single else 0.0, value["outlay_usd"] if value else 0.0])
+            or None,
+            min_decode_tok_s,
+        ),
+        "cheapest_single_gpu": card(
+            single,
+            price_new_usd=single and single["hardware_usd"],
+            price_new_date=single and single["price_new_date"],
+            price_new_basis=single and single["price_new_basis"],
+        ),
+        "best_value": card(
+            value,
+            hardware_usd=value and value["outlay_usd"],
+            price_basis=value and value["price_basis"],
+            value_basis=value and value["value_basis"],
+            value_date=value and value["value_date"],
+        ),
         "smallest_unified_memory": card(
-            unified, price_new_usd=unified and unified["price_new_usd"],
+            unified,
+            price_new_usd=unified and unified["price_new_usd"],
             price_new_date=unified and unified["price_new_date"],
-            price_new_basis=unified and unified["price_new_basis"]),
+            price_new_basis=unified and unified["price_new_basis"],
+        ),
         "cheapest_cloud": cloud,
     }
 
 
-def best_format_for_gpu(m: ModelArch, context: int, kv_dtype: str, engine: str,
-                        gpus: pl.DataFrame, gpu_id: str, n_gpus: int = 1,
-                        quality: pl.DataFrame | None = None,
-                        min_quality: str = DEFAULT_MIN_QUALITY) -> str | None:
+def best_format_for_gpu(
+    m: ModelArch,
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    gpu_id: str,
+    n_gpus: int = 1,
+    quality: pl.DataFrame | None = None,
+    min_quality: str = DEFAULT_MIN_QUALITY,
+) -> str | None:
     """The most faithful format that fits this GPU and count at this context, if any:
     with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
     first, then the most bits."""
-    order = FORMATS_BY_ENGINE[engine] if quality is None else [
-        f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
+    order = (
+        FORMATS_BY_ENGINE[engine]
+        if quality is None
+        else [f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
+    )
     for fmt in order:
         rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
-            (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus))
+            (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus)
+        )
         if rows.height and rows.get_column("verdict").item() == "fits":
             return fmt
     return None

@@ -35,8 +35,9 @@ class _Part:
     @classmethod
     def flat(cls, part: _Part | None) -> dict[str, Any]:
         """The part's fields under their flat names; None for each when the part is absent."""
-        return {key: None if part is None else getattr(part, name)
-                for name, key in cls.keys().items()}
+        return {
+            key: None if part is None else getattr(part, name) for name, key in cls.keys().items()
+        }
 
 
 @dataclass(frozen=True)
@@ -203,12 +204,20 @@ class Estimate:
         """The flat record `estimate --json` and `--queries` answer with."""
         cost = Cost.flat(self.cost)
         cost["cost_basis"] = vars(self.cost.basis).copy()
-        return {"model_id": self.model_id, "params_total": self.params_total,
-                "params_active": self.params_active, "rope_scaling": self.rope_scaling,
-                "rope_scaling_note": self.rope_scaling_note,
-                **Memory.flat(self.memory), **VllmBudget.flat(self.vllm),
-                **Speed.flat(self.speed), **cost,
-                **{f"finetune_{r.key}_gib": r.total_gib for r in self.finetune},
-                "finetune_regimes": {r.key: r.label for r in self.finetune},
-                **Launch.flat(self.launch), **Draft.flat(self.draft),
-                **Projector.flat(self.projector), **Mtp.flat(self.mtp)}
+        return {
+            "model_id": self.model_id,
+            "params_total": self.params_total,
+            "params_active": self.params_active,
+            "rope_scaling": self.rope_scaling,
+            "rope_scaling_note": self.rope_scaling_note,
+            **Memory.flat(self.memory),
+            **VllmBudget.flat(self.vllm),
+            **Speed.flat(self.speed),
+            **cost,
+            **{f"finetune_{r.key}_gib": r.total_gib for r in self.finetune},
+            "finetune_regimes": {r.key: r.label for r in self.finetune},
+            **Launch.flat(self.launch),
+            **Draft.flat(self.draft),
+            **Projector.flat(self.projector),
+            **Mtp.flat(self.mtp),
+        }

@@ -33,23 +33,36 @@ def _str(name: str) -> pl.Expr:
 
 # --- the GPU: what the catalog says it runs -------------------------------------------
 
+
 def _listed(column: str, value: pl.Expr) -> pl.Expr:
     """`value` is one of the `;`-list in `column` (a null list: not known, not checked)."""
-    return (pl.col(column).is_null()
-            | pl.col(column).str.split(";").list.contains(value.cast(pl.String)))
+    return pl.col(column).is_null() | pl.col(column).str.split(";").list.contains(
+        value.cast(pl.String)
+    )
 
 
 GPU_RUNS_ENGINE = Rule(
     "the GPU runs the engine (GPU catalog, engines column)",
     _listed("engines", pl.col("engine")),
-    pl.format("{} does not run on {} (the GPU catalog lists engines: {})", pl.col("engine"),
-              pl.col("gpu_id"), pl.when(pl.col("engines") == "").then(pl.lit("none"))
-              .otherwise(pl.col("engines").str.replace_all(";", ", "))))
+    pl.format(
+        "{} does not run on {} (the GPU catalog lists engines: {})",
+        pl.col("engine"),
+        pl.col("gpu_id"),
+        pl.when(pl.col("engines") == "")
+        .then(pl.lit("none"))
+        .otherwise(pl.col("engines").str.replace_all(";", ", ")),
+    ),
+)
 GPU_COUNT_LISTED = Rule(
     "the GPU comes in that count (GPU catalog, n_gpus_options column)",
     _listed("n_gpus_options", pl.col("n_gpus")),
-    pl.format("{} comes in counts of {} in the GPU catalog, not {}", pl.col("gpu_id"),
-              pl.col("n_gpus_options").str.replace_all(";", ", "), pl.col("n_gpus")))
+    pl.format(
+        "{} comes in counts of {} in the GPU catalog, not {}",
+        pl.col("gpu_id"),
+        pl.col("n_gpus_options").str.replace_all(";", ", "),
+        pl.col("n_gpus"),
+    ),
+)
 
 # --- the model on the engine and the GPU count ----------------------------------------
 
@@ -58,35 +71,56 @@ ENGINE_LOADS_FORMAT = Rule(
     "the engine loads the weight format",
     # GGUF quantizations are llama.cpp's, checkpoint formats vLLM's; 16-bit weights both.
     pl.col("weight_format").is_in(_SIXTEEN_BIT) | (_GGUF == (pl.col("engine") == LLAMA_CPP)),
-    pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")))
+    pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")),
+)
 ENGINE_SUPPORTS = Rule(
     "the engine runs the format on this hardware (engine_support rules, sizing.support)",
-    ~unsupported(), unsupported_reason())
+    ~unsupported(),
+    unsupported_reason(),
+)
 
 
 # --- context, KV-cache type and RoPE scaling ------------------------------------------
 
-_KV_LIST = pl.when(pl.col("engine") == LLAMA_CPP) \
-    .then(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))) \
+_KV_LIST = (
+    pl.when(pl.col("engine") == LLAMA_CPP)
+    .then(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[LLAMA_CPP])))
     .otherwise(pl.lit(", ".join(KV_DTYPES_BY_ENGINE[VLLM])))
+)
 KV_DTYPE_OFFERED = Rule(
     "the engine offers the KV-cache type",
     pl.when(pl.col("engine") == LLAMA_CPP)
     .then(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[LLAMA_CPP]))
     .otherwise(pl.col("kv_dtype").is_in(KV_DTYPES_BY_ENGINE[VLLM])),
-    pl.format("{} KV cache types are {}, not '{}'", pl.col("engine"), _KV_LIST, pl.col("kv_dtype")))
+    pl.format("{} KV cache types are {}, not '{}'", pl.col("engine"), _KV_LIST, pl.col("kv_dtype")),
+)
 _ROPE_ASKED = pl.col("rope_scaling").is_not_null()
 ROPE_SCALING_DOCUMENTED = Rule(
     "RoPE scaling is asked for only as the model card documents it",
     ~_ROPE_ASKED | (_str("rope_scaling") == _str("rope_scaling_type")).fill_null(False),
     pl.when(pl.col("rope_scaling_type").is_null())
-    .then(pl.format("{}'s card documents no RoPE scaling past its {} tokens "
-                    "(data/catalogs/rope_scaling_recipes.csv)", pl.col("model_id"),
-                    pl.col("max_context")))
-    .otherwise(pl.format("{}'s card documents {} RoPE scaling, not {}", pl.col("model_id"),
-                         _str("rope_scaling_type"), _str("rope_scaling"))))
-CONTEXT_POSITIVE = Rule("the context is positive", pl.col("context") > 0,
-                        pl.format("context must be positive, got {}", pl.col("context")))
+    .then(
+        pl.format(
+            "{}'s card documents no RoPE scaling past its {} tokens "
+            "(data/catalogs/rope_scaling_recipes.csv)",
+            pl.col("model_id"),
+            pl.col("max_context"),
+        )
+    )
+    .otherwise(
+        pl.format(
+            "{}'s card documents {} RoPE scaling, not {}",
+            pl.col("model_id"),
+            _str("rope_scaling_type"),
+            _str("rope_scaling"),
+        )
+    ),
+)
+CONTEXT_POSITIVE = Rule(
+    "the context is positive",
+    pl.col("context") > 0,
+    pl.format("context must be positive, got {}", pl.col("context")),
+)
 
 
 def effective_max_context() -> pl.Expr:
@@ -96,27 +130,53 @@ def effective_max_context() -> pl.Expr:
     return pl.when(scaled).then(pl.col("rope_scaled_max_context")).otherwise(pl.col("max_context"))
 
 
-_EXTENDS = (~_ROPE_ASKED & pl.col("rope_scaling_type").is_not_null()
-            & (pl.col("context") <= pl.col("rope_scaled_max_context")))
+_EXTENDS = (
+    ~_ROPE_ASKED
+    & pl.col("rope_scaling_type").is_not_null()
+    & (pl.col("context") <= pl.col("rope_scaled_max_context"))
+)
 CONTEXT_WITHIN_MAXIMUM = Rule(
     "the context is within the model's maximum (native, or RoPE-scaled when asked)",
     pl.col("context") <= effective_max_context(),
     pl.when(_ROPE_ASKED & (pl.col("context") > pl.col("max_context")))
-    .then(pl.format("context {} exceeds {}'s maximum of {} tokens with {} RoPE scaling",
-                    pl.col("context"), pl.col("model_id"), effective_max_context(),
-                    _str("rope_scaling")))
-    .otherwise(pl.format("context {} exceeds {}'s native maximum of {} tokens{}",
-                         pl.col("context"), pl.col("model_id"), pl.col("max_context"),
-                         pl.when(_EXTENDS).then(pl.format(
-                             "; --rope-scaling {} extends it to {} (documented on the "
-                             "model card)", _str("rope_scaling_type"),
-                             pl.col("rope_scaled_max_context"))).otherwise(pl.lit("")))))
+    .then(
+        pl.format(
+            "context {} exceeds {}'s maximum of {} tokens with {} RoPE scaling",
+            pl.col("context"),
+            pl.col("model_id"),
+            effective_max_context(),
+            _str("rope_scaling"),
+        )
+    )
+    .otherwise(
+        pl.format(
+            "context {} exceeds {}'s native maximum of {} tokens{}",
+            pl.col("context"),
+            pl.col("model_id"),
+            pl.col("max_context"),
+            pl.when(_EXTENDS)
+            .then(
+                pl.format(
+                    "; --rope-scaling {} extends it to {} (documented on the model card)",
+                    _str("rope_scaling_type"),
+                    pl.col("rope_scaled_max_context"),
+                )
+            )
+            .otherwise(pl.lit("")),
+        )
+    ),
+)
 
 # Rules by the stage of the grid whose frame has their columns.
 GPU_RULES = (GPU_RUNS_ENGINE, GPU_COUNT_LISTED)
 CONFIGURATION_RULES = (ENGINE_LOADS_FORMAT, ENGINE_SUPPORTS, *vllm.TENSOR_PARALLEL_RULES)
-ROW_RULES = (KV_DTYPE_OFFERED, vllm.FP8_CACHE_ONLY, ROPE_SCALING_DOCUMENTED, CONTEXT_POSITIVE,
-             CONTEXT_WITHIN_MAXIMUM)
+ROW_RULES = (
+    KV_DTYPE_OFFERED,
+    vllm.FP8_CACHE_ONLY,
+    ROPE_SCALING_DOCUMENTED,
+    CONTEXT_POSITIVE,
+    CONTEXT_WITHIN_MAXIMUM,
+)
 ALL_RULES = GPU_RULES + CONFIGURATION_RULES + ROW_RULES
 
 
@@ -127,8 +187,15 @@ def allowed(rules: tuple[Rule, ...]) -> pl.Expr:
 
 def refusals(frame: pl.DataFrame, rules: tuple[Rule, ...] = ALL_RULES) -> list[str]:
     """The reasons the first row of `frame` cannot exist, one per broken rule."""
-    reasons = frame.head(1).select(
-        pl.when(r.holds.fill_null(False)).then(pl.lit(None, pl.String))
-        .otherwise(r.reason.fill_null(pl.lit(r.name))).alias(f"r{i}")
-        for i, r in enumerate(rules)).row(0)
+    reasons = (
+        frame.head(1)
+        .select(
+            pl.when(r.holds.fill_null(False))
+            .then(pl.lit(None, pl.String))
+            .otherwise(r.reason.fill_null(pl.lit(r.name)))
+            .alias(f"r{i}")
+            for i, r in enumerate(rules)
+        )
+        .row(0)
+    )
     return [r for r in reasons if r is not None]

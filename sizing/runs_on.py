@@ -16,28 +16,46 @@ from sizing.quality import at_least, with_quality
 # then 4-bit (llama.cpp's f16, q8_0, q4_0; vLLM's auto = the model's dtype, fp8).
 KV_RANK = {"f16": 0, "auto": 0, "q8_0": 1, "fp8": 1, "q4_0": 2}
 RUNS = ("fits", "tight")
-_KEYS = ["model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
-         "n_gpus"]
+_KEYS = ["model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id", "n_gpus"]
 ORDER = ["tight", "bits", "kv_rank", "decode_tok_s"]
 _DESCENDING = [False, True, False, True]
 
 
-def candidates(fit: pl.LazyFrame, cost: pl.LazyFrame, formats: pl.LazyFrame,
-               gpu_id: str | None = None, n_gpus: int = 1) -> pl.LazyFrame:
+def candidates(
+    fit: pl.LazyFrame,
+    cost: pl.LazyFrame,
+    formats: pl.LazyFrame,
+    gpu_id: str | None = None,
+    n_gpus: int = 1,
+) -> pl.LazyFrame:
     """Every row that runs at batch 1 (one GPU, or `n_gpus`), with its cost per million
     tokens, in the rule's order within each model, GPU and context."""
-    rows = fit.filter((pl.col("batch") == 1) & (pl.col("n_gpus") == n_gpus)
-                      & pl.col("verdict").is_in(RUNS))
+    rows = fit.filter(
+        (pl.col("batch") == 1) & (pl.col("n_gpus") == n_gpus) & pl.col("verdict").is_in(RUNS)
+    )
     if gpu_id is not None:
         rows = rows.filter(pl.col("gpu_id") == gpu_id)
-    return (rows.join(formats.select("weight_format", bits="nominal_bits_per_weight"),
-                      on="weight_format", how="left")
-            .join(cost.select(*_KEYS, "cost_per_mtok_usd"), on=_KEYS, how="left")
-            .with_columns(tight=pl.col("verdict") == "tight",
-                          kv_rank=pl.col("kv_dtype").replace_strict(
-                              KV_RANK, default=len(KV_RANK), return_dtype=pl.Int8))
-            .sort(*ORDER, "engine", "weight_format", descending=[*_DESCENDING, False, False],
-                  nulls_last=True))
+    return (
+        rows.join(
+            formats.select("weight_format", bits="nominal_bits_per_weight"),
+            on="weight_format",
+            how="left",
+        )
+        .join(cost.select(*_KEYS, "cost_per_mtok_usd"), on=_KEYS, how="left")
+        .with_columns(
+            tight=pl.col("verdict") == "tight",
+            kv_rank=pl.col("kv_dtype").replace_strict(
+                KV_RANK, default=len(KV_RANK), return_dtype=pl.Int8
+            ),
+        )
+        .sort(
+            *ORDER,
+            "engine",
+            "weight_format",
+            descending=[*_DESCENDING, False, False],
+            nulls_last=True,
+        )
+    )
 
 
 def frontier(rows: pl.LazyFrame, order: str = "_order") -> pl.LazyFrame:
@@ -45,13 +63,19 @@ def frontier(rows: pl.LazyFrame, order: str = "_order") -> pl.LazyFrame:
     rule), those some minimum decode speed would pick: a row later in the order is kept
     only if it decodes faster than every row before it (the site's filter needs no other)."""
     speed = pl.col("decode_tok_s").fill_null(-1.0)
-    before = speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine",
-                                           order_by=order)
+    before = (
+        speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine", order_by=order)
+    )
     return rows.filter(before.is_null() | (speed > before))
 
 
-def runs_on(rows: pl.LazyFrame, models: pl.LazyFrame, context: int,
-            min_tok_s: float = 0.0, engine: str | None = None) -> pl.LazyFrame:
+def runs_on(
+    rows: pl.LazyFrame,
+    models: pl.LazyFrame,
+    context: int,
+    min_tok_s: float = 0.0,
+    engine: str | None = None,
+) -> pl.LazyFrame:
     """One row per model that runs at `context` decoding at least `min_tok_s` (a row
     without a speed passes only at 0), ranked: most parameters first, then fastest."""
     picked = rows.filter(pl.col("context") == context)
@@ -59,14 +83,19 @@ def runs_on(rows: pl.LazyFrame, models: pl.LazyFrame, context: int,
         picked = picked.filter(pl.col("decode_tok_s") >= min_tok_s)
     if engine is not None:
         picked = picked.filter(pl.col("engine") == engine)
-    return (picked.group_by("model_id", maintain_order=True).first()
-            .join(models.select("model_id", "params_total"), on="model_id", how="left")
-            .sort(["params_total", "decode_tok_s", "model_id"], descending=[True, True, False],
-                  nulls_last=True))
+    return (
+        picked.group_by("model_id", maintain_order=True)
+        .first()
+        .join(models.select("model_id", "params_total"), on="model_id", how="left")
+        .sort(
+            ["params_total", "decode_tok_s", "model_id"],
+            descending=[True, True, False],
+            nulls_last=True,
+        )
+    )
 
 
-def site_rows(rows: pl.LazyFrame, tiers: pl.DataFrame,
-              floors: tuple[str, ...]) -> pl.LazyFrame:
+def site_rows(rows: pl.LazyFrame, tiers: pl.DataFrame, floors: tuple[str, ...]) -> pl.LazyFrame:
     """The rows a page's filter needs to answer as `runs_on` does at any context, minimum
     speed, engine and quality floor of `floors` (`rows`: candidates(); `tiers`: the
     published format_quality_tiers): the union of each floor's frontier with its

@@ -37,8 +37,10 @@ from sizing.offload import host_expert_bytes
 DECODE_FIT = engines.fits("DECODE_FIT")
 PREFILL_FIT = engines.fits("PREFILL_FIT")
 # The decode efficiencies of quantized weights a fit may have: pooled, and per kind.
-DECODE_KIND_FIELDS = ("efficiency_quantized",
-                      *(f"efficiency_{k}" for k in engines.DECODE_WEIGHT_KINDS))
+DECODE_KIND_FIELDS = (
+    "efficiency_quantized",
+    *(f"efficiency_{k}" for k in engines.DECODE_WEIGHT_KINDS),
+)
 # Formats whose weights prefill multiplies as they are stored (the others are dequantized
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
@@ -58,7 +60,6 @@ FALLBACK_ENGINE = engines.LLAMA_CPP
 _GB, _TFLOPS = 1e9, 1e12
 
 
-
 def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True) -> pl.Expr:
     """The fitted constant of the row's fit (sizing.engines.fit_key: its engine, backend
     and memory class, else its engine and backend), else (with `pooled`) the engine's,
@@ -66,9 +67,9 @@ def _fitted(table: dict[str, dict[str, float]], field: str, pooled: bool = True)
     own. Evaluated on the small (GPU, engine) dimension table, not per row."""
     own = {k: v.get(field) for k, v in table.items() if "|" in k}
     per_engine = {k: v.get(field) for k, v in table.items() if "|" not in k}
-    engine = pl.col("engine").replace_strict(per_engine,
-                                             default=table[FALLBACK_ENGINE].get(field),
-                                             return_dtype=pl.Float64)
+    engine = pl.col("engine").replace_strict(
+        per_engine, default=table[FALLBACK_ENGINE].get(field), return_dtype=pl.Float64
+    )
     key = engines.fit_key(table)
     backend = key.replace_strict(own, default=None, return_dtype=pl.Float64)
     return pl.when(key.is_not_null()).then(backend).otherwise(engine) if pooled else backend
@@ -78,8 +79,11 @@ def experts_touched_share(tokens: pl.Expr) -> pl.Expr:
     """Expected share of a layer's routed experts a step over `tokens` tokens reads, with
     uniform routing: 1 - (1 - k/E)^T, which is k/E for one token."""
     k_over_e = col("n_experts_active") / col("n_experts")
-    return pl.when(col("n_experts") > 0) \
-        .then(1 - (1 - k_over_e).pow(tokens.cast(pl.Float64))).otherwise(0.0)
+    return (
+        pl.when(col("n_experts") > 0)
+        .then(1 - (1 - k_over_e).pow(tokens.cast(pl.Float64)))
+        .otherwise(0.0)
+    )
 
 
 def weight_bytes_read_per_step(tokens: pl.Expr) -> pl.Expr:
@@ -103,10 +107,14 @@ def kv_bytes_read_per_step() -> pl.Expr:
     their indexer picks where the kernels skip the rest (the indexer keys themselves are
     read whole)."""
     pooled = kv_cells_full(col("context"), col("batch")) / col("sparse_ratio").clip(lower_bound=1)
-    unread = pl.when(sparse_kernels()).then(
-        (pooled - col("index_topk") * col("batch")).clip(lower_bound=0)).otherwise(0.0)
-    entry_bytes = col("sparse_entry_elems") * col("kv_bytes_per_element") \
-        + engines.term("sparse_entry_extra_bytes")
+    unread = (
+        pl.when(sparse_kernels())
+        .then((pooled - col("index_topk") * col("batch")).clip(lower_bound=0))
+        .otherwise(0.0)
+    )
+    entry_bytes = col("sparse_entry_elems") * col("kv_bytes_per_element") + engines.term(
+        "sparse_entry_extra_bytes"
+    )
     return kv_cache_bytes() - col("n_sparse_layers") * unread * entry_bytes
 
 
@@ -119,16 +127,20 @@ def efficiency_columns() -> list[pl.Expr]:
     `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
     `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
     null, 1, 1, null and null to get the bare roofline.)"""
-    return [engines.backend().alias("backend"),
-            _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
-            _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
-            *(_fitted(DECODE_FIT, f).alias(f"decode_{f}") for f in DECODE_KIND_FIELDS),
-            # Prefill reaches 1 % to 60 % of the tensor peak depending on the backend's
-            # kernels: each measured backend has its own fit; the others (SYCL, MUSA; vLLM
-            # on ROCm and XPU) are transferred the engine's pooled one (speed_basis).
-            _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency"),
-            *(_fitted(PREFILL_FIT, f).alias(f"prefill_{f}")
-              for f in ("efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"))]
+    return [
+        engines.backend().alias("backend"),
+        _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
+        _fitted(DECODE_FIT, "layer_seconds").alias("decode_layer_seconds"),
+        *(_fitted(DECODE_FIT, f).alias(f"decode_{f}") for f in DECODE_KIND_FIELDS),
+        # Prefill reaches 1 % to 60 % of the tensor peak depending on the backend's
+        # kernels: each measured backend has its own fit; the others (SYCL, MUSA; vLLM
+        # on ROCm and XPU) are transferred the engine's pooled one (speed_basis).
+        _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency"),
+        *(
+            _fitted(PREFILL_FIT, f).alias(f"prefill_{f}")
+            for f in ("efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized")
+        ),
+    ]
 
 
 def prefill_share() -> pl.Expr:
@@ -138,10 +150,17 @@ def prefill_share() -> pl.Expr:
     TDP, over the peak (data-centre cards with a low power limit for their peak, such as
     the H100 PCIe at 350 W, reach a smaller share than consumer ones)."""
     quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
-    eff = pl.when(quantized).then(col("prefill_efficiency_quantized")) \
-        .otherwise(None).fill_null(col("prefill_efficiency"))
-    per_watt = pl.when(quantized).then(col("prefill_tflops_per_watt_quantized")) \
+    eff = (
+        pl.when(quantized)
+        .then(col("prefill_efficiency_quantized"))
+        .otherwise(None)
+        .fill_null(col("prefill_efficiency"))
+    )
+    per_watt = (
+        pl.when(quantized)
+        .then(col("prefill_tflops_per_watt_quantized"))
         .otherwise(col("prefill_tflops_per_watt"))
+    )
     cap = per_watt * col("tdp_w") / col("fp16_dense_tflops")
     return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
 
@@ -152,10 +171,13 @@ def decode_share() -> pl.Expr:
     else its pooled one for quantized weights, else its one efficiency."""
     kind = engines.term("decode_weight_kind")
     return pl.coalesce(
-        *(pl.when(kind == k).then(col(f"decode_efficiency_{k}"))
-          for k in engines.DECODE_WEIGHT_KINDS),
+        *(
+            pl.when(kind == k).then(col(f"decode_efficiency_{k}"))
+            for k in engines.DECODE_WEIGHT_KINDS
+        ),
         pl.when(kind.is_not_null()).then(col("decode_efficiency_quantized")),
-        col("decode_efficiency"))
+        col("decode_efficiency"),
+    )
 
 
 def decode_configuration_columns() -> list[pl.Expr]:
@@ -167,11 +189,13 @@ def decode_configuration_columns() -> list[pl.Expr]:
     and its cache on every GPU at once), the seconds per step its GPUs synchronise (vLLM's
     all-reduces, the row split's gathers), and the share of the tensor peak (as
     prefill's)."""
-    return [decode_share().alias("decode_bandwidth_share"),
-            engines.term("decode_parallelism").alias("decode_parallelism"),
-            engines.term("decode_kv_parallelism").alias("decode_kv_parallelism"),
-            engines.term("decode_comm_seconds").alias("decode_comm_seconds"),
-            prefill_share().alias("decode_compute_share")]
+    return [
+        decode_share().alias("decode_bandwidth_share"),
+        engines.term("decode_parallelism").alias("decode_parallelism"),
+        engines.term("decode_kv_parallelism").alias("decode_kv_parallelism"),
+        engines.term("decode_comm_seconds").alias("decode_comm_seconds"),
+        prefill_share().alias("decode_compute_share"),
+    ]
 
 
 def _band(errors: dict[str, float], fits: dict[str, dict]) -> pl.Expr:
@@ -180,10 +204,15 @@ def _band(errors: dict[str, float], fits: dict[str, dict]) -> pl.Expr:
     key = engines.fit_key(fits)
     pooled = {k: v for k, v in errors.items() if "|" not in k}
     own = {k: v for k, v in errors.items() if "|" in k}
-    return pl.when(key.is_not_null()).then(
-        key.replace_strict(own, default=None, return_dtype=pl.Float64)).otherwise(
-        pl.col("engine").replace_strict(pooled, default=pooled[FALLBACK_ENGINE],
-                                        return_dtype=pl.Float64))
+    return (
+        pl.when(key.is_not_null())
+        .then(key.replace_strict(own, default=None, return_dtype=pl.Float64))
+        .otherwise(
+            pl.col("engine").replace_strict(
+                pooled, default=pooled[FALLBACK_ENGINE], return_dtype=pl.Float64
+            )
+        )
+    )
 
 
 def speed_basis_columns() -> list[pl.Expr]:
@@ -199,18 +228,36 @@ def speed_basis_columns() -> list[pl.Expr]:
     none = pl.col("bandwidth_gb_s").is_null()
     calibrated = key.is_not_null()
     row = engines.term("row_split")
-    fit = pl.when(calibrated).then(key.str.replace_all("|", " ", literal=True)) \
-        .otherwise(pl.concat_str([pl.col("engine").replace_strict(
-            {e: e for e in engines.ENGINES}, default=FALLBACK_ENGINE), pl.lit("pooled")],
-            separator=" "))
-    fit = pl.when(row).then(pl.concat_str([fit, engines.term("row_split_fit")])) \
-        .otherwise(fit)
-    return [pl.when(none).then(pl.lit("none")).when(calibrated & ~row)
-            .then(pl.lit("calibrated")).otherwise(pl.lit("transferred")).alias("speed_basis"),
-            pl.when(none).then(None).otherwise(fit).alias("speed_fit"),
-            pl.when(none).then(None).otherwise(band).alias("decode_error_band"),
-            pl.when(pl.col("fp16_dense_tflops").is_null() | row).then(None)
-            .otherwise(_band(PREFILL_HELD_OUT_ERROR, PREFILL_FIT)).alias("prefill_error_band")]
+    fit = (
+        pl.when(calibrated)
+        .then(key.str.replace_all("|", " ", literal=True))
+        .otherwise(
+            pl.concat_str(
+                [
+                    pl.col("engine").replace_strict(
+                        {e: e for e in engines.ENGINES}, default=FALLBACK_ENGINE
+                    ),
+                    pl.lit("pooled"),
+                ],
+                separator=" ",
+            )
+        )
+    )
+    fit = pl.when(row).then(pl.concat_str([fit, engines.term("row_split_fit")])).otherwise(fit)
+    return [
+        pl.when(none)
+        .then(pl.lit("none"))
+        .when(calibrated & ~row)
+        .then(pl.lit("calibrated"))
+        .otherwise(pl.lit("transferred"))
+        .alias("speed_basis"),
+        pl.when(none).then(None).otherwise(fit).alias("speed_fit"),
+        pl.when(none).then(None).otherwise(band).alias("decode_error_band"),
+        pl.when(pl.col("fp16_dense_tflops").is_null() | row)
+        .then(None)
+        .otherwise(_band(PREFILL_HELD_OUT_ERROR, PREFILL_FIT))
+        .alias("prefill_error_band"),
+    ]
 
 
 def decode_step_seconds() -> pl.Expr:
@@ -225,23 +272,32 @@ def decode_step_seconds() -> pl.Expr:
     overhead = col("n_layers") * col("decode_layer_seconds")
     bw = col("bandwidth_gb_s") * _GB * col("decode_bandwidth_share")
     parallel = col("decode_parallelism")
-    t_mem = device_weights / (bw * parallel) \
-        + kv * (1 - kv_off) / (bw * col("decode_kv_parallelism")) \
+    t_mem = (
+        device_weights / (bw * parallel)
+        + kv * (1 - kv_off) / (bw * col("decode_kv_parallelism"))
         + host_bytes / (col("host_bandwidth_gb_s") * _GB)
+    )
     flops = 2 * col("params_active") * col("batch")
-    t_compute = flops / (col("fp16_dense_tflops") * _TFLOPS * parallel
-                         * col("decode_compute_share"))
+    t_compute = flops / (
+        col("fp16_dense_tflops") * _TFLOPS * parallel * col("decode_compute_share")
+    )
     t_comm = col("decode_comm_seconds")
     # No published bandwidth for the device: no decode figure either.
-    return pl.when(t_mem.is_null()).then(None) \
+    return (
+        pl.when(t_mem.is_null())
+        .then(None)
         .otherwise(pl.max_horizontal(t_mem, t_compute.fill_null(0.0)) + overhead + t_comm)
+    )
 
 
 def causal_pairs(queries: pl.Expr, keys_seen: pl.Expr) -> pl.Expr:
     """Query-key pairs of a causal pass over `queries` tokens in which a query sees at
     most `keys_seen` keys: q^2 / 2 while the cap is not reached, then keys_seen per query."""
-    return pl.when(queries <= keys_seen).then(queries * queries / 2) \
+    return (
+        pl.when(queries <= keys_seen)
+        .then(queries * queries / 2)
         .otherwise(keys_seen * queries - keys_seen * keys_seen / 2)
+    )
 
 
 def attention_flops(p: pl.Expr) -> pl.Expr:
@@ -256,16 +312,26 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     w = col("kv_window_tokens")
     # Chunked layers attend causally within each whole chunk and the last partial one.
     chunked = (p / w).floor() * w * w / 2 + (p % w) * (p % w) / 2
-    window = col("n_window_layers") * col("attn_head_dim") * pl.when(pl.col("window_chunked")) \
-        .then(chunked).otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
+    window = (
+        col("n_window_layers")
+        * col("attn_head_dim")
+        * pl.when(pl.col("window_chunked"))
+        .then(chunked)
+        .otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
+    )
     ratio = col("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
     picked = pl.when(sparse_kernels()).then(col("index_topk")).otherwise(entries)
     sparse = col("attn_head_dim_full") * (
         col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
-        + col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries))
-    indexer = col("n_indexer_layers") * col("index_flops_per_key") * ratio \
+        + col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries)
+    )
+    indexer = (
+        col("n_indexer_layers")
+        * col("index_flops_per_key")
+        * ratio
         * causal_pairs(entries, entries)
+    )
     return per_pair * (full + window + sparse) + indexer
 
 
@@ -284,18 +350,20 @@ def prefill_seconds() -> pl.Expr:
     t_compute = (linear + attention_flops(p)) / peak
     reads = engines.term("prefill_weight_reads", p)
     step_tokens = engines.term("prefill_step_tokens", p)
-    t_weights = reads * weight_bytes_read_per_step(step_tokens) \
-        / (col("bandwidth_gb_s") * _GB * n)
+    t_weights = reads * weight_bytes_read_per_step(step_tokens) / (col("bandwidth_gb_s") * _GB * n)
     # No published dense tensor throughput for the device: no prefill figure either.
-    return pl.when(t_compute.is_null()).then(None) \
-        .otherwise(pl.max_horizontal(t_compute, t_weights))
+    return (
+        pl.when(t_compute.is_null()).then(None).otherwise(pl.max_horizontal(t_compute, t_weights))
+    )
 
 
 def prefill_columns() -> list[pl.Expr]:
     """Prefill, which depends on the configuration only (model, format, engine, GPU and
     count): `prefill_seconds` (an input of speed_columns()) and `prefill_tok_s`."""
-    return [prefill_seconds().alias("prefill_seconds"),
-            (col("prompt_tokens") / prefill_seconds()).alias("prefill_tok_s")]
+    return [
+        prefill_seconds().alias("prefill_seconds"),
+        (col("prompt_tokens") / prefill_seconds()).alias("prefill_tok_s"),
+    ]
 
 
 def speed_columns() -> list[pl.Expr]:

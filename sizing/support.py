@@ -23,8 +23,14 @@ import polars as pl
 
 STATUSES = ("unsupported", "supported_with_flag", "supported")
 # The columns each rule gives a row (support_<name>), from the rule's own columns.
-_OUTPUTS = {"rule": "rule_id", "status": "status", "flag": "flag", "reason": "reason",
-            "source": "source_url", "build": "build"}
+_OUTPUTS = {
+    "rule": "rule_id",
+    "status": "status",
+    "flag": "flag",
+    "reason": "reason",
+    "source": "source_url",
+    "build": "build",
+}
 SUPPORT_COLUMNS = tuple(f"support_{k}" for k in _OUTPUTS)
 
 
@@ -48,9 +54,13 @@ def _matches(rule: dict) -> pl.Expr:
 def ordered(rules: pl.DataFrame) -> pl.DataFrame:
     """The rules in the order a row takes them: refusals, flags, support; a format's own
     rule before an any-format one."""
-    return rules.sort(pl.col("status").replace_strict(
-        {s: i for i, s in enumerate(STATUSES)}, return_dtype=pl.Int8),
-        pl.col("weight_format").is_null(), maintain_order=True)
+    return rules.sort(
+        pl.col("status").replace_strict(
+            {s: i for i, s in enumerate(STATUSES)}, return_dtype=pl.Int8
+        ),
+        pl.col("weight_format").is_null(),
+        maintain_order=True,
+    )
 
 
 def support_columns(rules: pl.DataFrame | None) -> list[pl.Expr]:
@@ -58,9 +68,13 @@ def support_columns(rules: pl.DataFrame | None) -> list[pl.Expr]:
     matches each row (all null without rules or without a match). The rules are a small
     catalog: each becomes one branch of the expression."""
     chosen = [] if rules is None else list(ordered(rules).iter_rows(named=True))
-    return [pl.coalesce([pl.lit(None, pl.String)] + [
-        pl.when(_matches(r)).then(pl.lit(r[source], pl.String)) for r in chosen])
-        .alias(f"support_{name}") for name, source in _OUTPUTS.items()]
+    return [
+        pl.coalesce(
+            [pl.lit(None, pl.String)]
+            + [pl.when(_matches(r)).then(pl.lit(r[source], pl.String)) for r in chosen]
+        ).alias(f"support_{name}")
+        for name, source in _OUTPUTS.items()
+    ]
 
 
 def unsupported() -> pl.Expr:
@@ -70,5 +84,9 @@ def unsupported() -> pl.Expr:
 
 def unsupported_reason() -> pl.Expr:
     """The verdict a refused row carries: 'unsupported on this engine' and the rule."""
-    return pl.format("unsupported on this engine: {} (rule {}, {})", pl.col("support_reason"),
-                     pl.col("support_rule"), pl.col("support_source"))
+    return pl.format(
+        "unsupported on this engine: {} (rule {}, {})",
+        pl.col("support_reason"),
+        pl.col("support_rule"),
+        pl.col("support_source"),
+    )

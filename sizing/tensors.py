@@ -31,8 +31,16 @@ class Tensor:
 
 
 def _w(layer: int, kind: str, ne0: int, ne1: int, n_experts: int = 1, ne2: int = 1) -> Tensor:
-    return Tensor(f"blk.{layer}.{kind}", kind, layer, ne0, ne0 * ne1 * n_experts * ne2, True,
-                  n_experts, max(ne2, n_experts))
+    return Tensor(
+        f"blk.{layer}.{kind}",
+        kind,
+        layer,
+        ne0,
+        ne0 * ne1 * n_experts * ne2,
+        True,
+        n_experts,
+        max(ne2, n_experts),
+    )
 
 
 def _v(layer: int, kind: str, n: int) -> Tensor:
@@ -49,16 +57,21 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
         a = m.mla
         qk_dim = a.qk_nope_dim + a.qk_rope_dim
         if a.q_lora_rank:
-            out += [_w(i, "attn_q_a", h, a.q_lora_rank), _v(i, "attn_q_a_norm", a.q_lora_rank),
-                    _w(i, "attn_q_b", a.q_lora_rank, m.n_heads * qk_dim)]
+            out += [
+                _w(i, "attn_q_a", h, a.q_lora_rank),
+                _v(i, "attn_q_a_norm", a.q_lora_rank),
+                _w(i, "attn_q_b", a.q_lora_rank, m.n_heads * qk_dim),
+            ]
         else:
             out.append(_w(i, "attn_q", h, m.n_heads * qk_dim))
         # llama.cpp's converter splits kv_b into per-head k_b (rows of qk_nope) and v_b.
-        out += [_w(i, "attn_kv_a_mqa", h, a.kv_lora_rank + a.qk_rope_dim),
-                _v(i, "attn_kv_a_norm", a.kv_lora_rank),
-                _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank, ne2=m.n_heads),
-                _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
-                _w(i, "attn_output", m.n_heads * a.v_head_dim, h)]
+        out += [
+            _w(i, "attn_kv_a_mqa", h, a.kv_lora_rank + a.qk_rope_dim),
+            _v(i, "attn_kv_a_norm", a.kv_lora_rank),
+            _w(i, "attn_k_b", a.qk_nope_dim, a.kv_lora_rank, ne2=m.n_heads),
+            _w(i, "attn_v_b", a.kv_lora_rank, a.v_head_dim, ne2=m.n_heads),
+            _w(i, "attn_output", m.n_heads * a.v_head_dim, h),
+        ]
         s = m.sparse_indexer
         if s is not None and s.own[i]:
             out += _lightning_indexer(m, i)
@@ -77,8 +90,11 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
         out += [_w(i, "attn_q", h, q_out), _w(i, "attn_k", h, kv_dim)]
         out += [] if no_v else [_w(i, "attn_v", h, v_dim)]
     if m.qkv_bias:
-        out += [_v(i, "attn_q.bias", q_dim), _v(i, "attn_k.bias", kv_dim),
-                _v(i, "attn_v.bias", v_dim)]
+        out += [
+            _v(i, "attn_q.bias", q_dim),
+            _v(i, "attn_k.bias", kv_dim),
+            _v(i, "attn_v.bias", v_dim),
+        ]
     if m.qk_norm:
         out += [_v(i, "attn_q_norm", hd), _v(i, "attn_k_norm", hd)]
     if m.head_gate:
@@ -99,17 +115,26 @@ def _compressed_attention(m: ModelArch, i: int) -> list[Tensor]:
     wide), and on CSA layers an indexer with its own query and compressor."""
     c, h, hd = m.compressed, m.hidden, m.head_dim
     q = c.q_lora_rank
-    out = [_w(i, "attn_q_a", h, q), _v(i, "attn_q_a_norm", q),
-           _w(i, "attn_q_b", q, m.n_heads * hd), _w(i, "attn_kv", h, hd), _v(i, "attn_kv_norm", hd),
-           _w(i, "attn_output_a", m.n_heads * hd // c.o_groups, c.o_groups * c.o_lora_rank),
-           _w(i, "attn_output", c.o_groups * c.o_lora_rank, h), _v(i, "attn_sinks", m.n_heads)]
+    out = [
+        _w(i, "attn_q_a", h, q),
+        _v(i, "attn_q_a_norm", q),
+        _w(i, "attn_q_b", q, m.n_heads * hd),
+        _w(i, "attn_kv", h, hd),
+        _v(i, "attn_kv_norm", hd),
+        _w(i, "attn_output_a", m.n_heads * hd // c.o_groups, c.o_groups * c.o_lora_rank),
+        _w(i, "attn_output", c.o_groups * c.o_lora_rank, h),
+        _v(i, "attn_sinks", m.n_heads),
+    ]
     ratio = c.ratios[i]
     if ratio:
         out += _compressor(i, "attn_compressor", h, hd, ratio)
     if ratio == CSA_RATIO:
         ih = c.index_heads * c.index_head_dim
-        out += [_w(i, "indexer_q_b", q, ih), _w(i, "indexer_weights_proj", h, c.index_heads),
-                *_compressor(i, "indexer_compressor", h, c.index_head_dim, ratio)]
+        out += [
+            _w(i, "indexer_q_b", q, ih),
+            _w(i, "indexer_weights_proj", h, c.index_heads),
+            *_compressor(i, "indexer_compressor", h, c.index_head_dim, ratio),
+        ]
     return out
 
 
@@ -118,18 +143,25 @@ def _lightning_indexer(m: ModelArch, i: int) -> list[Tensor]:
     vLLM, llama.cpp): queries from the MLA q latent, one shared key head with a LayerNorm
     (weight and bias), and per-head weights on the scores."""
     s, h = m.sparse_indexer, m.hidden
-    return [_w(i, "indexer_q_b", m.mla.q_lora_rank, s.heads * s.head_dim),
-            _w(i, "indexer_k", h, s.head_dim), _v(i, "indexer_k_norm", s.head_dim),
-            _v(i, "indexer_k_norm.bias", s.head_dim),
-            _w(i, "indexer_weights_proj", h, s.heads)]
+    return [
+        _w(i, "indexer_q_b", m.mla.q_lora_rank, s.heads * s.head_dim),
+        _w(i, "indexer_k", h, s.head_dim),
+        _v(i, "indexer_k_norm", s.head_dim),
+        _v(i, "indexer_k_norm.bias", s.head_dim),
+        _w(i, "indexer_weights_proj", h, s.heads),
+    ]
 
 
 def _compressor(i: int, name: str, hidden: int, width: int, ratio: int) -> list[Tensor]:
     """Learned pooling of `ratio` tokens into one cache entry: kv and gate projections, a
     per-position bias and a norm; CSA_RATIO's overlapping windows double the width."""
     wide = width * (2 if ratio == CSA_RATIO else 1)
-    return [_w(i, f"{name}_kv", hidden, wide), _w(i, f"{name}_gate", hidden, wide),
-            _v(i, f"{name}_ape", ratio * wide), _v(i, f"{name}_norm", width)]
+    return [
+        _w(i, f"{name}_kv", hidden, wide),
+        _w(i, f"{name}_gate", hidden, wide),
+        _v(i, f"{name}_ape", ratio * wide),
+        _v(i, f"{name}_norm", width),
+    ]
 
 
 def _hyper_connections(m: ModelArch, i: int) -> list[Tensor]:
@@ -137,18 +169,34 @@ def _hyper_connections(m: ModelArch, i: int) -> list[Tensor]:
     residual copies with a (2 + hc) x hc map computed from all of them (Block.hc_*)."""
     hc = m.compressed.hc_mult
     mix = (2 + hc) * hc
-    return [t for part in ("attn", "ffn") for t in (
-        Tensor(f"blk.{i}.hc_{part}_fn", f"hc_{part}_fn", i, hc * m.hidden,
-               mix * hc * m.hidden, False),
-        _v(i, f"hc_{part}_base", mix), _v(i, f"hc_{part}_scale", 3))]
+    return [
+        t
+        for part in ("attn", "ffn")
+        for t in (
+            Tensor(
+                f"blk.{i}.hc_{part}_fn",
+                f"hc_{part}_fn",
+                i,
+                hc * m.hidden,
+                mix * hc * m.hidden,
+                False,
+            ),
+            _v(i, f"hc_{part}_base", mix),
+            _v(i, f"hc_{part}_scale", 3),
+        )
+    ]
 
 
 def held_twice_by_vllm(m: ModelArch, t: Tensor) -> bool:
     """vLLM's fused QKV layer needs a V weight: for Gemma 4's k_eq_v full layers it loads
     a copy of k_proj as v_proj (Gemma 4 weight loader in vLLM), so that k_proj is held
     twice; llama.cpp uses the one tensor for both."""
-    return (t.kind == "attn_k" and m.global_attn is not None and m.global_attn.k_eq_v
-            and m.layer_kinds[t.layer] is LayerKind.FULL)
+    return (
+        t.kind == "attn_k"
+        and m.global_attn is not None
+        and m.global_attn.k_eq_v
+        and m.layer_kinds[t.layer] is LayerKind.FULL
+    )
 
 
 def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
@@ -159,14 +207,18 @@ def _linear_attention(m: ModelArch, i: int) -> list[Tensor]:
     assert la is not None
     k_dim, v_dim = la.n_k_heads * la.k_head_dim, la.n_v_heads * la.v_head_dim
     conv_dim = 2 * k_dim + v_dim
-    gate = [_w(i, "attn_gate", m.hidden, v_dim)] if la.full_rank_gate else \
-        [_w(i, "ssm_g_a", m.hidden, la.v_head_dim), _w(i, "ssm_g_b", la.v_head_dim, v_dim)]
+    gate = (
+        [_w(i, "attn_gate", m.hidden, v_dim)]
+        if la.full_rank_gate
+        else [_w(i, "ssm_g_a", m.hidden, la.v_head_dim), _w(i, "ssm_g_b", la.v_head_dim, v_dim)]
+    )
     return [
         _w(i, "attn_qkv", m.hidden, conv_dim),
         *gate,
         *_gate_projections(m, i),
-        Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, la.conv_kernel,
-               la.conv_kernel * conv_dim, False),
+        Tensor(
+            f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, la.conv_kernel, la.conv_kernel * conv_dim, False
+        ),
         _v(i, "ssm_a", la.n_v_heads),
         _v(i, "ssm_norm", la.v_head_dim),
         _w(i, "ssm_out", v_dim, m.hidden),
@@ -182,8 +234,12 @@ def _gate_projections(m: ModelArch, i: int) -> list[Tensor]:
     n = la.n_v_heads
     if la.kda:
         k_dim = la.n_k_heads * la.k_head_dim
-        return [_w(i, "ssm_beta", m.hidden, n), _w(i, "ssm_f_a", m.hidden, la.k_head_dim),
-                _w(i, "ssm_f_b", la.k_head_dim, k_dim), _v(i, "ssm_dt", k_dim)]
+        return [
+            _w(i, "ssm_beta", m.hidden, n),
+            _w(i, "ssm_f_a", m.hidden, la.k_head_dim),
+            _w(i, "ssm_f_b", la.k_head_dim, k_dim),
+            _v(i, "ssm_dt", k_dim),
+        ]
     dt = _v(i, "ssm_dt", n)
     if m.model_type == "qwen3_next":
         return [_w(i, "ssm_ba", m.hidden, 2 * n), dt]
@@ -196,8 +252,9 @@ def _mamba(m: ModelArch, i: int) -> list[Tensor]:
     conv_dim = s.d_inner + 2 * s.n_groups * s.d_state
     return [
         _w(i, "ssm_in", m.hidden, 2 * s.d_inner + 2 * s.n_groups * s.d_state + s.n_heads),
-        Tensor(f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, s.conv_kernel,
-               s.conv_kernel * conv_dim, False),
+        Tensor(
+            f"blk.{i}.ssm_conv1d", "ssm_conv1d", i, s.conv_kernel, s.conv_kernel * conv_dim, False
+        ),
         _v(i, "ssm_conv1d.bias", conv_dim),
         _v(i, "ssm_dt", s.n_heads),
         _v(i, "ssm_a", s.n_heads),
@@ -237,8 +294,12 @@ def _ffn(m: ModelArch, i: int) -> list[Tensor]:
             out.append(_w(i, "ffn_gate_exps", x, f, e))
         out += [_w(i, "ffn_up_exps", x, f, e), _w(i, "ffn_down_exps", f, x, e)]
         if m.model_type == "gpt_oss":
-            out += [_v(i, "ffn_gate_inp.bias", e), _v(i, "ffn_gate_exps.bias", f * e),
-                    _v(i, "ffn_up_exps.bias", f * e), _v(i, "ffn_down_exps.bias", h * e)]
+            out += [
+                _v(i, "ffn_gate_inp.bias", e),
+                _v(i, "ffn_gate_exps.bias", f * e),
+                _v(i, "ffn_up_exps.bias", f * e),
+                _v(i, "ffn_down_exps.bias", h * e),
+            ]
         if moe.shared_ffn:
             s = moe.shared_ffn
             if m.gated_ffn:
@@ -269,8 +330,13 @@ def _gemma4_moe_extras(m: ModelArch, i: int) -> list[Tensor]:
     per-expert scale, a pre-norm for the branch and post-norms for both branches
     (transformers Gemma4TextDecoderLayer / Gemma4TextRouter)."""
     h, e = m.hidden, m.moe.n_experts
-    return [_v(i, "ffn_gate_inp.scale", h), _v(i, "ffn_gate_inp.expert_scale", e),
-            _v(i, "ffn_norm_2", h), _v(i, "ffn_post_norm_1", h), _v(i, "ffn_post_norm_2", h)]
+    return [
+        _v(i, "ffn_gate_inp.scale", h),
+        _v(i, "ffn_gate_inp.expert_scale", e),
+        _v(i, "ffn_norm_2", h),
+        _v(i, "ffn_post_norm_1", h),
+        _v(i, "ffn_post_norm_2", h),
+    ]
 
 
 _MIXERS = {
@@ -308,13 +374,17 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
             tensors.append(_v(i, "layer_output_scale", 1))
     tensors.append(Tensor("output_norm", "output_norm", -1, h, h, False))
     if m.attn_res:
-        tensors += [Tensor(f"output_attn_res_{p}", f"output_attn_res_{p}", -1, h, h, False)
-                    for p in ("norm", "proj")]
+        tensors += [
+            Tensor(f"output_attn_res_{p}", f"output_attn_res_{p}", -1, h, h, False)
+            for p in ("norm", "proj")
+        ]
     if m.compressed is not None:  # hyper-connections collapse into one stream for the head
         hc = m.compressed.hc_mult
-        tensors += [Tensor("hc_head_fn", "hc_head_fn", -1, hc * h, hc * hc * h, False),
-                    Tensor("hc_head_base", "hc_head_base", -1, hc, hc, False),
-                    Tensor("hc_head_scale", "hc_head_scale", -1, 1, 1, False)]
+        tensors += [
+            Tensor("hc_head_fn", "hc_head_fn", -1, hc * h, hc * hc * h, False),
+            Tensor("hc_head_base", "hc_head_base", -1, hc, hc, False),
+            Tensor("hc_head_scale", "hc_head_scale", -1, 1, 1, False),
+        ]
     if not m.tied_embeddings:
         tensors.append(Tensor("output", "output", -1, h, h * m.vocab, True))
     return tensors

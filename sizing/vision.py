@@ -38,8 +38,10 @@ CHECKPOINT_BYTES = 2  # BF16 tower in the safetensors checkpoint
 # attention off then on, in MiB ... gemma3 | 1132 | 121"). The Qwen3-VL buffer grows with
 # the largest image allowed and Pixtral's was not found: not counted for them.
 CLIP_COMPUTE_BYTES = {"gemma3": 121 * 2**20}
-CLIP_COMPUTE_SOURCE = ("gemma3 clip compute buffer 121 MiB with flash attention on "
-                       "(gpustack/gguf-parser-go issue #44, MI300X)")
+CLIP_COMPUTE_SOURCE = (
+    "gemma3 clip compute buffer 121 MiB with flash attention on "
+    "(gpustack/gguf-parser-go issue #44, MI300X)"
+)
 
 
 @dataclass(frozen=True)
@@ -83,23 +85,42 @@ def _tower(cfg: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> Vi
     kind = v.get("model_type")
     if kind == "siglip_vision_model" and cfg.get("model_type") == "gemma3":
         side = int(v["image_size"]) // int(v["patch_size"])
-        return VisionTower("gemma3", int(v["hidden_size"]), int(v["intermediate_size"]),
-                           int(v["num_hidden_layers"]), int(v["patch_size"]), side * side,
-                           text_hidden)
+        return VisionTower(
+            "gemma3",
+            int(v["hidden_size"]),
+            int(v["intermediate_size"]),
+            int(v["num_hidden_layers"]),
+            int(v["patch_size"]),
+            side * side,
+            text_hidden,
+        )
     if kind == "pixtral":
-        return VisionTower("pixtral", int(v["hidden_size"]), int(v["intermediate_size"]),
-                           int(v["num_hidden_layers"]), int(v["patch_size"]), 0,
-                           text_hidden, merge=int(cfg.get("spatial_merge_size", 2)),
-                           channels=int(v.get("num_channels", 3)))
-    if kind in ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe") \
-            and not v.get("deepstack_visual_indexes"):
-        return VisionTower("qwen3vl", int(v["hidden_size"]), int(v["intermediate_size"]),
-                           int(v["depth"]), int(v["patch_size"]),
-                           int(v["num_position_embeddings"]),
-                           int(v.get("out_hidden_size", text_hidden)),
-                           merge=int(v["spatial_merge_size"]),
-                           temporal_patch=int(v["temporal_patch_size"]),
-                           channels=int(v.get("in_channels", 3)))
+        return VisionTower(
+            "pixtral",
+            int(v["hidden_size"]),
+            int(v["intermediate_size"]),
+            int(v["num_hidden_layers"]),
+            int(v["patch_size"]),
+            0,
+            text_hidden,
+            merge=int(cfg.get("spatial_merge_size", 2)),
+            channels=int(v.get("num_channels", 3)),
+        )
+    if kind in ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe") and not v.get(
+        "deepstack_visual_indexes"
+    ):
+        return VisionTower(
+            "qwen3vl",
+            int(v["hidden_size"]),
+            int(v["intermediate_size"]),
+            int(v["depth"]),
+            int(v["patch_size"]),
+            int(v["num_position_embeddings"]),
+            int(v.get("out_hidden_size", text_hidden)),
+            merge=int(v["spatial_merge_size"]),
+            temporal_patch=int(v["temporal_patch_size"]),
+            channels=int(v.get("in_channels", 3)),
+        )
     return None
 
 
@@ -125,13 +146,15 @@ def vision_tensors(v: VisionTower) -> list[VisionTensor]:
     for i in range(v.n_layers):
         p = f"v.blk.{i}."
         norms = ("ln1", "ln2")
-        out += [_b(p + n + s, h) for n in norms for s in ((".weight", ".bias") if bias
-                                                          else (".weight",))]
+        out += [
+            _b(p + n + s, h)
+            for n in norms
+            for s in ((".weight", ".bias") if bias else (".weight",))
+        ]
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
             out.append(_m(p + name + ".weight", h, h))
             out += [_b(p + name + ".bias", h)] if bias else []
-        mlp = ("ffn_gate", "ffn_up", "ffn_down") if v.kind == "pixtral" else ("ffn_up",
-                                                                               "ffn_down")
+        mlp = ("ffn_gate", "ffn_up", "ffn_down") if v.kind == "pixtral" else ("ffn_up", "ffn_down")
         for name in mlp:
             rows, cols = (f, h) if name == "ffn_down" else (h, f)
             out.append(_m(p + name + ".weight", rows, cols))
@@ -142,16 +165,29 @@ def vision_tensors(v: VisionTower) -> list[VisionTensor]:
 def _projector(v: VisionTower) -> list[VisionTensor]:
     h, t = v.hidden, v.text_hidden
     if v.kind == "gemma3":  # post-LN, soft-embedding norm, one projection to the text width
-        return [_b("v.post_ln.weight", h), _b("v.post_ln.bias", h),
-                _m("mm.input_projection.weight", h, t), _b("mm.soft_emb_norm.weight", h)]
+        return [
+            _b("v.post_ln.weight", h),
+            _b("v.post_ln.bias", h),
+            _m("mm.input_projection.weight", h, t),
+            _b("mm.soft_emb_norm.weight", h),
+        ]
     merged = h * v.merge * v.merge
     if v.kind == "pixtral":  # RMS norm, patch merger, two-layer MLP (no biases)
-        return [_b("mm.input_norm.weight", h), _m("mm.patch_merger.weight", merged, h),
-                _m("mm.1.weight", h, t), _m("mm.2.weight", t, t)]
+        return [
+            _b("mm.input_norm.weight", h),
+            _m("mm.patch_merger.weight", merged, h),
+            _m("mm.1.weight", h, t),
+            _m("mm.2.weight", t, t),
+        ]
     # Qwen3-VL merger: LayerNorm on the tower's width, then merged -> merged -> text width
-    return [_b("v.post_ln.weight", h), _b("v.post_ln.bias", h),
-            _m("mm.0.weight", merged, merged), _b("mm.0.bias", merged),
-            _m("mm.2.weight", merged, t), _b("mm.2.bias", t)]
+    return [
+        _b("v.post_ln.weight", h),
+        _b("v.post_ln.bias", h),
+        _m("mm.0.weight", merged, merged),
+        _b("mm.0.bias", merged),
+        _m("mm.2.weight", merged, t),
+        _b("mm.2.bias", t),
+    ]
 
 
 def _mmproj_type(v: VisionTower, t: VisionTensor, ftype: str) -> str:
@@ -174,8 +210,9 @@ def mmproj_bytes(v: VisionTower, ftype: str = "F16") -> int:
     file adds a few KiB of metadata)."""
     if ftype not in MMPROJ_TYPES:
         raise ValueError(f"unknown mmproj type {ftype!r}; known: {', '.join(MMPROJ_TYPES)}")
-    return sum(GGML_TYPES[_mmproj_type(v, t, ftype)].tensor_bytes(t.n_elems)
-               for t in vision_tensors(v))
+    return sum(
+        GGML_TYPES[_mmproj_type(v, t, ftype)].tensor_bytes(t.n_elems) for t in vision_tensors(v)
+    )
 
 
 def checkpoint_bytes(v: VisionTower) -> int:

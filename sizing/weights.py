@@ -41,9 +41,16 @@ CHECKPOINT_FORMATS = ("BF16", "F16", "FP8", "AWQ", "GPTQ", "MXFP4", "NVFP4", "NF
 WEIGHT_FORMATS = CHECKPOINT_FORMATS + GGUF_FTYPES
 # Tensors every checkpoint quantizer leaves in 16 bits (DeepSeek-V4's compressors and
 # indexer head weights are BF16 in its FP8 checkpoint: inference/model.py).
-_KEPT_16_BIT = ("token_embd", "output", "ffn_gate_inp", "attn_compressor_kv",
-                "attn_compressor_gate", "indexer_compressor_kv", "indexer_compressor_gate",
-                "indexer_weights_proj")
+_KEPT_16_BIT = (
+    "token_embd",
+    "output",
+    "ffn_gate_inp",
+    "attn_compressor_kv",
+    "attn_compressor_gate",
+    "indexer_compressor_kv",
+    "indexer_compressor_gate",
+    "indexer_weights_proj",
+)
 
 
 @dataclass(frozen=True)
@@ -83,16 +90,21 @@ def _checkpoint_tensor_bytes(fmt: str, t: Tensor, m: ModelArch) -> int:
     raise KeyError(f"unknown weight format {fmt!r}")
 
 
-def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = False,
-                 gguf: bool = False) -> WeightBytes:
+def weight_bytes(
+    m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = False, gguf: bool = False
+) -> WeightBytes:
     """Bytes of every tensor of `m` stored in `fmt` (a GGUF ftype or a checkpoint format).
 
     BF16 and F16 are both: the safetensors checkpoint by default, the GGUF file (norms in
     F32, gpt-oss experts kept in MXFP4) with `gguf=True`."""
     if fmt in CHECKPOINT_FORMATS and not (gguf and fmt in GGUF_FTYPES):
         fp4_experts = m.native_quant is not None and m.native_quant.experts_mxfp4
-        kinds = tuple(("MXFP4" if fmt == "FP8" and fp4_experts and t.is_expert else fmt)
-                      if _linear(t) else "BF16" for t in tensors)
+        kinds = tuple(
+            ("MXFP4" if fmt == "FP8" and fp4_experts and t.is_expert else fmt)
+            if _linear(t)
+            else "BF16"
+            for t in tensors
+        )
         sizes = [_checkpoint_tensor_bytes(fmt, t, m) for t in tensors]
     elif fmt in GGUF_FTYPES:
         kinds = gguf_tensor_types(m, tensors, fmt, imatrix)
@@ -103,5 +115,6 @@ def weight_bytes(m: ModelArch, tensors: list[Tensor], fmt: str, imatrix: bool = 
     embd = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.kind == "token_embd"))
     experts = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.is_expert))
     twice = round(sum(s for t, s in zip(tensors, sizes, strict=True) if held_twice_by_vllm(m, t)))
-    return WeightBytes(total=total, token_embd=embd, experts=experts,
-                       held_twice_by_vllm=twice, kinds=tuple(kinds))
+    return WeightBytes(
+        total=total, token_embd=embd, experts=experts, held_twice_by_vllm=twice, kinds=tuple(kinds)
+    )

@@ -29,8 +29,14 @@ def load_arch(repo_id: str) -> ModelArch:
 
 # Small models of several architectures (dense, MoE, hybrid): a snapshot of these runs the
 # whole graph in seconds where the point is the pipeline, not the full model set.
-SMALL_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen3-1.7B",
-                "Qwen/Qwen3-30B-A3B", "google/gemma-3-4b-it", "Qwen/Qwen3-8B")
+SMALL_MODELS = (
+    "Qwen/Qwen3-0.6B",
+    "meta-llama/Llama-3.2-1B-Instruct",
+    "Qwen/Qwen3-1.7B",
+    "Qwen/Qwen3-30B-A3B",
+    "google/gemma-3-4b-it",
+    "Qwen/Qwen3-8B",
+)
 
 
 def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path:
@@ -43,9 +49,12 @@ def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path
         (dest / "hub/models" / repo).mkdir(parents=True, exist_ok=True)
         shutil.copy(config_path(repo), dest / "hub/models" / repo / "config.json")
     wanted = {f"hub/models/{r}/config.json" for r in repo_ids}
-    lines = [line for f in sorted((SNAPSHOT / "hub").glob("manifest*.jsonl"))
-             for line in f.read_text().splitlines()
-             if line.strip() and json.loads(line)["path"] in wanted]
+    lines = [
+        line
+        for f in sorted((SNAPSHOT / "hub").glob("manifest*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip() and json.loads(line)["path"] in wanted
+    ]
     (dest / "hub" / "manifest.small.jsonl").write_text("\n".join(lines) + "\n")
     if not (dest / "prices").exists():  # a copy: a link out of the snapshot is refused
         shutil.copytree(SNAPSHOT / "prices", dest / "prices")
@@ -59,6 +68,7 @@ def s3_endpoint():
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)),
-                 f"{url}/moto-api/"):
+    with process(
+        python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)), f"{url}/moto-api/"
+    ):
         yield url

@@ -23,21 +23,45 @@ DAY = dt.date(2026, 12, 1)
 
 def frames(n: int) -> dict[str, pl.DataFrame]:
     mark = f"run {n}"
-    return {"engines": pl.DataFrame({"engine": ["llama.cpp", "vllm"], "kv_dtypes": ["f16", "auto"],
-                                     "usable_memory_rule": ["", ""], "launch_flags": [mark] * 2}),
-            "model_quarantine": pl.DataFrame({"model_id": [f"m{i}" for i in range(3)],
-                                              "reason": [mark] * 3})}
+    return {
+        "engines": pl.DataFrame(
+            {
+                "engine": ["llama.cpp", "vllm"],
+                "kv_dtypes": ["f16", "auto"],
+                "usable_memory_rule": ["", ""],
+                "launch_flags": [mark] * 2,
+            }
+        ),
+        "model_quarantine": pl.DataFrame(
+            {"model_id": [f"m{i}" for i in range(3)], "reason": [mark] * 3}
+        ),
+    }
 
 
-def refresh(base: str, n: int, storage_options: dict[str, str] | None = None,
-            run_id: str | None = None) -> tuple[store.Release, bool]:
+def refresh(
+    base: str, n: int, storage_options: dict[str, str] | None = None, run_id: str | None = None
+) -> tuple[store.Release, bool]:
     run_id = run_id or f"run-{n}"
     started = dt.datetime.now(dt.UTC)
-    produced = {t: store.publish(t, df, verified_at=DAY, commit_info={"dagster_run_id": run_id},
-                                 base=base, storage_options=storage_options).version
-                for t, df in frames(n).items()}
-    return store.publish_release(produced, run_id=run_id, started_at=started, tables=TABLES,
-                                 base=base, storage_options=storage_options)
+    produced = {
+        t: store.publish(
+            t,
+            df,
+            verified_at=DAY,
+            commit_info={"dagster_run_id": run_id},
+            base=base,
+            storage_options=storage_options,
+        ).version
+        for t, df in frames(n).items()
+    }
+    return store.publish_release(
+        produced,
+        run_id=run_id,
+        started_at=started,
+        tables=TABLES,
+        base=base,
+        storage_options=storage_options,
+    )
 
 
 def marks(base: str, storage_options: dict[str, str] | None = None, **how) -> set[str]:

@@ -22,20 +22,24 @@ from tests.conftest import SNAPSHOT, TEST_DATA
 from tests.services import serving
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-RECORDED_INFO = json.loads((TEST_DATA / "hub/model-info_meta-llama_Llama-3.1-8B-Instruct_"
-                            "gated-manual.json").read_bytes())
-GGUF_INFO = json.loads((TEST_DATA / "hub/gguf-repo-model-info-documented-format.json")
-                       .read_bytes())
+RECORDED_INFO = json.loads(
+    (TEST_DATA / "hub/model-info_meta-llama_Llama-3.1-8B-Instruct_gated-manual.json").read_bytes()
+)
+GGUF_INFO = json.loads((TEST_DATA / "hub/gguf-repo-model-info-documented-format.json").read_bytes())
 
 
 @dataclass
 class HubState:
     """What the stand-in Hub holds; tests change it between runs."""
 
-    infos: dict[str, dict] = field(default_factory=lambda: {
-        LLAMA: RECORDED_INFO, GGUF_INFO["id"]: GGUF_INFO})
-    configs: dict[str, bytes] = field(default_factory=lambda: {
-        LLAMA: (SNAPSHOT / "hub/models" / LLAMA / "config.json").read_bytes()})
+    infos: dict[str, dict] = field(
+        default_factory=lambda: {LLAMA: RECORDED_INFO, GGUF_INFO["id"]: GGUF_INFO}
+    )
+    configs: dict[str, bytes] = field(
+        default_factory=lambda: {
+            LLAMA: (SNAPSHOT / "hub/models" / LLAMA / "config.json").read_bytes()
+        }
+    )
     gated: set[str] = field(default_factory=lambda: {LLAMA})
     faults: dict[str, str] = field(default_factory=dict)  # repo_id -> 429-once|500|slow
     calls: list[str] = field(default_factory=list)
@@ -66,9 +70,11 @@ class _Handler(BaseHTTPRequestHandler):
         state.bearers.append(self.headers.get("Authorization", "").removeprefix("Bearer "))
         if path == "/api/models":  # list_models: documented format, from what the Hub holds
             author = parse_qs(urlparse(self.path).query).get("author", [""])[0]
-            listing = [{"id": r, "downloads": i.get("downloads", 0), "pipeline_tag":
-                        i.get("pipeline_tag")} for r, i in state.infos.items()
-                       if r.startswith(f"{author}/")]
+            listing = [
+                {"id": r, "downloads": i.get("downloads", 0), "pipeline_tag": i.get("pipeline_tag")}
+                for r, i in state.infos.items()
+                if r.startswith(f"{author}/")
+            ]
             return self._ok(json.dumps(listing).encode(), "application/json", head)
         if path.startswith("/api/models/"):
             repo = path.removeprefix("/api/models/").split("/revision/")[0]
@@ -95,11 +101,16 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "info":
             return self._ok(json.dumps(info).encode(), "application/json", head)
         body = state.configs[repo]
-        self._ok(body, "application/json", head, {
-            "X-Repo-Commit": info["sha"], "ETag": f'"{hashlib.sha256(body).hexdigest()}"'})
+        self._ok(
+            body,
+            "application/json",
+            head,
+            {"X-Repo-Commit": info["sha"], "ETag": f'"{hashlib.sha256(body).hexdigest()}"'},
+        )
 
-    def _ok(self, body: bytes, content_type: str, head: bool,
-            extra: dict[str, str] | None = None) -> None:
+    def _ok(
+        self, body: bytes, content_type: str, head: bool, extra: dict[str, str] | None = None
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))

@@ -26,17 +26,28 @@ PRICES = SNAPSHOT / "prices"
 
 
 def _recorded() -> dict[tuple[str, str], bytes]:
-    runpod = json.loads((PRICES / "runpod/gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json")
-                        .read_bytes())
-    vast = [o for f in ("24GB", "48GB") for o in json.loads(
-        (PRICES / f"vastai/bundles-offers-filtered-2024-01-27-g1ibby-case_{f}.json").read_bytes())]
-    vultr = python_fixture((PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt"
-                             ".py.txt").read_bytes())
-    do = python_fixture((PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt")
-                         .read_bytes())
+    runpod = json.loads(
+        (PRICES / "runpod/gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json").read_bytes()
+    )
+    vast = [
+        o
+        for f in ("24GB", "48GB")
+        for o in json.loads(
+            (
+                PRICES / f"vastai/bundles-offers-filtered-2024-01-27-g1ibby-case_{f}.json"
+            ).read_bytes()
+        )
+    ]
+    vultr = python_fixture(
+        (PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt.py.txt").read_bytes()
+    )
+    do = python_fixture(
+        (PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt").read_bytes()
+    )
     html = (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
-    do_page = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
-               ".html").read_bytes()
+    do_page = (
+        TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text.html"
+    ).read_bytes()
     skypilot = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
     tracker = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
     return {

@@ -46,14 +46,24 @@ def wait_until(ready: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 @contextmanager
-def process(argv: list[str], ready_url: str | Callable[[], bool], seconds: float = 60,
-            env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+def process(
+    argv: list[str],
+    ready_url: str | Callable[[], bool],
+    seconds: float = 60,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen]:
     """Run `argv` in its own process group until the block ends, then stop the group.
     Ready when `ready_url` answers over HTTP, or when the callable returns True."""
-    proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         if callable(ready_url):
+
             def ready() -> bool:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{argv[:4]} exited with {proc.returncode}")
@@ -94,10 +104,13 @@ DEBIAN_POSTGRES = Path("/usr/lib/postgresql")
 
 def _postgres_tool(name: str) -> str:
     found = shutil.which(name) or next(
-        (str(p) for p in sorted(DEBIAN_POSTGRES.glob(f"*/bin/{name}"), reverse=True)), None)
+        (str(p) for p in sorted(DEBIAN_POSTGRES.glob(f"*/bin/{name}"), reverse=True)), None
+    )
     if found is None:
-        raise RuntimeError(f"PostgreSQL's {name} is neither on the PATH nor in "
-                           f"{DEBIAN_POSTGRES}/*/bin: apt-get install postgresql")
+        raise RuntimeError(
+            f"PostgreSQL's {name} is neither on the PATH nor in "
+            f"{DEBIAN_POSTGRES}/*/bin: apt-get install postgresql"
+        )
     return found
 
 
@@ -115,24 +128,47 @@ def postgres() -> Iterator[str]:
     data, port = folder / "data", free_port()
     pid = None
     try:
-        for argv in ([_postgres_tool("initdb"), "-D", str(data), "-A", "trust", "-U", "dagster",
-                      "--no-sync"],
-                     [_postgres_tool("pg_ctl"), "-D", str(data), "-w", "-t", "30",
-                      "-l", str(folder / "server.log"),
-                      "-o", f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off", "start"]):
+        for argv in (
+            [
+                _postgres_tool("initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "dagster",
+                "--no-sync",
+            ],
+            [
+                _postgres_tool("pg_ctl"),
+                "-D",
+                str(data),
+                "-w",
+                "-t",
+                "30",
+                "-l",
+                str(folder / "server.log"),
+                "-o",
+                f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off",
+                "start",
+            ],
+        ):
             done = subprocess.run([*as_user, *argv], capture_output=True, text=True)
             if done.returncode != 0:
                 log = folder / "server.log"
-                raise RuntimeError(f"{argv[0]} failed: {done.stderr or done.stdout}"
-                                   f"{log.read_text() if log.exists() else ''}")
+                raise RuntimeError(
+                    f"{argv[0]} failed: {done.stderr or done.stdout}"
+                    f"{log.read_text() if log.exists() else ''}"
+                )
         pid = int((data / "postmaster.pid").read_text().split()[0])
         yield f"postgresql://dagster@127.0.0.1:{port}/postgres"
     finally:
         if pid is not None:
             os.kill(pid, signal.SIGINT)
             # the postmaster is not our child: gone when it has removed its pid file
-            wait_until(lambda: not (data / "postmaster.pid").exists(), 30,
-                       f"postgres {pid} did not stop")
+            wait_until(
+                lambda: not (data / "postmaster.pid").exists(), 30, f"postgres {pid} did not stop"
+            )
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -38,16 +38,20 @@ def _hold(step: str) -> None:
 @dg.asset
 def tables() -> dict:
     _hold("tables")
-    return {t: store.publish(t, df, verified_at=fault_run.DAY, base=BASE,
-                             commit_info={"dagster_run_id": f"run-{N}"}).version
-            for t, df in fault_run.frames(N).items()}
+    return {
+        t: store.publish(
+            t, df, verified_at=fault_run.DAY, base=BASE, commit_info={"dagster_run_id": f"run-{N}"}
+        ).version
+        for t, df in fault_run.frames(N).items()
+    }
 
 
 @dg.asset
 def release(tables: dict) -> None:
     _hold("release")
-    store.publish_release(tables, run_id=f"run-{N}", started_at=STARTED,
-                          tables=fault_run.TABLES, base=BASE)
+    store.publish_release(
+        tables, run_id=f"run-{N}", started_at=STARTED, tables=fault_run.TABLES, base=BASE
+    )
 
 
 @dg.asset(deps=[release])

@@ -33,17 +33,27 @@ TEST_PROFILES = Path(__file__).parent / "data" / "refresh_profiles.json"
 def _key_weight(keys: tuple[str, ...], schema: pl.Schema) -> pl.Expr:
     """A number each row's key gives (text by its length, numbers by their value modulo a
     prime), the same under any Polars version and row order."""
-    parts = [(pl.col(k).str.len_bytes() if schema[k] == pl.String
-              else pl.col(k).cast(pl.Int64) % 10_007).cast(pl.Float64) * (i + 1)
-             for i, k in enumerate(keys)]
+    parts = [
+        (
+            pl.col(k).str.len_bytes()
+            if schema[k] == pl.String
+            else pl.col(k).cast(pl.Int64) % 10_007
+        ).cast(pl.Float64)
+        * (i + 1)
+        for i, k in enumerate(keys)
+    ]
     return 1 + pl.sum_horizontal(parts)
 
 
 def _numeric(c: str, weight: pl.Expr) -> list[pl.Expr]:
     x = pl.col(c).cast(pl.Float64)
-    return [x.sum().alias(f"{c}|sum"), (x * x).sum().alias(f"{c}|sum_sq"),
-            x.min().alias(f"{c}|min"), x.max().alias(f"{c}|max"),
-            (x * weight).sum().alias(f"{c}|key_weighted")]
+    return [
+        x.sum().alias(f"{c}|sum"),
+        (x * x).sum().alias(f"{c}|sum_sq"),
+        x.min().alias(f"{c}|min"),
+        x.max().alias(f"{c}|max"),
+        (x * weight).sum().alias(f"{c}|key_weighted"),
+    ]
 
 
 def profile(table: str, root: str) -> dict[str, dict]:
@@ -54,22 +64,31 @@ def profile(table: str, root: str) -> dict[str, dict]:
     columns = [c for c in schema if c not in RUN_COLUMNS]
     weight = _key_weight(contract.keys, schema)
     numeric = [c for c in columns if schema[c].is_numeric()]
-    stats = lf.select(
-        pl.len().alias("|rows"), *(pl.col(c).null_count().alias(f"{c}|nulls") for c in columns),
-        *(e for c in numeric for e in _numeric(c, weight))
-    ).collect(engine="streaming").row(0, named=True)
+    stats = (
+        lf.select(
+            pl.len().alias("|rows"),
+            *(pl.col(c).null_count().alias(f"{c}|nulls") for c in columns),
+            *(e for c in numeric for e in _numeric(c, weight)),
+        )
+        .collect(engine="streaming")
+        .row(0, named=True)
+    )
     out: dict[str, dict] = {"__table__": {"rows": stats["|rows"]}}
     for c in columns:
         out[c] = {k.split("|")[1]: v for k, v in stats.items() if k.startswith(f"{c}|")}
         if c not in numeric:
-            counts = lf.select(pl.col(c).cast(pl.String).value_counts(sort=True)) \
-                .collect(engine="streaming").unnest(c)
+            counts = (
+                lf.select(pl.col(c).cast(pl.String).value_counts(sort=True))
+                .collect(engine="streaming")
+                .unnest(c)
+            )
             if counts.height <= MAX_LISTED_VALUES:
                 out[c]["values"] = {str(v): n for v, n in counts.iter_rows()}
             else:
                 out[c]["distinct"] = counts.height
-                out[c]["total_length"] = lf.select(
-                    pl.col(c).cast(pl.String).str.len_chars().sum()).collect().item()
+                out[c]["total_length"] = (
+                    lf.select(pl.col(c).cast(pl.String).str.len_chars().sum()).collect().item()
+                )
     return out
 
 
@@ -104,5 +123,9 @@ def profiles(root: str) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    json.dump({"recorded_from_commit": sys.argv[2], "tables": profiles(sys.argv[1])},
-              sys.stdout, indent=1, sort_keys=True)
+    json.dump(
+        {"recorded_from_commit": sys.argv[2], "tables": profiles(sys.argv[1])},
+        sys.stdout,
+        indent=1,
+        sort_keys=True,
+    )

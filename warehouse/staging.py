@@ -27,8 +27,9 @@ def filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs.FileSys
     if uri.startswith("s3://") and storage_options.get("AWS_ENDPOINT_URL"):
         endpoint = urlsplit(storage_options["AWS_ENDPOINT_URL"])
         region = storage_options.get("AWS_REGION") or os.environ.get("AWS_REGION", "us-east-1")
-        s3 = fs.S3FileSystem(endpoint_override=endpoint.netloc, scheme=endpoint.scheme,
-                             region=region)
+        s3 = fs.S3FileSystem(
+            endpoint_override=endpoint.netloc, scheme=endpoint.scheme, region=region
+        )
         return s3, uri.removeprefix("s3://")
     if "://" not in uri:  # a local folder, relative to the working directory or not
         return fs.LocalFileSystem(), os.path.abspath(uri)
@@ -73,8 +74,9 @@ class SliceStore:
         """Delete the group's slices whose key is not in `keys` (and temporary files a
         killed write left); how many went."""
         keep = {f"{k}.arrow" for k in keys}
-        listing = self.fs.get_file_info(fs.FileSelector(f"{self.base}/{group}",
-                                                        allow_not_found=True))
+        listing = self.fs.get_file_info(
+            fs.FileSelector(f"{self.base}/{group}", allow_not_found=True)
+        )
         gone = [f.path for f in listing if f.type == fs.FileType.File and f.base_name not in keep]
         for path in gone:
             self.fs.delete_file(path)

@@ -45,8 +45,10 @@ FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 DEFAULT_ROOT = "warehouse_data"
 # The log of every version is kept (a few KB each); the data files of versions no kept
 # release points to are vacuumed when a release is published (`publish_release`).
-_RETENTION = {"delta.logRetentionDuration": "interval 3650 days",
-              "delta.deletedFileRetentionDuration": "interval 3650 days"}
+_RETENTION = {
+    "delta.logRetentionDuration": "interval 3650 days",
+    "delta.deletedFileRetentionDuration": "interval 3650 days",
+}
 
 
 # What reading a table that was never published raises (locally / on object storage).
@@ -101,10 +103,17 @@ def export_uri(table: str, version: int, base: str | None = None) -> str:
 MIN_ROWS_RATIO = 0.5
 
 
-def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
-            verified_at: dt.date, commit_info: Mapping[str, str], base: str | None = None,
-            storage_options: Mapping[str, str] | None = None,
-            fingerprint: str | None = None, dated: bool = True) -> Published:
+def publish(
+    table: str,
+    frames: pl.DataFrame | Iterable[pl.DataFrame],
+    *,
+    verified_at: dt.date,
+    commit_info: Mapping[str, str],
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    fingerprint: str | None = None,
+    dated: bool = True,
+) -> Published:
     """Check the rows against the table's contract and commit them as its next version,
     unless they are the current version's: a version means a change.
 
@@ -133,22 +142,37 @@ def publish(table: str, frames: pl.DataFrame | Iterable[pl.DataFrame], *,
         fingerprint = _content_key(table, fingerprint, verified_at if dated else None)
     previous = _row_count(uri, opts)
     refused: list[ContractViolation] = []
-    stream = _checked_batches(contract, [frames] if single else _prefetched(frames),
-                              verified_at, previous, refused, sort=single)
+    stream = _checked_batches(
+        contract,
+        [frames] if single else _prefetched(frames),
+        verified_at,
+        previous,
+        refused,
+        sort=single,
+    )
     if not uri.startswith(_OBJECT_STORES):
         Path(uri).parent.mkdir(parents=True, exist_ok=True)
-    metadata = {"verified_at": verified_at.isoformat(), **commit_info,
-                **({FINGERPRINT_KEY: fingerprint} if fingerprint else {})}
+    metadata = {
+        "verified_at": verified_at.isoformat(),
+        **commit_info,
+        **({FINGERPRINT_KEY: fingerprint} if fingerprint else {}),
+    }
     schema = pl.DataFrame(schema=contract.schema).to_arrow().schema
     reader = pa.RecordBatchReader.from_batches(schema, stream)
     try:
         # The contract in code is the schema: a release that adds or drops a column
         # replaces the table's schema in the new version; older versions keep theirs.
-        write_deltalake(uri, reader, mode="overwrite", schema_mode="overwrite",
-                        storage_options=opts or None, configuration=_RETENTION,
-                        writer_properties=_writer_properties(contract.schema),
-                        target_file_size=_TARGET_FILE_BYTES,
-                        commit_properties=CommitProperties(custom_metadata=metadata))
+        write_deltalake(
+            uri,
+            reader,
+            mode="overwrite",
+            schema_mode="overwrite",
+            storage_options=opts or None,
+            configuration=_RETENTION,
+            writer_properties=_writer_properties(contract.schema),
+            target_file_size=_TARGET_FILE_BYTES,
+            commit_properties=CommitProperties(custom_metadata=metadata),
+        )
     except Exception:
         if refused:  # delta-rs wraps the stream's exception: give the reason back
             raise refused[0] from None
@@ -179,13 +203,21 @@ FINGERPRINT_KEY = "content_fingerprint"
 def _content_key(table: str, fingerprint: str, verified_at: dt.date | None) -> str:
     """The fingerprint as committed: the contract (and the date, unless None) are part
     of the content."""
-    return fingerprint_of(fingerprint, repr(CONTRACTS[table].schema),
-                          verified_at.isoformat() if verified_at else "undated")
+    return fingerprint_of(
+        fingerprint,
+        repr(CONTRACTS[table].schema),
+        verified_at.isoformat() if verified_at else "undated",
+    )
 
 
-def unchanged(table: str, fingerprint: str, verified_at: dt.date, base: str | None = None,
-              storage_options: Mapping[str, str] | None = None,
-              dated: bool = True) -> Published | None:
+def unchanged(
+    table: str,
+    fingerprint: str,
+    verified_at: dt.date,
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    dated: bool = True,
+) -> Published | None:
     """The current version, if it was published from this content (and its export is in
     place); None when the content is new."""
     opts = dict(storage_options or {})
@@ -197,8 +229,15 @@ def unchanged(table: str, fingerprint: str, verified_at: dt.date, base: str | No
     export = export_uri(table, current["version"], base)
     if not _exists(export, opts):
         return None
-    return Published(table, current["version"], _row_count(uri, opts) or 0, uri, export,
-                     dt.date.fromisoformat(current["verified_at"]), changed=False)
+    return Published(
+        table,
+        current["version"],
+        _row_count(uri, opts) or 0,
+        uri,
+        export,
+        dt.date.fromisoformat(current["verified_at"]),
+        changed=False,
+    )
 
 
 def current_version(uri: str, storage_options: Mapping[str, str] | None = None) -> dict | None:
@@ -219,8 +258,7 @@ _HISTORY_SCAN = 100
 
 
 def _data_head(table: DeltaTable) -> dict:
-    return next(c for c in table.history(_HISTORY_SCAN)
-                if c.get("operation") not in _MAINTENANCE)
+    return next(c for c in table.history(_HISTORY_SCAN) if c.get("operation") not in _MAINTENANCE)
 
 
 def _exists(uri: str, storage_options: Mapping[str, str]) -> bool:
@@ -231,6 +269,8 @@ def _exists(uri: str, storage_options: Mapping[str, str]) -> bool:
         return True
     except Exception:  # any store error: export again
         return False
+
+
 # ZSTD at its fastest level: on the fit matrix it writes faster than Snappy's default and
 # half the size (benchmarks/matrix.py).
 _ZSTD_LEVEL = 1
@@ -249,10 +289,14 @@ def _writer_properties(schema: Mapping[str, pl.DataType]) -> WriterProperties:
     are nearly all distinct, and trying a dictionary on them first costs a third of the
     write time for nothing."""
     return WriterProperties(
-        compression="ZSTD", compression_level=_ZSTD_LEVEL, max_row_group_size=_ROW_GROUP_ROWS,
+        compression="ZSTD",
+        compression_level=_ZSTD_LEVEL,
+        max_row_group_size=_ROW_GROUP_ROWS,
         default_column_properties=ColumnProperties(dictionary_enabled=True),
-        column_properties={c: ColumnProperties(dictionary_enabled=False)
-                           for c, t in schema.items() if t.is_float()})
+        column_properties={
+            c: ColumnProperties(dictionary_enabled=False) for c, t in schema.items() if t.is_float()
+        },
+    )
 
 
 def _prefetched(frames: Iterable[pl.DataFrame], depth: int = 1) -> Iterator[pl.DataFrame]:
@@ -276,9 +320,14 @@ def _prefetched(frames: Iterable[pl.DataFrame], depth: int = 1) -> Iterator[pl.D
         yield item
 
 
-def _checked_batches(contract: TableContract, frames: Iterable[pl.DataFrame],
-                     verified_at: dt.date, previous_rows: int | None,
-                     refused: list[ContractViolation], sort: bool) -> Iterator[pa.RecordBatch]:
+def _checked_batches(
+    contract: TableContract,
+    frames: Iterable[pl.DataFrame],
+    verified_at: dt.date,
+    previous_rows: int | None,
+    refused: list[ContractViolation],
+    sort: bool,
+) -> Iterator[pa.RecordBatch]:
     """Arrow batches of each frame once its contract holds; a violation is recorded in
     `refused` and raised, which stops the write before its commit."""
     try:
@@ -288,18 +337,27 @@ def _checked_batches(contract: TableContract, frames: Iterable[pl.DataFrame],
         raise
 
 
-def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_at: dt.date,
-             previous_rows: int | None, sort: bool) -> Iterator[pa.RecordBatch]:
+def _checked(
+    contract: TableContract,
+    frames: Iterable[pl.DataFrame],
+    verified_at: dt.date,
+    previous_rows: int | None,
+    sort: bool,
+) -> Iterator[pa.RecordBatch]:
     rows, seen = 0, set()
     partition_key = contract.keys[0]
     for frame in frames:
         # Rows may carry their own date (prices keep each provider's); else the table's.
-        df = frame if "verified_at" in frame.columns else \
-            frame.with_columns(pl.lit(verified_at).alias("verified_at"))
+        df = (
+            frame
+            if "verified_at" in frame.columns
+            else frame.with_columns(pl.lit(verified_at).alias("verified_at"))
+        )
         df = df.select([c for c in contract.schema if c in df.columns])
         # An all-null column has no type of its own: it takes the contract's.
-        df = df.with_columns(pl.col(c).cast(contract.schema[c]) for c, t in df.schema.items()
-                             if t == pl.Null)
+        df = df.with_columns(
+            pl.col(c).cast(contract.schema[c]) for c, t in df.schema.items() if t == pl.Null
+        )
         if sort:  # a whole table in one frame is stored sorted by its key
             df = df.sort(contract.keys)
         problems = contract.check(df, allow_empty=True)
@@ -315,7 +373,8 @@ def _checked(contract: TableContract, frames: Iterable[pl.DataFrame], verified_a
         raise ContractViolation(f"{contract.name}: no rows")
     if previous_rows and rows < MIN_ROWS_RATIO * previous_rows and not contract.shrinks_freely:
         raise ContractViolation(
-            f"{contract.name}: row count collapsed from {previous_rows} to {rows}")
+            f"{contract.name}: row count collapsed from {previous_rows} to {rows}"
+        )
 
 
 def _row_count(uri: str, storage_options: dict[str, str]) -> int | None:
@@ -327,8 +386,9 @@ def _row_count(uri: str, storage_options: dict[str, str]) -> int | None:
     return sum(table.get_add_actions(flatten=True).column("num_records").to_pylist())
 
 
-def _write_export(uri: str, export: str, version: int, verified_at: dt.date,
-                  storage_options: dict[str, str]) -> int:
+def _write_export(
+    uri: str, export: str, version: int, verified_at: dt.date, storage_options: dict[str, str]
+) -> int:
     """Stream the committed version into one Parquet file for readers without Delta,
     tagged with its Delta version; written aside and renamed (one object put on S3), so
     no reader sees half a file. Returns its row count."""
@@ -337,24 +397,35 @@ def _write_export(uri: str, export: str, version: int, verified_at: dt.date,
     if local:
         Path(export).parent.mkdir(parents=True, exist_ok=True)
     try:
-        pl.scan_delta(uri, version=version, storage_options=storage_options or None) \
-            .sink_parquet(target, storage_options=storage_options or None,
-                          compression_level=_ZSTD_LEVEL,
-                          metadata={"delta_version": str(version),
-                                    "verified_at": verified_at.isoformat()})
+        pl.scan_delta(uri, version=version, storage_options=storage_options or None).sink_parquet(
+            target,
+            storage_options=storage_options or None,
+            compression_level=_ZSTD_LEVEL,
+            metadata={"delta_version": str(version), "verified_at": verified_at.isoformat()},
+        )
     except BaseException:  # a full disk: no partial file stays behind
         if local:
             Path(target).unlink(missing_ok=True)
         raise
     if local:
         os.replace(target, export)
-    return pl.scan_parquet(export, storage_options=storage_options or None) \
-        .select(pl.len()).collect().item()
+    return (
+        pl.scan_parquet(export, storage_options=storage_options or None)
+        .select(pl.len())
+        .collect()
+        .item()
+    )
 
 
-def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = None,
-         release: int | None = None, base: str | None = None,
-         storage_options: Mapping[str, str] | None = None) -> pl.DataFrame:
+def read(
+    table: str,
+    *,
+    version: int | None = None,
+    as_of: dt.datetime | None = None,
+    release: int | None = None,
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
     """`table` as readers see it: its version in the newest complete release, or in
     release number `release`, or a numbered `version`, or the one current `as_of`.
 
@@ -362,39 +433,52 @@ def read(table: str, *, version: int | None = None, as_of: dt.datetime | None = 
     table's newest version; once a release exists, a table it does not name raises
     NotReleased."""
     if sum(x is not None for x in (version, as_of, release)) > 1:
-        raise ValueError("version, as_of and release each choose the version: give one, "
-                         "not both of two")
+        raise ValueError(
+            "version, as_of and release each choose the version: give one, not both of two"
+        )
     opts = dict(storage_options or {})
     if version is None and as_of is None:
-        chosen = current_release(base, opts) if release is None \
-            else release_by_id(release, base, opts)
+        chosen = (
+            current_release(base, opts) if release is None else release_by_id(release, base, opts)
+        )
         if chosen is not None:
             if table not in chosen.versions:
                 raise NotReleased(f"{table} is in no table of release {chosen.release_id}")
             version = chosen.versions[table]
-    return _current_names(table, pl.read_delta(
-        table_uri(table, base), version=version if as_of is None else as_of,
-        storage_options=opts or None))
+    return _current_names(
+        table,
+        pl.read_delta(
+            table_uri(table, base),
+            version=version if as_of is None else as_of,
+            storage_options=opts or None,
+        ),
+    )
 
 
-def read_head(table: str, base: str | None = None,
-              storage_options: Mapping[str, str] | None = None) -> pl.DataFrame:
+def read_head(
+    table: str, base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> pl.DataFrame:
     """The table's newest version, released or not: what the steps of a refresh build on
     (a step reads what the steps before it published in the same run)."""
-    return _current_names(table, pl.read_delta(
-        table_uri(table, base), storage_options=dict(storage_options or {}) or None))
+    return _current_names(
+        table,
+        pl.read_delta(table_uri(table, base), storage_options=dict(storage_options or {}) or None),
+    )
 
 
-def row_count(table: str, base: str | None = None,
-              storage_options: Mapping[str, str] | None = None) -> int | None:
+def row_count(
+    table: str, base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> int | None:
     """Rows in the latest version, from the Delta log (no data is read)."""
     return _row_count(table_uri(table, base), dict(storage_options or {}))
 
 
-def history(table: str, base: str | None = None,
-            storage_options: Mapping[str, str] | None = None) -> list[dict]:
-    return DeltaTable(table_uri(table, base),
-                      storage_options=dict(storage_options or {}) or None).history()
+def history(
+    table: str, base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> list[dict]:
+    return DeltaTable(
+        table_uri(table, base), storage_options=dict(storage_options or {}) or None
+    ).history()
 
 
 # ---------------------------------------------------------------------------------------
@@ -444,52 +528,70 @@ def releases_uri(base: str | None = None) -> str:
     return table_uri(RELEASES_TABLE, base)
 
 
-def release_log(base: str | None = None,
-                storage_options: Mapping[str, str] | None = None) -> pl.DataFrame:
+def release_log(
+    base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> pl.DataFrame:
     """Every release's rows (one per table), newest first; empty before the first."""
     try:
         log = DeltaTable(releases_uri(base), storage_options=dict(storage_options or {}) or None)
     except TABLE_MISSING:
         return pl.DataFrame(schema=RELEASES.schema)
-    return pl.from_arrow(log.to_pyarrow_table()).sort("release_id", "table",
-                                                       descending=[True, False])
+    return pl.from_arrow(log.to_pyarrow_table()).sort(
+        "release_id", "table", descending=[True, False]
+    )
 
 
 def _releases_of(log: pl.DataFrame) -> list[Release]:
     """The releases in a log, newest first."""
-    return [Release(int(rid), part.item(0, "run_id"), part.item(0, "status"),
-                    part.item(0, "created_at"),
-                    dict(zip(part.get_column("table"), part.get_column("version"), strict=True)),
-                    dict(zip(part.get_column("table"), part.get_column("verified_at"),
-                             strict=True)),
-                    dict(zip(part.get_column("table"), part.get_column("rows"), strict=True)))
-            for (rid,), part in log.group_by("release_id", maintain_order=True)]
+    return [
+        Release(
+            int(rid),
+            part.item(0, "run_id"),
+            part.item(0, "status"),
+            part.item(0, "created_at"),
+            dict(zip(part.get_column("table"), part.get_column("version"), strict=True)),
+            dict(zip(part.get_column("table"), part.get_column("verified_at"), strict=True)),
+            dict(zip(part.get_column("table"), part.get_column("rows"), strict=True)),
+        )
+        for (rid,), part in log.group_by("release_id", maintain_order=True)
+    ]
 
 
-def current_release(base: str | None = None,
-                    storage_options: Mapping[str, str] | None = None) -> Release | None:
+def current_release(
+    base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> Release | None:
     """The newest complete release: what readers read. None before the first."""
-    return next((r for r in _releases_of(release_log(base, storage_options))
-                 if r.status == COMPLETE), None)
+    return next(
+        (r for r in _releases_of(release_log(base, storage_options)) if r.status == COMPLETE), None
+    )
 
 
-def release_by_id(release_id: int, base: str | None = None,
-                  storage_options: Mapping[str, str] | None = None) -> Release:
+def release_by_id(
+    release_id: int, base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> Release:
     for r in _releases_of(release_log(base, storage_options)):
         if r.release_id == release_id:
             if r.status == EXPIRED:
-                raise ReleaseExpired(f"release {release_id} was vacuumed under the retention "
-                                     "policy (warehouse/README.md)")
+                raise ReleaseExpired(
+                    f"release {release_id} was vacuumed under the retention "
+                    "policy (warehouse/README.md)"
+                )
             return r
     raise NotReleased(f"no release {release_id}")
 
 
-def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.datetime,
-                    runs: Collection[str] = (),
-                    finished: Callable[[str], bool] = lambda run_id: False,
-                    tables: Iterable[str] = tuple(CONTRACTS), base: str | None = None,
-                    storage_options: Mapping[str, str] | None = None,
-                    keep: int | None = None) -> tuple[Release, bool]:
+def publish_release(
+    produced: Mapping[str, int],
+    *,
+    run_id: str,
+    started_at: dt.datetime,
+    runs: Collection[str] = (),
+    finished: Callable[[str], bool] = lambda run_id: False,
+    tables: Iterable[str] = tuple(CONTRACTS),
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    keep: int | None = None,
+) -> tuple[Release, bool]:
     """Record the versions a run leaves as one release, in one commit, then point the
     `latest` exports at it and apply the retention policy. Returns the current release
     and whether it is new (a release means a change: the same versions as the current
@@ -512,8 +614,7 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
         log = pl.from_arrow(log_table.to_pyarrow_table())
     except TABLE_MISSING:
         log_table, log = None, pl.DataFrame(schema=RELEASES.schema)
-    past = [r for r in _releases_of(log.sort("release_id", descending=True))
-            if r.status != EXPIRED]
+    past = [r for r in _releases_of(log.sort("release_id", descending=True)) if r.status != EXPIRED]
     previous = past[0] if past else None
     versions, verified, rows, unreleased = {}, {}, {}, []
     since_ms, ours = started_at.timestamp() * 1000, {run_id, *runs}
@@ -522,8 +623,11 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
             delta = DeltaTable(table_uri(table, base), storage_options=opts or None)
         except TABLE_MISSING:
             continue
-        commits = [c for c in delta.history(_HISTORY_SCAN)  # newest first
-                   if c.get("operation") not in _MAINTENANCE]
+        commits = [
+            c
+            for c in delta.history(_HISTORY_SCAN)  # newest first
+            if c.get("operation") not in _MAINTENANCE
+        ]
         head = commits[0]["version"]
         for commit in commits:
             if commit["timestamp"] < since_ms:
@@ -532,15 +636,24 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
                 raise ConcurrentRefresh(
                     f"{table} version {commit['version']} was committed by another run "
                     f"({commit.get('dagster_run_id') or 'no run id'}) while run {run_id} ran: "
-                    "its release is refused and the previous release stays current")
+                    "its release is refused and the previous release stays current"
+                )
         if table in produced and produced[table] != head:
-            raise ConcurrentRefresh(f"{table} is at version {head}, not the version "
-                                    f"{produced[table]} run {run_id} produced")
+            raise ConcurrentRefresh(
+                f"{table} is at version {head}, not the version "
+                f"{produced[table]} run {run_id} produced"
+            )
         by = commits[0].get("dagster_run_id")
-        if table not in produced and previous and previous.versions.get(table, head) != head \
-                and not (by and finished(by)):
-            unreleased.append(f"{table} version {head} of run {by or '(none)'} (released: "
-                              f"{previous.versions[table]})")
+        if (
+            table not in produced
+            and previous
+            and previous.versions.get(table, head) != head
+            and not (by and finished(by))
+        ):
+            unreleased.append(
+                f"{table} version {head} of run {by or '(none)'} (released: "
+                f"{previous.versions[table]})"
+            )
         versions[table] = head
         verified[table] = _date(commits[0].get("verified_at"))
         rows[table] = _row_count(table_uri(table, base), opts) or 0
@@ -548,24 +661,40 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
         raise UnreleasedVersions(
             "tables this run did not produce hold versions of a run that did not finish: "
             f"{', '.join(unreleased)}; the previous release stays current until a refresh "
-            "produces them again")
+            "produces them again"
+        )
     status = COMPLETE if set(tables) <= set(versions) else INCOMPLETE
     if previous and previous.versions == versions and previous.status == status:
         _switch_latest(previous, base, opts)  # repairs a switch a kill interrupted
         _retain(_kept(past, keep), tables, base, opts)
         return previous, False
-    release = Release(int(log.get_column("release_id").max() or 0) + 1, run_id, status,
-                      dt.datetime.now(dt.UTC), versions, verified, rows)
+    release = Release(
+        int(log.get_column("release_id").max() or 0) + 1,
+        run_id,
+        status,
+        dt.datetime.now(dt.UTC),
+        versions,
+        verified,
+        rows,
+    )
     for table, version in versions.items():  # a version published before exports existed
         if not _exists(export_uri(table, version, base), opts):
-            _write_export(table_uri(table, base), export_uri(table, version, base), version,
-                          verified[table] or dt.date.today(), opts)
+            _write_export(
+                table_uri(table, base),
+                export_uri(table, version, base),
+                version,
+                verified[table] or dt.date.today(),
+                opts,
+            )
     _stage_release_folder(release, base, opts)
     boundary("release:staged")
     kept = _kept([release, *past], keep)
     entries = log.with_columns(
         pl.when(pl.col("release_id").is_in([r.release_id for r in kept]))
-        .then(pl.col("status")).otherwise(pl.lit(EXPIRED)).alias("status"))
+        .then(pl.col("status"))
+        .otherwise(pl.lit(EXPIRED))
+        .alias("status")
+    )
     entries = pl.concat([_release_rows(release), entries]).select(list(RELEASES.schema))
     if problems := RELEASES.check(entries):
         raise ContractViolation("releases: " + "; ".join(problems))
@@ -573,13 +702,19 @@ def publish_release(produced: Mapping[str, int], *, run_id: str, started_at: dt.
         Path(releases_uri(base)).parent.mkdir(parents=True, exist_ok=True)
     stop.refuse_if_requested(f"release {release.release_id}")  # the last moment before it
     try:
-        write_deltalake(log_table if log_table is not None else releases_uri(base),
-                        entries.to_arrow(), mode="overwrite", storage_options=opts or None,
-                        commit_properties=CommitProperties(custom_metadata={
-                            "release_id": str(release.release_id), "dagster_run_id": run_id}))
+        write_deltalake(
+            log_table if log_table is not None else releases_uri(base),
+            entries.to_arrow(),
+            mode="overwrite",
+            storage_options=opts or None,
+            commit_properties=CommitProperties(
+                custom_metadata={"release_id": str(release.release_id), "dagster_run_id": run_id}
+            ),
+        )
     except CommitFailedError as e:
-        raise ConcurrentRefresh(f"another release was committed while run {run_id} "
-                                f"released: {e}") from e
+        raise ConcurrentRefresh(
+            f"another release was committed while run {run_id} released: {e}"
+        ) from e
     boundary("release:committed")
     if status == COMPLETE:
         _switch_latest(release, base, opts)
@@ -607,24 +742,41 @@ def _kept(releases: list[Release], keep: int) -> list[Release]:
 
 def _release_rows(release: Release) -> pl.DataFrame:
     tables = sorted(release.versions)
-    return pl.DataFrame({
-        "release_id": [release.release_id] * len(tables),
-        "status": [release.status] * len(tables), "run_id": [release.run_id] * len(tables),
-        "created_at": [release.created_at] * len(tables), "table": tables,
-        "version": [release.versions[t] for t in tables],
-        "verified_at": [release.verified_at[t] for t in tables],
-        "rows": [release.rows[t] for t in tables]}, schema=RELEASES.schema)
+    return pl.DataFrame(
+        {
+            "release_id": [release.release_id] * len(tables),
+            "status": [release.status] * len(tables),
+            "run_id": [release.run_id] * len(tables),
+            "created_at": [release.created_at] * len(tables),
+            "table": tables,
+            "version": [release.versions[t] for t in tables],
+            "verified_at": [release.verified_at[t] for t in tables],
+            "rows": [release.rows[t] for t in tables],
+        },
+        schema=RELEASES.schema,
+    )
 
 
 def _manifest(release: Release) -> bytes:
     """`_release.json` beside the exports: which release they are, table by table."""
-    return json.dumps({
-        "release_id": release.release_id, "run_id": release.run_id, "status": release.status,
-        "created_at": release.created_at.isoformat(),
-        "tables": {t: {"version": v, "rows": release.rows[t],
-                       "verified_at": d.isoformat() if (d := release.verified_at[t]) else None,
-                       "export": f"exports/{t}/{v}.parquet"}
-                   for t, v in sorted(release.versions.items())}}, indent=1).encode()
+    return json.dumps(
+        {
+            "release_id": release.release_id,
+            "run_id": release.run_id,
+            "status": release.status,
+            "created_at": release.created_at.isoformat(),
+            "tables": {
+                t: {
+                    "version": v,
+                    "rows": release.rows[t],
+                    "verified_at": d.isoformat() if (d := release.verified_at[t]) else None,
+                    "export": f"exports/{t}/{v}.parquet",
+                }
+                for t, v in sorted(release.versions.items())
+            },
+        },
+        indent=1,
+    ).encode()
 
 
 def _stage_release_folder(release: Release, base: str | None, opts: dict[str, str]) -> None:
@@ -665,36 +817,43 @@ def _switch_latest(release: Release, base: str | None, opts: dict[str, str]) -> 
             if json.loads(f.read()).get("release_id") == release.release_id:
                 return
     for table, version in release.versions.items():
-        store.copy_file(f"{prefix}/exports/{table}/{version}.parquet",
-                        f"{prefix}/latest/{table}.parquet")
+        store.copy_file(
+            f"{prefix}/exports/{table}/{version}.parquet", f"{prefix}/latest/{table}.parquet"
+        )
     with store.open_output_stream(manifest) as f:
         f.write(_manifest(release))
 
 
-def _retain(kept: list[Release], tables: Iterable[str], base: str | None,
-            opts: dict[str, str]) -> None:
+def _retain(
+    kept: list[Release], tables: Iterable[str], base: str | None, opts: dict[str, str]
+) -> None:
     """Vacuum every table down to the versions the kept releases name (and its newest),
     delete orphan files (a failed commit's), other versions' exports and expired release
     folders."""
-    min_age = int(os.environ.get("LLM_SIZING_VACUUM_MIN_AGE_HOURS",
-                                 DEFAULT_VACUUM_MIN_AGE_HOURS))
+    min_age = int(os.environ.get("LLM_SIZING_VACUUM_MIN_AGE_HOURS", DEFAULT_VACUUM_MIN_AGE_HOURS))
     store, prefix = filesystem(base or root(), opts)
     for table in (*tables, RELEASES_TABLE):
         try:
             delta = DeltaTable(table_uri(table, base), storage_options=opts or None)
         except TABLE_MISSING:
             continue
-        wanted = {r.versions[table] for r in kept if table in r.versions} \
-            | {_data_head(delta)["version"]}
-        vacuum = {"retention_hours": min_age, "enforce_retention_duration": False,
-                  "full": True, "keep_versions": sorted(wanted)}
+        wanted = {r.versions[table] for r in kept if table in r.versions} | {
+            _data_head(delta)["version"]
+        }
+        vacuum = {
+            "retention_hours": min_age,
+            "enforce_retention_duration": False,
+            "full": True,
+            "keep_versions": sorted(wanted),
+        }
         if delta.vacuum(dry_run=True, **vacuum):  # a vacuum logs two commits: only if due
             delta.vacuum(dry_run=False, **vacuum)
         if table == RELEASES_TABLE:
             continue
         names = {f"{v}.parquet" for v in wanted}
-        listing = store.get_file_info(fs.FileSelector(f"{prefix}/exports/{table}",
-                                                      allow_not_found=True))
+        listing = store.get_file_info(
+            fs.FileSelector(f"{prefix}/exports/{table}", allow_not_found=True)
+        )
         for f in listing:
             if f.type == fs.FileType.File and f.base_name not in names:
                 store.delete_file(f.path)
@@ -712,13 +871,23 @@ def _folder(release: Release) -> str:
     return f"releases/{release.release_id}-{release.run_id}"
 
 
-def scan(table: str, *, version: int | None = None, base: str | None = None,
-         storage_options: Mapping[str, str] | None = None) -> pl.LazyFrame:
+def scan(
+    table: str,
+    *,
+    version: int | None = None,
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> pl.LazyFrame:
     """A lazy read of a numbered version (or the newest), for readers that filter a large
     table (the fit matrix) rather than load it whole."""
-    return _current_names(table, pl.scan_delta(
-        table_uri(table, base), version=version,
-        storage_options=dict(storage_options or {}) or None))
+    return _current_names(
+        table,
+        pl.scan_delta(
+            table_uri(table, base),
+            version=version,
+            storage_options=dict(storage_options or {}) or None,
+        ),
+    )
 
 
 def _current_names(table: str, frame: FrameT) -> FrameT:

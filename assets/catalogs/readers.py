@@ -10,9 +10,18 @@ from sizing.architecture import RopeRecipe
 from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
 from warehouse.tables import GPU_FACT_SOURCES, GPUS
 
-_GPU_NUMBERS = ("memory_gib", "memory_gb_marketed", "memory_gib_cuda", "bandwidth_gb_s",
-                "fp16_dense_tflops", "fp8_dense_tflops", "tdp_w", "price_new_usd",
-                "price_used_usd", "compute_capability")
+_GPU_NUMBERS = (
+    "memory_gib",
+    "memory_gb_marketed",
+    "memory_gib_cuda",
+    "bandwidth_gb_s",
+    "fp16_dense_tflops",
+    "fp8_dense_tflops",
+    "tdp_w",
+    "price_new_usd",
+    "price_used_usd",
+    "compute_capability",
+)
 
 
 def load_gpus(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
@@ -25,8 +34,11 @@ def gpu_rows_refused(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """The rows of gpus.csv left out, with the first reason: a value that is not a number or
     a date, a missing id or memory, an id repeated, a rule of the gpus contract broken, so
     one bad row never keeps the rest of the catalog from being published."""
-    return _gpu_rows(catalog_dir).filter(pl.col("reason").is_not_null()) \
+    return (
+        _gpu_rows(catalog_dir)
+        .filter(pl.col("reason").is_not_null())
         .select("gpu_id", "name", "reason")
+    )
 
 
 def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
@@ -34,13 +46,22 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
     typed = raw.with_columns(
         *(pl.col(c).cast(pl.Float64, strict=False) for c in _GPU_NUMBERS),
         pl.col("price_new_date").str.to_date(strict=False),
-        *(pl.col(c).alias(f"raw_{c}") for c in (*_GPU_NUMBERS, "price_new_date"))
+        *(pl.col(c).alias(f"raw_{c}") for c in (*_GPU_NUMBERS, "price_new_date")),
     ).select(
-        pl.col("id").alias("gpu_id"), "name", "vendor", "memory_gib", "memory_gb_marketed",
+        pl.col("id").alias("gpu_id"),
+        "name",
+        "vendor",
+        "memory_gib",
+        "memory_gb_marketed",
         "memory_gib_cuda",  # as torch.cuda.mem_get_info reports it
         pl.col("memory_type"),  # HBM3, GDDR6X, LPDDR5X... (empty where not published)
-        "bandwidth_gb_s", "fp16_dense_tflops", "fp8_dense_tflops", "tdp_w", "price_new_usd",
-        "price_new_date", "price_used_usd",
+        "bandwidth_gb_s",
+        "fp16_dense_tflops",
+        "fp8_dense_tflops",
+        "tdp_w",
+        "price_new_usd",
+        "price_new_date",
+        "price_used_usd",
         pl.col("price_used_date"),  # as the source states it: a day or a month
         # msrp, list, street, estimate or system (warehouse.tables.PRICE_NEW_BASES)
         pl.col("price_new_basis"),
@@ -55,13 +76,21 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
         *sorted(set(GPU_FACT_SOURCES.values())),
         pl.col("^raw_.*$"),
     )
-    unreadable = [(pl.col(f"raw_{c}").is_not_null() & pl.col(c).is_null(),
-                   pl.format(f"{c} '{{}}' is not a {'date' if c.endswith('date') else 'number'}",
-                             f"raw_{c}")) for c in (*_GPU_NUMBERS, "price_new_date")]
-    rules = [(pl.col("gpu_id").is_null(), pl.lit("no id")),
-             (pl.col("memory_gib").is_null(), pl.lit("no memory_gib")),
-             (~pl.col("gpu_id").is_first_distinct(), pl.lit("its id repeats an earlier row's")),
-             *((~rule.fill_null(True), pl.lit(f"breaks '{what}'")) for what, rule in GPUS.rules)]
+    unreadable = [
+        (
+            pl.col(f"raw_{c}").is_not_null() & pl.col(c).is_null(),
+            pl.format(
+                f"{c} '{{}}' is not a {'date' if c.endswith('date') else 'number'}", f"raw_{c}"
+            ),
+        )
+        for c in (*_GPU_NUMBERS, "price_new_date")
+    ]
+    rules = [
+        (pl.col("gpu_id").is_null(), pl.lit("no id")),
+        (pl.col("memory_gib").is_null(), pl.lit("no memory_gib")),
+        (~pl.col("gpu_id").is_first_distinct(), pl.lit("its id repeats an earlier row's")),
+        *((~rule.fill_null(True), pl.lit(f"breaks '{what}'")) for what, rule in GPUS.rules),
+    ]
     reason = pl.lit(None, dtype=pl.String)
     for cond, text in reversed([*unreadable, *rules]):
         reason = pl.when(cond).then(text).otherwise(reason)
@@ -72,25 +101,34 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
     """data/catalogs/quantized_releases.csv: public checkpoints of a model in a vLLM
     weight format (AWQ, GPTQ, ...), each with the source that names it."""
     raw = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
-    return raw.select(pl.col("model_repo").alias("model_id"), "weight_format", "release_repo",
-                      "source_url", "quote", "notes")
+    return raw.select(
+        pl.col("model_repo").alias("model_id"),
+        "weight_format",
+        "release_repo",
+        "source_url",
+        "quote",
+        "notes",
+    )
 
 
 def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/engine_support.csv: which engine runs which format on which hardware
     (sizing.support), typed, empty cells null, each rule with its source and quote."""
     raw = pl.read_csv(Path(catalog_dir) / "engine_support.csv", infer_schema_length=0)
-    return raw.with_columns(pl.col("compute_capability_min", "compute_capability_max")
-                            .cast(pl.Float64))
+    return raw.with_columns(
+        pl.col("compute_capability_min", "compute_capability_max").cast(pl.Float64)
+    )
 
 
 def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/format_quality.csv: published measurements of a format's loss against
     the 16-bit model, typed, with each row's tier (sizing.quality)."""
     raw = pl.read_csv(Path(catalog_dir) / "format_quality.csv", infer_schema_length=0)
-    return raw.with_columns(pl.col("value").cast(pl.Float64), pl.col("params_b").cast(pl.Float64),
-                            pl.col("model_id").replace("", None)) \
-        .with_columns(measurement_tier().alias("tier"))
+    return raw.with_columns(
+        pl.col("value").cast(pl.Float64),
+        pl.col("params_b").cast(pl.Float64),
+        pl.col("model_id").replace("", None),
+    ).with_columns(measurement_tier().alias("tier"))
 
 
 def load_quality_tiers(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
@@ -116,11 +154,16 @@ def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRe
     """data/catalogs/rope_scaling_recipes.csv: the RoPE scaling each model card documents
     for contexts past its config's maximum, by repository id."""
     rows = pl.read_csv(Path(catalog_dir) / "rope_scaling_recipes.csv", infer_schema_length=0)
-    return {r["model_repo"]: RopeRecipe(
-        rope_type=r["rope_type"], factor=float(r["factor"]),
-        original_max_position_embeddings=int(r["original_max_position_embeddings"]),
-        scaled_max_context=int(r["scaled_max_context"]), source_url=r["source_url"])
-        for r in rows.iter_rows(named=True)}
+    return {
+        r["model_repo"]: RopeRecipe(
+            rope_type=r["rope_type"],
+            factor=float(r["factor"]),
+            original_max_position_embeddings=int(r["original_max_position_embeddings"]),
+            scaled_max_context=int(r["scaled_max_context"]),
+            source_url=r["source_url"],
+        )
+        for r in rows.iter_rows(named=True)
+    }
 
 
 def _own_org(model: str, release: str) -> pl.Expr:
@@ -135,16 +178,27 @@ def load_checkpoint_repos(catalog_dir: Path | str = CATALOG_DIR) -> dict[tuple[s
     vLLM format that benchmarks and recipes name (quantized_releases.csv: the model's own
     organisation first, then by name)."""
     sizes = pl.read_csv(Path(catalog_dir) / "published_gguf_sizes.csv", infer_schema_length=0)
-    ggufs = (sizes.filter(pl.col("gguf_repo").str.contains("/"))
-             .with_columns(rank=pl.when(_own_org("model_repo", "gguf_repo"))
-                           .then(0).when(pl.col("gguf_repo").str.starts_with("bartowski/"))
-                           .then(1).otherwise(2))
-             .sort("rank", "gguf_repo").unique(["model_repo", "quant"], keep="first"))
-    releases = (load_quantized_releases(catalog_dir)
-                .with_columns(rank=pl.when(_own_org("model_id", "release_repo")).then(0)
-                              .otherwise(1))
-                .sort("rank", "release_repo")
-                .unique(["model_id", "weight_format"], keep="first"))
-    return {(m, q): r for m, q, r in ggufs.select("model_repo", "quant", "gguf_repo").iter_rows()} \
-        | {(m, f): r for m, f, r in releases.select("model_id", "weight_format",
-                                                     "release_repo").iter_rows()}
+    ggufs = (
+        sizes.filter(pl.col("gguf_repo").str.contains("/"))
+        .with_columns(
+            rank=pl.when(_own_org("model_repo", "gguf_repo"))
+            .then(0)
+            .when(pl.col("gguf_repo").str.starts_with("bartowski/"))
+            .then(1)
+            .otherwise(2)
+        )
+        .sort("rank", "gguf_repo")
+        .unique(["model_repo", "quant"], keep="first")
+    )
+    releases = (
+        load_quantized_releases(catalog_dir)
+        .with_columns(rank=pl.when(_own_org("model_id", "release_repo")).then(0).otherwise(1))
+        .sort("rank", "release_repo")
+        .unique(["model_id", "weight_format"], keep="first")
+    )
+    return {
+        (m, q): r for m, q, r in ggufs.select("model_repo", "quant", "gguf_repo").iter_rows()
+    } | {
+        (m, f): r
+        for m, f, r in releases.select("model_id", "weight_format", "release_repo").iter_rows()
+    }

@@ -34,10 +34,18 @@ MAX_ATTEMPTS = 4
 MAX_CONFIG_BYTES = 2**20
 # Repositories where GGUF conversions of a model are commonly published; {org} and {name}
 # are the base model's. Official "-GGUF" repositories first.
-GGUF_REPOS = ("{org}/{name}-GGUF", "bartowski/{org}_{name}-GGUF", "bartowski/{name}-GGUF",
-              "unsloth/{name}-GGUF", "lmstudio-community/{name}-GGUF", "ggml-org/{name}-GGUF")
-_QUANT = re.compile(r"(?i)[-_.]((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?))"
-                    r"(?:-\d{5}-of-\d{5})?\.gguf$")
+GGUF_REPOS = (
+    "{org}/{name}-GGUF",
+    "bartowski/{org}_{name}-GGUF",
+    "bartowski/{name}-GGUF",
+    "unsloth/{name}-GGUF",
+    "lmstudio-community/{name}-GGUF",
+    "ggml-org/{name}-GGUF",
+)
+_QUANT = re.compile(
+    r"(?i)[-_.]((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?))"
+    r"(?:-\d{5}-of-\d{5})?\.gguf$"
+)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -50,9 +58,12 @@ def _retryable(exc: BaseException) -> bool:
 
 def _with_retries(fn, *args, **kwargs):
     """The Hub sends 429 under load: back off exponentially, at most MAX_ATTEMPTS tries."""
-    return retry(retry=retry_if_exception(_retryable), reraise=True,
-                 wait=wait_exponential_jitter(multiplier=0.5, max=20.0),
-                 stop=stop_after_attempt(MAX_ATTEMPTS))(fn)(*args, **kwargs)
+    return retry(
+        retry=retry_if_exception(_retryable),
+        reraise=True,
+        wait=wait_exponential_jitter(multiplier=0.5, max=20.0),
+        stop=stop_after_attempt(MAX_ATTEMPTS),
+    )(fn)(*args, **kwargs)
 
 
 @dataclass
@@ -77,8 +88,7 @@ def gguf_listing(api: HfApi, repo_id: str, timeout_s: float = 20.0) -> list[dict
     for pattern in GGUF_REPOS:
         gguf_repo = pattern.format(org=org, name=name)
         try:
-            info = _with_retries(api.model_info, gguf_repo, files_metadata=True,
-                                 timeout=timeout_s)
+            info = _with_retries(api.model_info, gguf_repo, files_metadata=True, timeout=timeout_s)
         except (RepositoryNotFoundError, GatedRepoError, HfHubHTTPError, httpx2.HTTPError):
             continue  # no such conversion, or unreachable now: the model itself is fine
         sizes: dict[str, list[int]] = {}
@@ -86,14 +96,23 @@ def gguf_listing(api: HfApi, repo_id: str, timeout_s: float = 20.0) -> list[dict
             quant = gguf_quant(s.rfilename)
             if quant and s.size is not None and "mmproj" not in s.rfilename.lower():
                 sizes.setdefault(quant, []).append(s.size)
-        rows += [{"model_id": repo_id, "gguf_repo": gguf_repo, "revision": info.sha,
-                  "quant": q, "file_bytes": sum(v), "n_files": len(v)}
-                 for q, v in sorted(sizes.items())]
+        rows += [
+            {
+                "model_id": repo_id,
+                "gguf_repo": gguf_repo,
+                "revision": info.sha,
+                "quant": q,
+                "file_bytes": sum(v),
+                "n_files": len(v),
+            }
+            for q, v in sorted(sizes.items())
+        ]
     return rows
 
 
-def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: Path,
-                timeout_s: float = 20.0) -> ModelOutcome:
+def fetch_model(
+    api: HfApi, repo_id: str, known_revision: str | None, snapshot: Path, timeout_s: float = 20.0
+) -> ModelOutcome:
     """Everything the pipeline needs about one model, or why it could not be had."""
     try:
         info = _with_retries(api.model_info, repo_id, files_metadata=True, timeout=timeout_s)
@@ -111,13 +130,24 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
         return ModelOutcome(repo_id, "unchanged", info.sha)
     listed = next((s.size for s in info.siblings or [] if s.rfilename == "config.json"), None)
     if listed is not None and listed > MAX_CONFIG_BYTES:
-        return ModelOutcome(repo_id, "failed", info.sha,
-                            f"config.json: {listed:,} bytes listed, over {MAX_CONFIG_BYTES:,}")
+        return ModelOutcome(
+            repo_id,
+            "failed",
+            info.sha,
+            f"config.json: {listed:,} bytes listed, over {MAX_CONFIG_BYTES:,}",
+        )
     try:
         with tempfile.TemporaryDirectory() as cache:
-            path = _with_retries(hf_hub_download, repo_id, "config.json", revision=info.sha,
-                                 cache_dir=cache, endpoint=api.endpoint, token=api.token,
-                                 etag_timeout=timeout_s)
+            path = _with_retries(
+                hf_hub_download,
+                repo_id,
+                "config.json",
+                revision=info.sha,
+                cache_dir=cache,
+                endpoint=api.endpoint,
+                token=api.token,
+                etag_timeout=timeout_s,
+            )
             config = Path(path).read_bytes()
     except GatedRepoError:
         return ModelOutcome(repo_id, "gated", info.sha, "gated: HF_TOKEN with access needed")
@@ -128,8 +158,7 @@ def fetch_model(api: HfApi, repo_id: str, known_revision: str | None, snapshot: 
     record_config(snapshot, repo_id, config, info.sha, api.endpoint)
     ggufs = gguf_listing(api, repo_id, timeout_s)
     params = info.safetensors.parameters if info.safetensors else {}
-    return ModelOutcome(repo_id, "fetched", info.sha, info=_summary(info, params),
-                        gguf_files=ggufs)
+    return ModelOutcome(repo_id, "fetched", info.sha, info=_summary(info, params), gguf_files=ggufs)
 
 
 def _not_a_config(body: bytes) -> str | None:
@@ -152,15 +181,21 @@ def _describe(e: Exception) -> str:
 
 def _summary(info, params: dict[str, int]) -> dict[str, Any]:
     card = info.card_data.to_dict() if info.card_data else {}
-    return {"last_modified": info.last_modified, "downloads": info.downloads,
-            "likes": info.likes, "license": card.get("license"),
-            "pipeline_tag": info.pipeline_tag, "tags": info.tags or [],
-            "safetensors_params_total": sum(params.values()) if params else None,
-            "safetensors_params_by_dtype": json.dumps(params) if params else None}
+    return {
+        "last_modified": info.last_modified,
+        "downloads": info.downloads,
+        "likes": info.likes,
+        "license": card.get("license"),
+        "pipeline_tag": info.pipeline_tag,
+        "tags": info.tags or [],
+        "safetensors_params_total": sum(params.values()) if params else None,
+        "safetensors_params_by_dtype": json.dumps(params) if params else None,
+    }
 
 
-def record_config(snapshot: Path, repo_id: str, config: bytes, revision: str,
-                  endpoint: str) -> None:
+def record_config(
+    snapshot: Path, repo_id: str, config: bytes, revision: str, endpoint: str
+) -> None:
     """Write config.json verbatim into the snapshot with its manifest line, by the rules it
     is read back by (confined to the snapshot, whole, its checksum holding)."""
     rel = f"hub/models/{repo_id}/config.json"
@@ -169,10 +204,15 @@ def record_config(snapshot: Path, repo_id: str, config: bytes, revision: str,
     partial = target.with_name(target.name + ".tmp")
     partial.write_bytes(config)
     os.replace(partial, target)
-    line = {"path": rel, "repo_id": repo_id, "revision": revision, "obtained": "fetched",
-            "fetched_date": dt.date.today().isoformat(),
-            "source_url": f"{endpoint}/{repo_id}/resolve/{revision}/config.json",
-            "sha256": hashlib.sha256(config).hexdigest()}
+    line = {
+        "path": rel,
+        "repo_id": repo_id,
+        "revision": revision,
+        "obtained": "fetched",
+        "fetched_date": dt.date.today().isoformat(),
+        "source_url": f"{endpoint}/{repo_id}/resolve/{revision}/config.json",
+        "sha256": hashlib.sha256(config).hexdigest(),
+    }
     snapshot_files.verified_bytes(snapshot, line)
     with (snapshot / "hub" / "manifest.fetched.jsonl").open("a") as f:
         f.write(json.dumps(line) + "\n")
@@ -197,9 +237,16 @@ def cached_config(repo_id: str, offline: bool, timeout_s: float = 10.0) -> Path:
                 HfApi(endpoint=endpoint).model_info(repo_id, timeout=timeout_s)
             except (httpx2.TimeoutException, httpx2.TransportError, OfflineModeIsEnabled):
                 offline = True  # unreachable: what the cache holds, if anything
-        return Path(hf_hub_download(repo_id, "config.json", etag_timeout=timeout_s,
-                                    endpoint=endpoint, local_files_only=offline,
-                                    cache_dir=os.environ.get("HF_HUB_CACHE")))
+        return Path(
+            hf_hub_download(
+                repo_id,
+                "config.json",
+                etag_timeout=timeout_s,
+                endpoint=endpoint,
+                local_files_only=offline,
+                cache_dir=os.environ.get("HF_HUB_CACHE"),
+            )
+        )
     except GatedRepoError:
         raise HubUnavailable("is gated on the Hub: set HF_TOKEN with access") from None
     except RepositoryNotFoundError:

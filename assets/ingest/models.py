@@ -27,21 +27,36 @@ def _licences(catalog: CatalogResource) -> pl.DataFrame:
     (data/catalogs/model_licences.csv; empty where no public source was found)."""
     raw = pl.read_csv(Path(catalog.path) / "model_licences.csv", infer_schema_length=0)
     return raw.filter(pl.col("license").is_not_null()).select(
-        "model_id", "license",
-        pl.col("source_url").alias("license_source"))
+        "model_id", "license", pl.col("source_url").alias("license_source")
+    )
 
 
 @dg.multi_asset(
     name="models",
-    specs=[table_spec("models", group="ingest", deps=["hub_models"],
-                      description="One row per model: parameter counts and cache geometry "
-                                  "computed from its config.json, checked against the "
-                                  "snapshot's manifest checksum."),
-           table_spec("model_quarantine", group="ingest", deps=["hub_models"],
-                      description="Configs that could not be sized, each with the reason.")],
-    check_specs=contract_checks("models", "model_quarantine"))
-def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-           catalog: CatalogResource, warehouse: WarehouseResource):
+    specs=[
+        table_spec(
+            "models",
+            group="ingest",
+            deps=["hub_models"],
+            description="One row per model: parameter counts and cache geometry "
+            "computed from its config.json, checked against the "
+            "snapshot's manifest checksum.",
+        ),
+        table_spec(
+            "model_quarantine",
+            group="ingest",
+            deps=["hub_models"],
+            description="Configs that could not be sized, each with the reason.",
+        ),
+    ],
+    check_specs=contract_checks("models", "model_quarantine"),
+)
+def models(
+    context: dg.AssetExecutionContext,
+    snapshot: SnapshotResource,
+    catalog: CatalogResource,
+    warehouse: WarehouseResource,
+):
     manifest = snapshot.manifest()
     hub_checks = snapshot.hub_checks()
     recipes = load_rope_recipes(catalog.path)
@@ -56,8 +71,7 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
                 raise snapshot_files.Refused(f"{rel!r}: no manifest line records this file")
             raw = snapshot_files.verified_bytes(Path(snapshot.path), entry)
         except snapshot_files.Refused as e:
-            quarantined.append({"model_id": repo_id,
-                                "reason": f"config.json refused: {e.reason}"})
+            quarantined.append({"model_id": repo_id, "reason": f"config.json refused: {e.reason}"})
             continue
         sha256 = hashlib.sha256(raw).hexdigest()
         try:
@@ -65,9 +79,14 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
         except ConfigError as e:
             quarantined.append({"model_id": repo_id, "reason": e.reason})
             continue
-        rows.append(model_row(m) | {"config_sha256": sha256,
-                                    "config_obtained": entry.get("obtained", "unrecorded"),
-                                    "config_hub_check": hub_checks.get(repo_id, "unchecked")})
+        rows.append(
+            model_row(m)
+            | {
+                "config_sha256": sha256,
+                "config_obtained": entry.get("obtained", "unrecorded"),
+                "config_hub_check": hub_checks.get(repo_id, "unchecked"),
+            }
+        )
         dates.append(entry_date(entry))
     verified_at = max((d for d in dates if d), default=dt.date.today())
     df = pl.DataFrame(rows).join(_licences(catalog), on="model_id", how="left")
@@ -76,9 +95,14 @@ def models(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
     context.log.info(f"{len(rows)} models sized, {len(quarantined)} quarantined")
     result = warehouse.publish(context, "models", df, verified_at, snapshot.path)
     yield dg.MaterializeResult(
-        asset_key="models", check_results=result.check_results,
-        metadata={**result.metadata, "seen": dg.MetadataValue.int(len(rows) + len(quarantined)),
-                  "quarantined": dg.MetadataValue.int(len(quarantined))})
+        asset_key="models",
+        check_results=result.check_results,
+        metadata={
+            **result.metadata,
+            "seen": dg.MetadataValue.int(len(rows) + len(quarantined)),
+            "quarantined": dg.MetadataValue.int(len(quarantined)),
+        },
+    )
 
 
 class ConfigChanged(dg.Failure):
@@ -97,7 +121,8 @@ def sized_configs(snapshot: SnapshotResource, models: pl.DataFrame) -> dict[str,
         if path is None or hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
             raise ConfigChanged(
                 description=f"{repo_id}: config.json is no longer the file models was computed "
-                            "from; materialize models again")
+                "from; materialize models again"
+            )
         out[repo_id] = path
     return out
 

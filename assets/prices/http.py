@@ -56,8 +56,12 @@ def _wait(retry_state) -> float:
 def fetch(client: httpx.Client, method: str, url: str, **kwargs) -> Fetched:
     """The response body, after retries; a FetchError names why it could not be had."""
 
-    @retry(retry=retry_if_exception(_retryable), wait=_wait,
-           stop=stop_after_attempt(MAX_ATTEMPTS), reraise=True)
+    @retry(
+        retry=retry_if_exception(_retryable),
+        wait=_wait,
+        stop=stop_after_attempt(MAX_ATTEMPTS),
+        reraise=True,
+    )
     def attempt() -> Fetched:
         with client.stream(method, url, **kwargs) as response:
             if response.status_code == 429 or response.status_code >= 500:
@@ -69,8 +73,12 @@ def fetch(client: httpx.Client, method: str, url: str, **kwargs) -> Fetched:
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
                     raise FetchError(f"{url} sent more than {MAX_BODY_BYTES} bytes")
-            return Fetched(str(response.url), response.status_code, bytes(body),
-                           response.headers.get("content-type", ""))
+            return Fetched(
+                str(response.url),
+                response.status_code,
+                bytes(body),
+                response.headers.get("content-type", ""),
+            )
 
     try:
         return attempt()
@@ -83,7 +91,7 @@ def fetch(client: httpx.Client, method: str, url: str, **kwargs) -> Fetched:
 
 
 def client(read_timeout_s: float | None = None) -> httpx.Client:
-    timeout = httpx.Timeout(connect=CONNECT_S, read=read_timeout_s or READ_S, write=WRITE_S,
-                            pool=POOL_S)
-    return httpx.Client(timeout=timeout, headers={"User-Agent": USER_AGENT},
-                        follow_redirects=True)
+    timeout = httpx.Timeout(
+        connect=CONNECT_S, read=read_timeout_s or READ_S, write=WRITE_S, pool=POOL_S
+    )
+    return httpx.Client(timeout=timeout, headers={"User-Agent": USER_AGENT}, follow_redirects=True)

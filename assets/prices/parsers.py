@@ -41,23 +41,35 @@ def _require(row: dict, keys: tuple[str, ...], provider: str) -> None:
 def _offer(**fields: Any) -> dict[str, Any]:
     count = fields["n_gpus"]
     instance = fields.pop("price_per_instance_hour_usd")
-    return fields | {"price_per_instance_hour_usd": instance,
-                     "price_per_gpu_hour_usd": instance / count if count else None,
-                     "currency": "USD"}
+    return fields | {
+        "price_per_instance_hour_usd": instance,
+        "price_per_gpu_hour_usd": instance / count if count else None,
+        "currency": "USD",
+    }
 
 
 # RunPod ---------------------------------------------------------------------------------
 # GraphQL gpuTypes prices are per GPU-hour ("Hourly price per GPU", RunPod SDK docs). A
 # price is published only for a cloud the GPU is offered in: the API fills placeholder
 # prices (0.50, 0.44...) for clouds where `secureCloud` / `communityCloud` is false.
-_RUNPOD_FIELDS = ("id", "displayName", "memoryInGb", "secureCloud", "communityCloud",
-                  "securePrice", "communityPrice", "maxGpuCount")
+_RUNPOD_FIELDS = (
+    "id",
+    "displayName",
+    "memoryInGb",
+    "secureCloud",
+    "communityCloud",
+    "securePrice",
+    "communityPrice",
+    "maxGpuCount",
+)
 # Pods come with 1 to maxGpuCount GPUs at the per-GPU price; the table lists the usual sizes.
 _RUNPOD_POD_SIZES = (1, 2, 4, 8)
-_RUNPOD_TIERS = (("secure", "securePrice", "on-demand"), ("community", "communityPrice",
-                                                          "on-demand"),
-                 ("secure", "secureSpotPrice", "spot"), ("community", "communitySpotPrice",
-                                                         "spot"))
+_RUNPOD_TIERS = (
+    ("secure", "securePrice", "on-demand"),
+    ("community", "communityPrice", "on-demand"),
+    ("secure", "secureSpotPrice", "spot"),
+    ("community", "communitySpotPrice", "spot"),
+)
 
 
 def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
@@ -75,11 +87,21 @@ def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
             if not row[f"{cloud}Cloud"] or not price or price <= 0:
                 continue
             for n in (n for n in _RUNPOD_POD_SIZES if n <= (row["maxGpuCount"] or 1)):
-                offers.append(_offer(
-                    provider="runpod", source="api", offer_id=f"{row['id']}|{cloud}|{mode}|{n}",
-                    tier=f"{cloud} {mode}", gpu_name=row["id"], n_gpus=n,
-                    vram_per_gpu_gb=float(row["memoryInGb"]), price_per_instance_hour_usd=price * n,
-                    billing_mode="per-second", region=None, fractional=False))
+                offers.append(
+                    _offer(
+                        provider="runpod",
+                        source="api",
+                        offer_id=f"{row['id']}|{cloud}|{mode}|{n}",
+                        tier=f"{cloud} {mode}",
+                        gpu_name=row["id"],
+                        n_gpus=n,
+                        vram_per_gpu_gb=float(row["memoryInGb"]),
+                        price_per_instance_hour_usd=price * n,
+                        billing_mode="per-second",
+                        region=None,
+                        fractional=False,
+                    )
+                )
     return offers
 
 
@@ -101,11 +123,21 @@ def parse_runpod_pricing_html(body: bytes) -> list[dict[str, Any]]:
             raw = el.get(f"data-{cloud}-cloud-price")
             if raw in (None, "", "0", "0.00"):
                 continue
-            offers.append(_offer(
-                provider="runpod", source="html", offer_id=f"{name}|{cloud}|on-demand",
-                tier=f"{cloud} on-demand", gpu_name=name, n_gpus=1, vram_per_gpu_gb=None,
-                price_per_instance_hour_usd=float(raw), billing_mode="per-second", region=None,
-                fractional=False))
+            offers.append(
+                _offer(
+                    provider="runpod",
+                    source="html",
+                    offer_id=f"{name}|{cloud}|on-demand",
+                    tier=f"{cloud} on-demand",
+                    gpu_name=name,
+                    n_gpus=1,
+                    vram_per_gpu_gb=None,
+                    price_per_instance_hour_usd=float(raw),
+                    billing_mode="per-second",
+                    region=None,
+                    fractional=False,
+                )
+            )
     return offers
 
 
@@ -126,17 +158,33 @@ def parse_vastai_offers(body: bytes) -> list[dict[str, Any]]:
         _require(row, _VAST_FIELDS, "vastai")
         n = int(row["num_gpus"])
         ram_mb = row.get("gpu_ram") or 0
-        base = dict(provider="vastai", source="api", gpu_name=row["gpu_name"], n_gpus=n,
-                    vram_per_gpu_gb=round(ram_mb / 1024, 1) if ram_mb else None,
-                    billing_mode="per-second", region=row.get("geolocation"),
-                    fractional=False)
-        offers.append(_offer(**base, offer_id=f"{row['id']}|on-demand",
-                             tier=f"{row['verification']} on-demand",
-                             price_per_instance_hour_usd=float(row["dph_base"])))
+        base = dict(
+            provider="vastai",
+            source="api",
+            gpu_name=row["gpu_name"],
+            n_gpus=n,
+            vram_per_gpu_gb=round(ram_mb / 1024, 1) if ram_mb else None,
+            billing_mode="per-second",
+            region=row.get("geolocation"),
+            fractional=False,
+        )
+        offers.append(
+            _offer(
+                **base,
+                offer_id=f"{row['id']}|on-demand",
+                tier=f"{row['verification']} on-demand",
+                price_per_instance_hour_usd=float(row["dph_base"]),
+            )
+        )
         if row["min_bid"] and float(row["min_bid"]) <= float(row["dph_base"]):
-            offers.append(_offer(**base, offer_id=f"{row['id']}|interruptible",
-                                 tier=f"{row['verification']} interruptible",
-                                 price_per_instance_hour_usd=float(row["min_bid"])))
+            offers.append(
+                _offer(
+                    **base,
+                    offer_id=f"{row['id']}|interruptible",
+                    tier=f"{row['verification']} interruptible",
+                    price_per_instance_hour_usd=float(row["min_bid"]),
+                )
+            )
     return offers
 
 
@@ -146,8 +194,14 @@ def parse_vastai_offers(body: bytes) -> list[dict[str, Any]]:
 # Bare-metal plans are identified by id and carry a preemptible price. Memory of one whole
 # GPU per Vultr gpu_type: the largest single-GPU plan of that type in the recorded response
 # (vcg-a100-12c-120g-80vram for A100) and the vendors' marketed sizes for the others.
-_GPU_VRAM_GB = {"NVIDIA_A100": 80, "NVIDIA_A40": 48, "NVIDIA_A16": 16, "NVIDIA_L40S": 48,
-                "NVIDIA_H100": 80, "AMD_MI300X": 192}
+_GPU_VRAM_GB = {
+    "NVIDIA_A100": 80,
+    "NVIDIA_A40": 48,
+    "NVIDIA_A16": 16,
+    "NVIDIA_L40S": 48,
+    "NVIDIA_H100": 80,
+    "AMD_MI300X": 192,
+}
 
 
 def python_fixture(body: bytes) -> dict[str, Any]:
@@ -156,8 +210,13 @@ def python_fixture(body: bytes) -> dict[str, Any]:
         tree = ast.parse(body.decode())
     except (SyntaxError, UnicodeDecodeError) as e:
         raise LayoutChanged(f"recorded fixture does not parse ({e})") from e
-    return {t.id: ast.literal_eval(node.value) for node in tree.body
-            if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    return {
+        t.id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
 
 
 def parse_vultr_plans(body: bytes) -> list[dict[str, Any]]:
@@ -173,27 +232,53 @@ def parse_vultr_plans(body: bytes) -> list[dict[str, Any]]:
         vram = float(plan.get("gpu_vram_gb") or 0)
         fractional = whole is not None and vram < whole
         count = 1 if fractional or not whole else max(1, round(vram / whole))
-        offers.append(_offer(
-            provider="vultr", source="api", offer_id=plan["id"], tier="cloud gpu",
-            gpu_name=plan["gpu_type"], n_gpus=count,
-            vram_per_gpu_gb=vram if fractional else (vram / count if vram else None),
-            price_per_instance_hour_usd=float(plan["hourly_cost"]), billing_mode="hourly",
-            region=",".join(plan.get("locations", [])), fractional=fractional))
+        offers.append(
+            _offer(
+                provider="vultr",
+                source="api",
+                offer_id=plan["id"],
+                tier="cloud gpu",
+                gpu_name=plan["gpu_type"],
+                n_gpus=count,
+                vram_per_gpu_gb=vram if fractional else (vram / count if vram else None),
+                price_per_instance_hour_usd=float(plan["hourly_cost"]),
+                billing_mode="hourly",
+                region=",".join(plan.get("locations", [])),
+                fractional=fractional,
+            )
+        )
     for plan in data.get("plans_metal", []):
         _require(plan, ("id", "hourly_cost"), "vultr")
         if "gpu" not in plan["id"]:
             continue
         count = int(plan["id"].split("-")[3]) if plan["id"].count("-") >= 5 else 1
-        base = dict(provider="vultr", source="api", gpu_name=plan["id"], n_gpus=count,
-                    vram_per_gpu_gb=None, billing_mode="hourly",
-                    region=",".join(plan.get("locations", [])), fractional=False)
-        offers.append(_offer(**base, offer_id=plan["id"], tier="bare metal",
-                             price_per_instance_hour_usd=float(plan["hourly_cost"])))
+        base = dict(
+            provider="vultr",
+            source="api",
+            gpu_name=plan["id"],
+            n_gpus=count,
+            vram_per_gpu_gb=None,
+            billing_mode="hourly",
+            region=",".join(plan.get("locations", [])),
+            fractional=False,
+        )
+        offers.append(
+            _offer(
+                **base,
+                offer_id=plan["id"],
+                tier="bare metal",
+                price_per_instance_hour_usd=float(plan["hourly_cost"]),
+            )
+        )
         if plan.get("hourly_cost_preemptible"):
-            offers.append(_offer(**base, offer_id=f"{plan['id']}|preemptible",
-                                 tier="bare metal preemptible",
-                                 price_per_instance_hour_usd=float(
-                                     plan["hourly_cost_preemptible"])))
+            offers.append(
+                _offer(
+                    **base,
+                    offer_id=f"{plan['id']}|preemptible",
+                    tier="bare metal preemptible",
+                    price_per_instance_hour_usd=float(plan["hourly_cost_preemptible"]),
+                )
+            )
     return offers
 
 
@@ -226,13 +311,21 @@ def parse_digitalocean_sizes(body: bytes, recorded_on: dt.date) -> list[dict[str
         if not gpu:
             continue
         count = int(gpu["count"])
-        offers.append(_offer(
-            provider="digitalocean", source="api", offer_id=size["slug"], tier="gpu droplet",
-            gpu_name=gpu["model"], n_gpus=count,
-            vram_per_gpu_gb=float(gpu["vram"]["amount"]) / count,
-            price_per_instance_hour_usd=float(size["price_hourly"]),
-            billing_mode=do_billing_mode(recorded_on), region=",".join(size.get("regions", [])),
-            fractional=False))
+        offers.append(
+            _offer(
+                provider="digitalocean",
+                source="api",
+                offer_id=size["slug"],
+                tier="gpu droplet",
+                gpu_name=gpu["model"],
+                n_gpus=count,
+                vram_per_gpu_gb=float(gpu["vram"]["amount"]) / count,
+                price_per_instance_hour_usd=float(size["price_hourly"]),
+                billing_mode=do_billing_mode(recorded_on),
+                region=",".join(size.get("regions", [])),
+                fractional=False,
+            )
+        )
     return offers
 
 
@@ -271,11 +364,21 @@ def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[d
             raise LayoutChanged(f"digitalocean html: price '{cells[1]}' is not '$X per hour'")
         name = f"{vendor} {size['name']}".strip()
         count = int(size["paren"] or size["suffix"] or 1)
-        offers.append(_offer(
-            provider="digitalocean", source="html", offer_id=f"{name}|{count}",
-            tier="gpu droplet", gpu_name=name, n_gpus=count, vram_per_gpu_gb=None,
-            price_per_instance_hour_usd=float(price["usd"]),
-            billing_mode=do_billing_mode(recorded_on), region=None, fractional=False))
+        offers.append(
+            _offer(
+                provider="digitalocean",
+                source="html",
+                offer_id=f"{name}|{count}",
+                tier="gpu droplet",
+                gpu_name=name,
+                n_gpus=count,
+                vram_per_gpu_gb=None,
+                price_per_instance_hour_usd=float(price["usd"]),
+                billing_mode=do_billing_mode(recorded_on),
+                region=None,
+                fractional=False,
+            )
+        )
     if not offers:
         raise LayoutChanged("digitalocean html: the GPU table lists no priced droplet")
     return offers
@@ -305,11 +408,22 @@ def parse_skypilot_vast_vms(body: bytes) -> list[dict[str, Any]]:
         vram = round(total_mib / n / 1024, 1)
         name = row["InstanceType"].split("-")[1].replace("_", " ")
         offer_id = f"{row['InstanceType']}|{row['Region']}|{vram:g}GiB"
-        offers.setdefault(offer_id, _offer(
-            provider="vastai", source="skypilot-catalog", offer_id=offer_id,
-            tier="marketplace median on-demand", gpu_name=name, n_gpus=n, vram_per_gpu_gb=vram,
-            price_per_instance_hour_usd=float(row["Price"]), billing_mode="per-second",
-            region=row["Region"], fractional=False))
+        offers.setdefault(
+            offer_id,
+            _offer(
+                provider="vastai",
+                source="skypilot-catalog",
+                offer_id=offer_id,
+                tier="marketplace median on-demand",
+                gpu_name=name,
+                n_gpus=n,
+                vram_per_gpu_gb=vram,
+                price_per_instance_hour_usd=float(row["Price"]),
+                billing_mode="per-second",
+                region=row["Region"],
+                fractional=False,
+            ),
+        )
     return list(offers.values())
 
 
@@ -336,11 +450,21 @@ def parse_primeintellect_summary(body: bytes) -> list[dict[str, Any]]:
         runpod = row["by_provider"].get("runpod")
         if not runpod:
             continue
-        offers.append(_offer(
-            provider="runpod", source="primeintellect", offer_id=f"{name}|min",
-            tier="aggregated minimum, spot not excluded", gpu_name=name, n_gpus=1,
-            vram_per_gpu_gb=None, price_per_instance_hour_usd=float(runpod["min"]),
-            billing_mode="per-second", region=None, fractional=False))
+        offers.append(
+            _offer(
+                provider="runpod",
+                source="primeintellect",
+                offer_id=f"{name}|min",
+                tier="aggregated minimum, spot not excluded",
+                gpu_name=name,
+                n_gpus=1,
+                vram_per_gpu_gb=None,
+                price_per_instance_hour_usd=float(runpod["min"]),
+                billing_mode="per-second",
+                region=None,
+                fractional=False,
+            )
+        )
     if not newest:
         raise LayoutChanged("primeintellect: no snapshot line in the body")
     return offers

@@ -18,16 +18,28 @@ from typing import Any
 from assets import snapshot_files
 from assets.prices import parsers
 
-RUNPOD_QUERY = ("query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
-                "secureCloud communityCloud securePrice communityPrice secureSpotPrice "
-                "communitySpotPrice } }")
-VAST_SEARCH = {"rentable": {"eq": True}, "rented": {"eq": False}, "num_gpus": {"gte": 1},
-               "type": "on-demand", "limit": 3000, "allocated_storage": 5}
+RUNPOD_QUERY = (
+    "query GpuTypes { gpuTypes { id displayName memoryInGb maxGpuCount "
+    "secureCloud communityCloud securePrice communityPrice secureSpotPrice "
+    "communitySpotPrice } }"
+)
+VAST_SEARCH = {
+    "rentable": {"eq": True},
+    "rented": {"eq": False},
+    "num_gpus": {"gte": 1},
+    "type": "on-demand",
+    "limit": 3000,
+    "allocated_storage": 5,
+}
 # Normalised catalogs kept fresh by other projects' scheduled jobs, read as second sources.
-SKYPILOT_VAST_URL = ("https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/"
-                     "catalogs/v9/vast/vms.csv")
-PRIMEINTELLECT_SUMMARY_URL = ("https://raw.githubusercontent.com/tugot17/gpu-price-tracker/main/"
-                              "data/summary/H100_80GB_SXM5.jsonl")
+SKYPILOT_VAST_URL = (
+    "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/"
+    "catalogs/v9/vast/vms.csv"
+)
+PRIMEINTELLECT_SUMMARY_URL = (
+    "https://raw.githubusercontent.com/tugot17/gpu-price-tracker/main/"
+    "data/summary/H100_80GB_SXM5.jsonl"
+)
 
 
 @dataclass(frozen=True)
@@ -49,29 +61,73 @@ def _ignoring_date(parse: Callable[[bytes], list[dict[str, Any]]]):
 
 REQUESTS: dict[str, tuple[Request, ...]] = {
     "runpod": (
-        Request("graphql-gpuTypes", "POST", "https://api.runpod.io/graphql",
-                _ignoring_date(parsers.parse_runpod_graphql), {"query": RUNPOD_QUERY}),
-        Request("pricing-html", "GET", "https://www.runpod.io/pricing",
-                _ignoring_date(parsers.parse_runpod_pricing_html), optional=True),
-        Request("primeintellect-summary", "GET", PRIMEINTELLECT_SUMMARY_URL,
-                _ignoring_date(parsers.parse_primeintellect_summary), optional=True),
+        Request(
+            "graphql-gpuTypes",
+            "POST",
+            "https://api.runpod.io/graphql",
+            _ignoring_date(parsers.parse_runpod_graphql),
+            {"query": RUNPOD_QUERY},
+        ),
+        Request(
+            "pricing-html",
+            "GET",
+            "https://www.runpod.io/pricing",
+            _ignoring_date(parsers.parse_runpod_pricing_html),
+            optional=True,
+        ),
+        Request(
+            "primeintellect-summary",
+            "GET",
+            PRIMEINTELLECT_SUMMARY_URL,
+            _ignoring_date(parsers.parse_primeintellect_summary),
+            optional=True,
+        ),
     ),
-    "vastai": (Request("bundles", "POST", "https://console.vast.ai/api/v0/bundles/",
-                       _ignoring_date(parsers.parse_vastai_offers), VAST_SEARCH),
-               Request("skypilot-vms-csv", "GET", SKYPILOT_VAST_URL,
-                       _ignoring_date(parsers.parse_skypilot_vast_vms), optional=True)),
+    "vastai": (
+        Request(
+            "bundles",
+            "POST",
+            "https://console.vast.ai/api/v0/bundles/",
+            _ignoring_date(parsers.parse_vastai_offers),
+            VAST_SEARCH,
+        ),
+        Request(
+            "skypilot-vms-csv",
+            "GET",
+            SKYPILOT_VAST_URL,
+            _ignoring_date(parsers.parse_skypilot_vast_vms),
+            optional=True,
+        ),
+    ),
     "vultr": (
-        Request("plans", "GET", "https://api.vultr.com/v2/plans?type=all&per_page=500",
-                _ignoring_date(parsers.parse_vultr_plans)),
-        Request("plans-metal", "GET", "https://api.vultr.com/v2/plans-metal?per_page=500",
-                _ignoring_date(parsers.parse_vultr_plans)),
+        Request(
+            "plans",
+            "GET",
+            "https://api.vultr.com/v2/plans?type=all&per_page=500",
+            _ignoring_date(parsers.parse_vultr_plans),
+        ),
+        Request(
+            "plans-metal",
+            "GET",
+            "https://api.vultr.com/v2/plans-metal?per_page=500",
+            _ignoring_date(parsers.parse_vultr_plans),
+        ),
     ),
     "digitalocean": (
-        Request("sizes", "GET", "https://api.digitalocean.com/v2/sizes?per_page=200",
-                parsers.parse_digitalocean_sizes, needs_token="DIGITALOCEAN_TOKEN"),
-        Request("pricing-html", "GET",
-                "https://docs.digitalocean.com/products/droplets/details/pricing/",
-                parsers.parse_digitalocean_pricing_html, optional=True),
+        Request(
+            "sizes",
+            "GET",
+            "https://api.digitalocean.com/v2/sizes?per_page=200",
+            parsers.parse_digitalocean_sizes,
+            needs_token="DIGITALOCEAN_TOKEN",
+        ),
+        Request(
+            "pricing-html",
+            "GET",
+            "https://docs.digitalocean.com/products/droplets/details/pricing/",
+            parsers.parse_digitalocean_pricing_html,
+            optional=True,
+        ),
     ),
 }
 
@@ -95,12 +151,10 @@ def parsed(provider: str, r: Request, body: bytes, on: dt.date) -> list[dict[str
     except parsers.LayoutChanged:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
-        raise parsers.LayoutChanged(f"{provider}: unexpected value in the response ({e!r})") \
-            from e
+        raise parsers.LayoutChanged(f"{provider}: unexpected value in the response ({e!r})") from e
 
 
-def provider_entries(snapshot: Path, provider: str
-                     ) -> tuple[list[dict[str, Any]], list[str]]:
+def provider_entries(snapshot: Path, provider: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every manifest line of the provider, each with its bounded date as `when`, and the
     reasons of the lines refused (a line that is not JSON, a date that is no date, in the
     future or before the provider existed: snapshot_files.bounded_date)."""
@@ -136,6 +190,7 @@ def newest_per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The lines of the newest recording of each of the provider's requests (all bodies of
     one recording share its minute), so that a second source recorded later does not hide
     the provider's main response; older recordings are kept on disk but not replayed."""
+
     def minute(e: dict[str, Any]) -> dt.datetime:
         return e["when"].replace(second=0, microsecond=0)
 
@@ -148,9 +203,15 @@ def newest_per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def unlisted_recordings(snapshot: Path, provider: str) -> list[str]:
     """Files in the provider's recording folder that no manifest line names: never read."""
     path = snapshot / "prices" / "manifest.jsonl"
-    listed = {json.loads(line).get("path") for line in path.read_text().splitlines()
-              if line.strip()} if path.exists() else set()
+    listed = (
+        {json.loads(line).get("path") for line in path.read_text().splitlines() if line.strip()}
+        if path.exists()
+        else set()
+    )
     folder = snapshot / "prices" / provider
     files = sorted(folder.rglob("*")) if folder.is_dir() else []
-    return [f"{p.relative_to(snapshot)}: no manifest line, not used" for p in files
-            if p.is_file() and str(p.relative_to(snapshot)) not in listed]
+    return [
+        f"{p.relative_to(snapshot)}: no manifest line, not used"
+        for p in files
+        if p.is_file() and str(p.relative_to(snapshot)) not in listed
+    ]

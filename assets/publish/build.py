@@ -42,12 +42,22 @@ class BuildStats:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.globals.update(words=words, charts=charts, pair_path=pages.pair_path,
-                       model_path=pages.model_path, gpu_path=pages.gpu_path,
-                       model_name=pages.model_name, workbench_path=workbench.data_path)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(
+        words=words,
+        charts=charts,
+        pair_path=pages.pair_path,
+        model_path=pages.model_path,
+        gpu_path=pages.gpu_path,
+        model_name=pages.model_name,
+        workbench_path=workbench.data_path,
+    )
     return env
 
 
@@ -69,16 +79,21 @@ def _hash(*parts: object) -> str:
 
 def part_hashes(data: SiteData, page: pages.Page, code: str) -> dict[str, str]:
     """Per part, a hash of the row groups it shows (and of the rendering code)."""
-    return {name: _hash(code, name, [(g, repr(k), data.hashes[g].get(k)) for g, k in inputs])
-            for name, inputs in page.inputs.items()}
+    return {
+        name: _hash(code, name, [(g, repr(k), data.hashes[g].get(k)) for g, k in inputs])
+        for name, inputs in page.inputs.items()
+    }
 
 
 def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
     """The last build's figures when it was made from these very table versions by this
     code (a version means a change: then no row can differ); None otherwise."""
     old = _read_manifest(out)
-    if (old.get("tables") != versions or old.get("code") != code_digest()
-            or not all((out / p).exists() for p in old["pages"])):
+    if (
+        old.get("tables") != versions
+        or old.get("code") != code_digest()
+        or not all((out / p).exists() for p in old["pages"])
+    ):
         return None
     n = len(old["pages"])
     return BuildStats(n, 0, n, 0, 0, 0, 0.0, _size(out), old["site_version"])
@@ -116,14 +131,13 @@ def build(data: SiteData, out: Path) -> BuildStats:
             key = (p.template, hashes[p.name], root)
             if key not in shared:
                 shared[key] = env.get_template(p.template).render(
-                    **p.context(), stamp=stamps[p.name], root=root, page=page)
+                    **p.context(), stamp=stamps[p.name], root=root, page=page
+                )
             html.append((p.name, shared[key]))
             rendered += 1
-        _write(target, env.get_template("page.html.j2").render(page=page, parts=html,
-                                                               root=root))
+        _write(target, env.get_template("page.html.j2").render(page=page, parts=html, root=root))
         written += 1
-        entries[page.path] = {"kind": page.kind, "shell": shell, "parts": hashes,
-                              "stamps": stamps}
+        entries[page.path] = {"kind": page.kind, "shell": shell, "parts": hashes, "stamps": stamps}
     removed = _remove_stale(out, old.get("pages", {}), entries)
     static_written = _sync_static(out, search_data(data))
     if data.scan is not None:
@@ -131,15 +145,28 @@ def build(data: SiteData, out: Path) -> BuildStats:
     changed = bool(written or removed or static_written)
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
     if changed or not old:
-        manifest = {"site_version": version, "tables": data.versions, "pages": entries,
-                    "code": code,
-                    "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        manifest = {
+            "site_version": version,
+            "tables": data.versions,
+            "pages": entries,
+            "code": code,
+            "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
         _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
         line = json.dumps({k: manifest[k] for k in ("site_version", "built_at", "tables")})
         earlier = (out / VERSIONS).read_text() if (out / VERSIONS).exists() else ""
         _write(out / VERSIONS, earlier + line + "\n")  # replaced, not appended to
-    return BuildStats(len(entries), written, unchanged, removed, rendered, reused,
-                      round(time.monotonic() - started, 2), _size(out), version)
+    return BuildStats(
+        len(entries),
+        written,
+        unchanged,
+        removed,
+        rendered,
+        reused,
+        round(time.monotonic() - started, 2),
+        _size(out),
+        version,
+    )
 
 
 def _parts_of(html: str) -> dict[str, str]:
@@ -148,10 +175,10 @@ def _parts_of(html: str) -> dict[str, str]:
     parts, pos = {}, 0
     while (start := html.find("<!--part:", pos)) >= 0:
         head_end = html.index("-->", start)
-        name = html[start + len("<!--part:"):head_end]
+        name = html[start + len("<!--part:") : head_end]
         close = f"<!--/part:{name}-->"
         end = html.index(close, head_end)
-        parts[name] = html[head_end + 3:end]
+        parts[name] = html[head_end + 3 : end]
         pos = end + len(close)
     return parts
 

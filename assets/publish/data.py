@@ -23,15 +23,45 @@ from sizing.quality import FLOOR_CHOICES
 from sizing.runs_on import candidates, site_rows
 from warehouse import store
 
-TABLES = ("models", "gpus", "weights", "weight_formats", "engines", "fit_configurations",
-          "fit_matrix", "cost_matrix", "cost_basis", "gpu_prices", "price_history",
-          "gguf_published_sizes", "finetune", "quantized_releases", "format_quality_tiers",
-          "hardware_picks")
-_FIT_COLUMNS = ("model_id", "gpu_id", "weight_format", "engine", "context", "kv_dtype",
-                "batch", "n_gpus", "rope_scaled", "kv_cache_gib", "total_gib",
-                "headroom_gib", "verdict", "max_context_tokens",
-                "max_concurrent_sequences", "decode_tok_s", "decode_aggregate_tok_s",
-                "ttft_ms", "verified_at")
+TABLES = (
+    "models",
+    "gpus",
+    "weights",
+    "weight_formats",
+    "engines",
+    "fit_configurations",
+    "fit_matrix",
+    "cost_matrix",
+    "cost_basis",
+    "gpu_prices",
+    "price_history",
+    "gguf_published_sizes",
+    "finetune",
+    "quantized_releases",
+    "format_quality_tiers",
+    "hardware_picks",
+)
+_FIT_COLUMNS = (
+    "model_id",
+    "gpu_id",
+    "weight_format",
+    "engine",
+    "context",
+    "kv_dtype",
+    "batch",
+    "n_gpus",
+    "rope_scaled",
+    "kv_cache_gib",
+    "total_gib",
+    "headroom_gib",
+    "verdict",
+    "max_context_tokens",
+    "max_concurrent_sequences",
+    "decode_tok_s",
+    "decode_aggregate_tok_s",
+    "ttft_ms",
+    "verified_at",
+)
 
 
 @dataclass
@@ -71,8 +101,9 @@ class SiteData:
     scan: Callable[[str], pl.LazyFrame] | None = None
 
 
-def table_versions(base: str | None = None,
-                   storage_options: Mapping[str, str] | None = None) -> dict[str, dict]:
+def table_versions(
+    base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> dict[str, dict]:
     """The version and `verified_at` of every table the site reads: those the newest
     complete release names (what every reader reads), or each table's newest before the
     first release (the Delta logs only: no rows are read)."""
@@ -80,19 +111,24 @@ def table_versions(base: str | None = None,
     if release is not None:
         missing = [t for t in TABLES if t not in release.versions]
         if missing:
-            raise FileNotFoundError(f"release {release.release_id} names no version of "
-                                    f"{', '.join(missing)}: run llm-sizing refresh")
+            raise FileNotFoundError(
+                f"release {release.release_id} names no version of "
+                f"{', '.join(missing)}: run llm-sizing refresh"
+            )
         dates = release.verified_at
-        return {t: {"version": release.versions[t],
-                    "verified_at": dates[t].isoformat() if dates[t] else None}
-                for t in TABLES}
+        return {
+            t: {
+                "version": release.versions[t],
+                "verified_at": dates[t].isoformat() if dates[t] else None,
+            }
+            for t in TABLES
+        }
     versions = {}
     for t in TABLES:
         current = store.current_version(store.table_uri(t, base), storage_options)
         if current is None:
             raise FileNotFoundError(f"table {t} is not published: run llm-sizing refresh")
-        versions[t] = {"version": current["version"],
-                       "verified_at": current.get("verified_at")}
+        versions[t] = {"version": current["version"], "verified_at": current.get("verified_at")}
     return versions
 
 
@@ -104,8 +140,12 @@ FIT_CACHE = "fit-rows-cache.json"
 _FIT_SOURCES = ("fit_matrix", "fit_configurations", "models", "weight_formats")
 
 
-def load(base: str | None = None, storage_options: Mapping[str, str] | None = None,
-         models: list[str] | None = None, cache_dir: Path | None = None) -> SiteData:
+def load(
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    models: list[str] | None = None,
+    cache_dir: Path | None = None,
+) -> SiteData:
     """Every row the site shows, from each table's current version (pinned, so that the
     versions stamped on the pages are the ones read). `models` limits the site to a
     subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
@@ -121,34 +161,61 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
 
     m = scan("models").collect()
     h: dict[str, dict] = {}
-    d = SiteData(versions=versions, hashes=h,
-                 models=_by(m, "model_id", h, "models"),
-                 gpus=_by(scan("gpus").collect(), "gpu_id", h, "gpus"),
-                 formats=_by(scan("weight_formats").collect(), "weight_format", h, "formats"),
-                 engines=_by(scan("engines").collect(), "engine", h, "engines"))
+    d = SiteData(
+        versions=versions,
+        hashes=h,
+        models=_by(m, "model_id", h, "models"),
+        gpus=_by(scan("gpus").collect(), "gpu_id", h, "gpus"),
+        formats=_by(scan("weight_formats").collect(), "weight_format", h, "formats"),
+        engines=_by(scan("engines").collect(), "engine", h, "engines"),
+    )
     d.scan = scan
     d.weights = _group(scan("weights").collect(), h, "weights", "model_id")
     d.published = _group(scan("gguf_published_sizes").collect(), h, "published", "model_id")
     d.finetune = _group(scan("finetune").collect(), h, "finetune", "model_id")
-    d.releases = _group(scan("quantized_releases").sort("release_repo").collect(), h,
-                        "releases", "model_id")
-    hctx = m.lazy().select("model_id", pl.min_horizontal(
-        pl.col("max_context"), pl.lit(HEADLINE_CONTEXT)).cast(pl.Int32).alias("hctx"))
+    d.releases = _group(
+        scan("quantized_releases").sort("release_repo").collect(), h, "releases", "model_id"
+    )
+    hctx = m.lazy().select(
+        "model_id",
+        pl.min_horizontal(pl.col("max_context"), pl.lit(HEADLINE_CONTEXT))
+        .cast(pl.Int32)
+        .alias("hctx"),
+    )
 
     def configs(into: dict) -> dict:
         # Configurations the pages show: every format on one GPU, the headline formats on more.
-        return _group(scan("fit_configurations").filter(
-            (pl.col("n_gpus") == 1)
-            | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))
-        ).collect(), into, "configs", "model_id", "gpu_id")
+        return _group(
+            scan("fit_configurations")
+            .filter(
+                (pl.col("n_gpus") == 1)
+                | pl.col("weight_format").is_in(list(HEADLINE_FORMAT.values()))
+            )
+            .collect(),
+            into,
+            "configs",
+            "model_id",
+            "gpu_id",
+        )
 
     def fits(into: dict) -> dict:
-        return _group(scan("fit_matrix").join(hctx, on="model_id").filter(_shown())
-                      .select(_FIT_COLUMNS).collect(engine="streaming"), into, "fits",
-                      "model_id", "gpu_id")
+        return _group(
+            scan("fit_matrix")
+            .join(hctx, on="model_id")
+            .filter(_shown())
+            .select(_FIT_COLUMNS)
+            .collect(engine="streaming"),
+            into,
+            "fits",
+            "model_id",
+            "gpu_id",
+        )
 
-    key = {"tables": {t: versions[t]["version"] for t in _FIT_SOURCES}, "models": models,
-           "code": _code_digest()}
+    key = {
+        "tables": {t: versions[t]["version"] for t in _FIT_SOURCES},
+        "models": models,
+        "code": _code_digest(),
+    }
     cached = _read_fit_cache(cache_dir, key)
     if cached is None:
         d.configs, d.fits = configs(h), fits(h)
@@ -167,32 +234,54 @@ def load(base: str | None = None, storage_options: Mapping[str, str] | None = No
     for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
         h[name] = _combine(h["fits"], pick)
     tiers = scan("format_quality_tiers").collect()
-    d.quality_floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")[
-        "tier"].last()
+    d.quality_floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
     cost = _with_tiers(scan("cost_matrix"), tiers)
-    d.costs = _group(cost.join(hctx, on="model_id").filter(_shown())
-                     .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY).collect(engine="streaming"),
-                     h, "costs", "model_id", "gpu_id")
+    d.costs = _group(
+        cost.join(hctx, on="model_id")
+        .filter(_shown())
+        .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY)
+        .collect(engine="streaming"),
+        h,
+        "costs",
+        "model_id",
+        "gpu_id",
+    )
     d.cost_basis = _group(scan("cost_basis").collect(), h, "cost_basis", "gpu_id")
-    d.offers = _group(scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id")
-                      .collect(), h, "offers", "gpu_id")
-    d.history = _group(scan("price_history").filter(pl.col("pricing") == "on-demand")
-                       .group_by("gpu_id", "provider", "verified_at")
-                       .agg(pl.col("price_per_gpu_hour_usd").min())
-                       .sort("gpu_id", "provider", "verified_at").collect(), h, "history", "gpu_id")
+    d.offers = _group(
+        scan("gpu_prices").sort("price_per_gpu_hour_usd", "provider", "offer_id").collect(),
+        h,
+        "offers",
+        "gpu_id",
+    )
+    d.history = _group(
+        scan("price_history")
+        .filter(pl.col("pricing") == "on-demand")
+        .group_by("gpu_id", "provider", "verified_at")
+        .agg(pl.col("price_per_gpu_hour_usd").min())
+        .sort("gpu_id", "provider", "verified_at")
+        .collect(),
+        h,
+        "history",
+        "gpu_id",
+    )
     # Each cheapest configuration with the offer its cost is computed at (cost_basis).
-    offer = scan("cost_basis").select("gpu_id", "n_gpus", "provider", "tier",
-                                      "price_per_gpu_hour_usd", "price_verified_at")
-    d.cheapest = _group(_cheapest(cost.join(hctx, on="model_id"))
-                        .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
-                        .collect(engine="streaming"), h, "cheapest", "model_id")
+    offer = scan("cost_basis").select(
+        "gpu_id", "n_gpus", "provider", "tier", "price_per_gpu_hour_usd", "price_verified_at"
+    )
+    d.cheapest = _group(
+        _cheapest(cost.join(hctx, on="model_id"))
+        .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
+        .collect(engine="streaming"),
+        h,
+        "cheapest",
+        "model_id",
+    )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
     d.runs = _group(_runs(scan, tiers).collect(engine="streaming"), h, "runs", "gpu_id")
     return d
 
 
-_KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id",
-         "n_gpus")
+_KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", "gpu_id", "n_gpus")
 
 
 class Lazy(Mapping):
@@ -244,12 +333,15 @@ def _read_fit_cache(cache_dir: Path | None, key: dict) -> dict | None:
 def _write_fit_cache(cache_dir: Path | None, key: dict, hashes: dict, summary: dict) -> None:
     if cache_dir is None:
         return
-    groups = {n: [[*(k if isinstance(k, tuple) else [k]), v] for k, v in hashes[n].items()]
-              for n in ("configs", "fits")}
+    groups = {
+        n: [[*(k if isinstance(k, tuple) else [k]), v] for k, v in hashes[n].items()]
+        for n in ("configs", "fits")
+    }
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / (FIT_CACHE + ".tmp")
-    tmp.write_text(json.dumps({"key": key, "hashes": groups, "summary": summary},
-                              separators=(",", ":")))
+    tmp.write_text(
+        json.dumps({"key": key, "hashes": groups, "summary": summary}, separators=(",", ":"))
+    )
     os.replace(tmp, cache_dir / FIT_CACHE)
 
 
@@ -262,9 +354,9 @@ def _shown() -> pl.Expr:
     default_kv = pl.col("kv_dtype").is_in([*DEFAULT_KV.values(), *FALLBACK_KV.values()])
     at_hctx = pl.col("context") == pl.col("hctx")
     single = (pl.col("n_gpus") == 1) & (pl.col("batch") == 1)
-    return ((single & (headline | (at_hctx & default_kv)))
-            | (headline & at_hctx & default_kv
-               & ((pl.col("batch") == 1) | (pl.col("n_gpus") == 1))))
+    return (single & (headline | (at_hctx & default_kv))) | (
+        headline & at_hctx & default_kv & ((pl.col("batch") == 1) | (pl.col("n_gpus") == 1))
+    )
 
 
 _QUALITY = ("quality_tier", "meets_quality_floor")
@@ -278,28 +370,49 @@ def _with_tiers(rows: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
     w = t.filter(pl.col("kind") == "weights")
     cols = [pl.col("tier_rank"), pl.col("meets_default_floor")]
     own = w.filter(pl.col("model_id").is_not_null()).select(
-        "model_id", pl.col("format").alias("weight_format"), *(c.name.prefix("own_") for c in cols))
+        "model_id", pl.col("format").alias("weight_format"), *(c.name.prefix("own_") for c in cols)
+    )
     gen = w.filter(pl.col("model_id").is_null()).select(
-        pl.col("format").alias("weight_format"), *(c.name.prefix("gen_") for c in cols))
+        pl.col("format").alias("weight_format"), *(c.name.prefix("gen_") for c in cols)
+    )
     kv = t.filter((pl.col("kind") == "kv_cache") & pl.col("model_id").is_null()).select(
-        pl.col("format").alias("kv_dtype"), *(c.name.prefix("kv_") for c in cols))
+        pl.col("format").alias("kv_dtype"), *(c.name.prefix("kv_") for c in cols)
+    )
     names = dict(tiers.drop_nulls("tier").select("tier_rank", "tier").unique().iter_rows())
     weight_rank = pl.coalesce("own_tier_rank", "gen_tier_rank")
-    worst = pl.when(weight_rank.is_not_null() & pl.col("kv_tier_rank").is_not_null()) \
-        .then(pl.max_horizontal(weight_rank, "kv_tier_rank"))
-    return (rows.join(own, on=["model_id", "weight_format"], how="left")
-            .join(gen, on="weight_format", how="left").join(kv, on="kv_dtype", how="left")
-            .with_columns(worst.replace_strict(names, default=None, return_dtype=pl.String)
-                          .alias("quality_tier"),
-                          (pl.coalesce("own_meets_default_floor", "gen_meets_default_floor")
-                           & pl.col("kv_meets_default_floor")).fill_null(False)
-                          .alias("meets_quality_floor")))
+    worst = pl.when(weight_rank.is_not_null() & pl.col("kv_tier_rank").is_not_null()).then(
+        pl.max_horizontal(weight_rank, "kv_tier_rank")
+    )
+    return (
+        rows.join(own, on=["model_id", "weight_format"], how="left")
+        .join(gen, on="weight_format", how="left")
+        .join(kv, on="kv_dtype", how="left")
+        .with_columns(
+            worst.replace_strict(names, default=None, return_dtype=pl.String).alias("quality_tier"),
+            (
+                pl.coalesce("own_meets_default_floor", "gen_meets_default_floor")
+                & pl.col("kv_meets_default_floor")
+            )
+            .fill_null(False)
+            .alias("meets_quality_floor"),
+        )
+    )
 
 
 # What a GPU page's filter shows of each row (the pair page's workbench has the rest).
-RUN_COLUMNS = ("gpu_id", "model_id", "context", "engine", "weight_format", "kv_dtype",
-               "verdict", "max_context_tokens", "decode_tok_s", "cost_per_mtok_usd",
-               "quality_tier")
+RUN_COLUMNS = (
+    "gpu_id",
+    "model_id",
+    "context",
+    "engine",
+    "weight_format",
+    "kv_dtype",
+    "verdict",
+    "max_context_tokens",
+    "decode_tok_s",
+    "cost_per_mtok_usd",
+    "quality_tier",
+)
 
 
 def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.LazyFrame:
@@ -313,14 +426,19 @@ def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
     """Per model and weight format, the cheapest configuration per million generated
     tokens at the headline context and default cache: at batch 1 (one user) and at any
     batch (serving many)."""
-    cost = cost.filter((pl.col("context") == pl.col("hctx"))
-                       & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values())))
+    cost = cost.filter(
+        (pl.col("context") == pl.col("hctx")) & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values()))
+    )
     one = cost.filter(pl.col("batch") == 1).with_columns(pl.lit("one user").alias("use"))
     many = cost.with_columns(pl.lit("any batch").alias("use"))
-    return (pl.concat([one, many]).select(*_KEYS, "cost_per_mtok_usd", "use", *_QUALITY)
-            .sort("cost_per_mtok_usd", "gpu_id", "n_gpus", "engine", "batch", "kv_dtype")
-            .group_by("model_id", "weight_format", "use", maintain_order=True).first()
-            .sort("model_id", "use", "cost_per_mtok_usd", "weight_format"))
+    return (
+        pl.concat([one, many])
+        .select(*_KEYS, "cost_per_mtok_usd", "use", *_QUALITY)
+        .sort("cost_per_mtok_usd", "gpu_id", "n_gpus", "engine", "batch", "kv_dtype")
+        .group_by("model_id", "weight_format", "use", maintain_order=True)
+        .first()
+        .sort("model_id", "use", "cost_per_mtok_usd", "weight_format")
+    )
 
 
 ALL = "*"

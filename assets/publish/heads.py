@@ -17,8 +17,17 @@ FALLBACK_KV = {"llama.cpp": "q8_0", "vllm": "fp8"}
 HEADLINE_CONTEXT = 8192
 # Engines in the order a page prefers them for its headline.
 ENGINE_ORDER = ("llama.cpp", "vllm")
-_SLIM = ("engine", "weight_format", "kv_dtype", "context", "verdict", "total_gib",
-         "headroom_gib", "decode_tok_s", "max_context_tokens")
+_SLIM = (
+    "engine",
+    "weight_format",
+    "kv_dtype",
+    "context",
+    "verdict",
+    "total_gib",
+    "headroom_gib",
+    "decode_tok_s",
+    "max_context_tokens",
+)
 
 
 def hctx(model: dict) -> int:
@@ -38,12 +47,14 @@ def cache_types(rows: list[dict]) -> dict[str, str]:
     """The KV-cache type a page shows per engine: the engine's default where the rows
     hold it, else its fallback (an engine that takes only an FP8 cache for the model)."""
     held = {(r["engine"], r["kv_dtype"]) for r in rows}
-    return {e: DEFAULT_KV[e] if (e, DEFAULT_KV[e]) in held else FALLBACK_KV[e]
-            for e in DEFAULT_KV}
+    return {e: DEFAULT_KV[e] if (e, DEFAULT_KV[e]) in held else FALLBACK_KV[e] for e in DEFAULT_KV}
 
 
-def summarize(fits: Mapping[tuple[str, str], list[dict]], models: dict[str, dict],
-              bits: Mapping[str, float | None]) -> dict:
+def summarize(
+    fits: Mapping[tuple[str, str], list[dict]],
+    models: dict[str, dict],
+    bits: Mapping[str, float | None],
+) -> dict:
     """Per pair its headline and headline rows (one GPU, batch 1, the headline context,
     each engine's headline format and cache) and per format key ("engine format") the
     largest context on one GPU at batch 1 with the page's cache; each engine's formats,
@@ -52,10 +63,15 @@ def summarize(fits: Mapping[tuple[str, str], list[dict]], models: dict[str, dict
     for (m, g), rows in sorted(fits.items()):
         h, kvs = hctx(models[m]), cache_types(rows)
         engine, fmt = headline(rows)
-        runs = [{k: r[k] for k in _SLIM} for r in rows
-                if r["n_gpus"] == 1 and r["batch"] == 1 and r["context"] == h
-                and r["weight_format"] == HEADLINE_FORMAT.get(r["engine"])
-                and r["kv_dtype"] == kvs[r["engine"]]]
+        runs = [
+            {k: r[k] for k in _SLIM}
+            for r in rows
+            if r["n_gpus"] == 1
+            and r["batch"] == 1
+            and r["context"] == h
+            and r["weight_format"] == HEADLINE_FORMAT.get(r["engine"])
+            and r["kv_dtype"] == kvs[r["engine"]]
+        ]
         heads.append([m, g, {"engine": engine, "fmt": fmt, "kvs": kvs, "runs": runs}])
         contexts: dict[str, int] = {}
         for r in rows:

@@ -15,16 +15,30 @@ def search_data(d: SiteData) -> str:
     models = sorted(d.models)
     gpus = sorted(d.gpus)
     m_index, g_index = {m: i for i, m in enumerate(models)}, {g: i for i, g in enumerate(gpus)}
-    pairs = [[m_index[m], g_index[g], [best.get(f, 0) for f in formats]]
-             for (m, g), best in sorted(d.best_contexts.items())]
-    cheapest = [[m_index[c["model_id"]], f"{c['engine']} {c['weight_format']}",
-                 g_index[c["gpu_id"]], c["n_gpus"], round(c["cost_per_mtok_usd"], 2)]
-                for m in models for c in d.cheapest.get(m, []) if c["use"] == "one user"]
+    pairs = [
+        [m_index[m], g_index[g], [best.get(f, 0) for f in formats]]
+        for (m, g), best in sorted(d.best_contexts.items())
+    ]
+    cheapest = [
+        [
+            m_index[c["model_id"]],
+            f"{c['engine']} {c['weight_format']}",
+            g_index[c["gpu_id"]],
+            c["n_gpus"],
+            round(c["cost_per_mtok_usd"], 2),
+        ]
+        for m in models
+        for c in d.cheapest.get(m, [])
+        if c["use"] == "one user"
+    ]
     payload = {
         "models": [[m, model_path(m)] for m in models],
         "gpus": [[g, d.gpus[g]["name"], round(d.gpus[g]["memory_gib"], 1)] for g in gpus],
-        "formats": formats, "engines": list(ENGINE_ORDER), "pairs": pairs,
-        "cheapest": cheapest, "pairPath": pair_path("MODEL", "GPU"),
+        "formats": formats,
+        "engines": list(ENGINE_ORDER),
+        "pairs": pairs,
+        "cheapest": cheapest,
+        "pairPath": pair_path("MODEL", "GPU"),
         "headline": [f"{e} {f}" for e, f in HEADLINE_FORMAT.items()],
     }
     return "window.SITE_DATA = " + json.dumps(payload, separators=(",", ":")) + ";\n"

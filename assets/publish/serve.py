@@ -11,8 +11,9 @@ def serve(directory: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
         raise SystemExit(f"error: no site in {directory}: run `llm-sizing refresh` first")
     handler = functools.partial(_QuietHandler, directory=str(directory))
     with http.server.ThreadingHTTPServer((host, port), handler) as server:
-        print(f"serving {directory} on http://{host}:{server.server_port}/ (Ctrl-C stops)",
-              flush=True)
+        print(
+            f"serving {directory} on http://{host}:{server.server_port}/ (Ctrl-C stops)", flush=True
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -2,7 +2,6 @@
 fits' errors on GPUs left out of them (data/catalogs/speed_measurements*.csv: each
 measurement with its source and the verbatim llama-bench line or benchmark output)."""
 
-
 import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -68,17 +67,29 @@ SAME_SHAPES = {
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
 }
-QUANTS = {"FP16": "F16", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q8_0": "Q8_0",
-          "Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "MXFP4": "MXFP4_MOE",
-          "UD-Q4_K_XL": "UD-Q4_K_XL"}
-VLLM_QUANTS = {"bf16": "BF16", "fp16": "BF16", "awq": "AWQ", "awq (4-bit)": "AWQ",
-               "gptq-int4": "GPTQ",
-               "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
-               "fp8 (online dynamic, --quantization fp8)": "FP8",
-               "fp8 (checkpoint not named)": "FP8",
-               "w4a16 (GPTQ int4, group 128, compressed-tensors checkpoint)": "GPTQ",
-               "fp8 (FP8-dynamic checkpoint: W8A8, per-channel weights, dynamic per-token "
-               "activations)": "FP8"}
+QUANTS = {
+    "FP16": "F16",
+    "F16": "F16",
+    "BF16": "BF16",
+    "Q4_0": "Q4_0",
+    "Q8_0": "Q8_0",
+    "Q4_K_M": "Q4_K_M",
+    "Q5_K_M": "Q5_K_M",
+    "MXFP4": "MXFP4_MOE",
+    "UD-Q4_K_XL": "UD-Q4_K_XL",
+}
+VLLM_QUANTS = {
+    "bf16": "BF16",
+    "fp16": "BF16",
+    "awq": "AWQ",
+    "awq (4-bit)": "AWQ",
+    "gptq-int4": "GPTQ",
+    "fp8 (vLLM online --quantization fp8, W8A8 dynamic)": "FP8",
+    "fp8 (online dynamic, --quantization fp8)": "FP8",
+    "fp8 (checkpoint not named)": "FP8",
+    "w4a16 (GPTQ int4, group 128, compressed-tensors checkpoint)": "GPTQ",
+    "fp8 (FP8-dynamic checkpoint: W8A8, per-channel weights, dynamic per-token activations)": "FP8",
+}
 _KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
 
 
@@ -100,28 +111,36 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         depth=pl.col("test").str.extract(pattern, 3).cast(pl.Int64).fill_null(0),
         gpu_id=pl.col("gpu").replace_strict(gpu_ids, default=None),
         model=pl.col("model_repo").replace_strict(SAME_SHAPES, default=None),
-        fmt=pl.when(llama).then(pl.col("quant").replace_strict(QUANTS, default=None))
+        fmt=pl.when(llama)
+        .then(pl.col("quant").replace_strict(QUANTS, default=None))
         .otherwise(pl.col("quant").replace_strict(VLLM_QUANTS, default=None)),
         measured_tok_s=pl.col("tokens_per_s").cast(pl.Float64, strict=False),
         n_gpus=pl.col("n_gpus").cast(pl.Int64, strict=False),
         n_prompt=pl.col("n_prompt").cast(pl.Int64, strict=False),
         batch=pl.col("batch").str.extract(r"^(\d+)", 1).cast(pl.Int64),
         # llama.cpp's --split-mode of a multi-GPU run (a later column: null, the default).
-        split_mode=pl.col("split_mode") if "split_mode" in raw.columns
-        else pl.lit(None, pl.String))
-    reason = (pl.when(~pl.col("engine").is_in(["llama.cpp", "vllm"])).then(pl.lit("engine"))
-              .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
-              .then(pl.lit("marked anomalous by its source or gatherer"))
-              .when(pl.col("kind").is_null()).then(pl.lit("not a pp/tg test"))
-              .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
-              .then(pl.lit("prefill after a filled cache (depth): not sized"))
-              .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
-              .then(pl.lit("prefill with the row split: not sized"))
-              .when(pl.col("gpu_id").is_null()).then(pl.lit("GPU not in the catalog"))
-              .when(pl.col("model").is_null()).then(pl.lit("no config of the same shapes"))
-              .when(pl.col("fmt").is_null()).then(pl.lit("weight format not sized"))
-              .when(pl.any_horizontal(pl.col(_KEYS).is_null()))
-              .then(pl.lit("prompt, batch or GPU count not stated")))
+        split_mode=pl.col("split_mode") if "split_mode" in raw.columns else pl.lit(None, pl.String),
+    )
+    reason = (
+        pl.when(~pl.col("engine").is_in(["llama.cpp", "vllm"]))
+        .then(pl.lit("engine"))
+        .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
+        .then(pl.lit("marked anomalous by its source or gatherer"))
+        .when(pl.col("kind").is_null())
+        .then(pl.lit("not a pp/tg test"))
+        .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
+        .then(pl.lit("prefill after a filled cache (depth): not sized"))
+        .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
+        .then(pl.lit("prefill with the row split: not sized"))
+        .when(pl.col("gpu_id").is_null())
+        .then(pl.lit("GPU not in the catalog"))
+        .when(pl.col("model").is_null())
+        .then(pl.lit("no config of the same shapes"))
+        .when(pl.col("fmt").is_null())
+        .then(pl.lit("weight format not sized"))
+        .when(pl.any_horizontal(pl.col(_KEYS).is_null()))
+        .then(pl.lit("prompt, batch or GPU count not stated"))
+    )
     return m.with_columns(reason.alias("not_compared"))
 
 
@@ -130,48 +149,74 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
     value) and the estimate's speed for the same model, format, GPU and test."""
     m = m.filter(pl.col("not_compared").is_null())
     if m.is_empty():
-        return m.with_columns(roofline_tok_s=pl.lit(None, pl.Float64),
-                              predicted_tok_s=pl.lit(None, pl.Float64))
+        return m.with_columns(
+            roofline_tok_s=pl.lit(None, pl.Float64), predicted_tok_s=pl.lit(None, pl.Float64)
+        )
     archs = {name: arch(name) for name in m.get_column("model").unique()}
     triples = m.select("model", "fmt", "engine").unique().rows()
     model_rows = pl.DataFrame([model_row(a) | {"model": k} for k, a in archs.items()])
-    format_rows = pl.DataFrame([format_row(archs[k], f, gguf=e == "llama.cpp")
-                                | {"model": k, "fmt": f, "engine": e}
-                                for k, f, e in triples]).drop("model_id", "weight_format")
-    gpus = load_gpus().select("gpu_id", "vendor", "memory_type", "bandwidth_gb_s",
-                              "fp16_dense_tflops", "tdp_w", "interconnect")
+    format_rows = pl.DataFrame(
+        [
+            format_row(archs[k], f, gguf=e == "llama.cpp") | {"model": k, "fmt": f, "engine": e}
+            for k, f, e in triples
+        ]
+    ).drop("model_id", "weight_format")
+    gpus = load_gpus().select(
+        "gpu_id",
+        "vendor",
+        "memory_type",
+        "bandwidth_gb_s",
+        "fp16_dense_tflops",
+        "tdp_w",
+        "interconnect",
+    )
     # A decode test's running context is its prompt and depth plus half its generated tokens.
     decode = pl.col("kind") == "decode"
-    frame = (m.join(model_rows, on="model").join(format_rows, on=["model", "fmt", "engine"])
-             .join(gpus, on="gpu_id")
-             .with_columns(weight_format=pl.col("fmt"),
-                           kv_dtype=pl.when(pl.col("engine") == "llama.cpp").then(pl.lit("f16"))
-                           .otherwise(pl.lit("auto")),
-                           max_num_batched_tokens=pl.lit(2048),
-                           context=pl.when(decode).then(pl.col("n_prompt") + pl.col("depth")
-                                                        + pl.col("tokens") // 2)
-                           .otherwise(pl.col("tokens")),
-                           prompt_tokens=pl.col("tokens"))
-             .pipe(with_input_defaults))
-    frame = frame.with_columns(kv_bytes_per_element_column()) \
-        .with_columns(kv_cell_bytes_columns())
-    speed_of = (pl.when(pl.col("kind") == "decode").then(1 / speed.decode_step_seconds())
-                .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds()))
-    bare = {"decode_efficiency": 1.0, "decode_layer_seconds": 0.0,
-            **{f"decode_{f}": None for f in speed.DECODE_KIND_FIELDS}, "prefill_efficiency": 1.0,
-            "prefill_efficiency_quantized": 1.0, "prefill_tflops_per_watt": None,
-            "prefill_tflops_per_watt_quantized": None}
-    return (frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
-            .with_columns(speed.decode_configuration_columns())
-            # The roofline without the GPUs' synchronisation, which is not shared out by
-            # the efficiency (its seconds are `sync_seconds`).
-            .with_columns(sync_seconds=pl.col("decode_comm_seconds"), decode_comm_seconds=0.0)
-            .with_columns(speed_of.alias("roofline_tok_s"))
-            .with_columns(speed.efficiency_columns())
-            .with_columns(speed.speed_basis_columns())
-            .with_columns(speed.decode_configuration_columns())
-            .with_columns(speed_of.alias("predicted_tok_s"))
-            .drop_nulls("roofline_tok_s"))
+    frame = (
+        m.join(model_rows, on="model")
+        .join(format_rows, on=["model", "fmt", "engine"])
+        .join(gpus, on="gpu_id")
+        .with_columns(
+            weight_format=pl.col("fmt"),
+            kv_dtype=pl.when(pl.col("engine") == "llama.cpp")
+            .then(pl.lit("f16"))
+            .otherwise(pl.lit("auto")),
+            max_num_batched_tokens=pl.lit(2048),
+            context=pl.when(decode)
+            .then(pl.col("n_prompt") + pl.col("depth") + pl.col("tokens") // 2)
+            .otherwise(pl.col("tokens")),
+            prompt_tokens=pl.col("tokens"),
+        )
+        .pipe(with_input_defaults)
+    )
+    frame = frame.with_columns(kv_bytes_per_element_column()).with_columns(kv_cell_bytes_columns())
+    speed_of = (
+        pl.when(pl.col("kind") == "decode")
+        .then(1 / speed.decode_step_seconds())
+        .otherwise(pl.col("prompt_tokens") / speed.prefill_seconds())
+    )
+    bare = {
+        "decode_efficiency": 1.0,
+        "decode_layer_seconds": 0.0,
+        **{f"decode_{f}": None for f in speed.DECODE_KIND_FIELDS},
+        "prefill_efficiency": 1.0,
+        "prefill_efficiency_quantized": 1.0,
+        "prefill_tflops_per_watt": None,
+        "prefill_tflops_per_watt_quantized": None,
+    }
+    return (
+        frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
+        .with_columns(speed.decode_configuration_columns())
+        # The roofline without the GPUs' synchronisation, which is not shared out by
+        # the efficiency (its seconds are `sync_seconds`).
+        .with_columns(sync_seconds=pl.col("decode_comm_seconds"), decode_comm_seconds=0.0)
+        .with_columns(speed_of.alias("roofline_tok_s"))
+        .with_columns(speed.efficiency_columns())
+        .with_columns(speed.speed_basis_columns())
+        .with_columns(speed.decode_configuration_columns())
+        .with_columns(speed_of.alias("predicted_tok_s"))
+        .drop_nulls("roofline_tok_s")
+    )
 
 
 # Where a measurement comes from: its site and, on GitHub, its repository; and its device.
@@ -195,8 +240,9 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
         data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
         for gpu in data.get_column("_left_out").unique().sort():
             constants = fit(data.filter(pl.col("_left_out") != gpu), kind)
-            held = data.filter(pl.col("_left_out") == gpu) \
-                .with_columns(engines.fit_key(constants).alias("_key"))
+            held = data.filter(pl.col("_left_out") == gpu).with_columns(
+                engines.fit_key(constants).alias("_key")
+            )
             for (engine, key), group in held.group_by("engine", "_key", maintain_order=True):
                 # A backend without a fit of its own is transferred the engine's pooled one.
                 c = constants.get(key) if key is not None else constants.get(engine)
@@ -205,8 +251,13 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
                 parts.append(refit(group.drop("_key"), kind, c))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
-    return pl.concat(parts, how="diagonal_relaxed").drop("_left_out").with_columns(
-        (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error"))
+    return (
+        pl.concat(parts, how="diagonal_relaxed")
+        .drop("_left_out")
+        .with_columns(
+            (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error")
+        )
+    )
 
 
 def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
@@ -221,8 +272,11 @@ def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
     the roofline times sizing.speed.prefill_share, each with those constants as its
     inputs."""
     if kind == "decode":
-        return 1 / (1 / (pl.col("roofline_tok_s") * speed.decode_share())
-                    + pl.col("n_layers") * c["layer_seconds"] + pl.col("sync_seconds"))
+        return 1 / (
+            1 / (pl.col("roofline_tok_s") * speed.decode_share())
+            + pl.col("n_layers") * c["layer_seconds"]
+            + pl.col("sync_seconds")
+        )
     return pl.col("roofline_tok_s") * speed.prefill_share()
 
 
@@ -230,54 +284,75 @@ def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFr
     """The input columns of sizing.speed.decode_share set to the constants `c`."""
     return held.with_columns(
         pl.lit(c.get(f), pl.Float64).alias(f"decode_{f}")
-        for f in ("efficiency", *speed.DECODE_KIND_FIELDS))
+        for f in ("efficiency", *speed.DECODE_KIND_FIELDS)
+    )
 
 
 def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
     """The input columns of sizing.speed.prefill_share set to the constants `c`."""
     return held.with_columns(
         pl.lit(c.get(f), pl.Float64).alias(f"prefill_{f}")
-        for f in ("efficiency", "efficiency_quantized", "tflops_per_watt",
-                  "tflops_per_watt_quantized"))
+        for f in (
+            "efficiency",
+            "efficiency_quantized",
+            "tflops_per_watt",
+            "tflops_per_watt_quantized",
+        )
+    )
 
 
-def speed_check_frame(catalog_dir: Path, arch: Callable[[str], ModelArch],
-                      known: set[str]) -> pl.DataFrame:
+def speed_check_frame(
+    catalog_dir: Path, arch: Callable[[str], ModelArch], known: set[str]
+) -> pl.DataFrame:
     """Every published measurement: the estimate's speed and error where it can be
     reproduced (its model in `known`, sized by `arch`), the fit it comes from, whether it
     was fitted on, its error with its GPU left out of the fit and with its source left out,
     and otherwise why it is not compared."""
     gpu_ids = gpu_alias_map(catalog_dir)
-    raw = {f: measurements(pl.read_csv(catalog_dir / f, infer_schema_length=0)
-                           .with_row_index("row", offset=1)
-                           .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)),
-                           gpu_ids)
-           .with_columns(pl.when(pl.col("not_compared").is_null()
-                                 & ~pl.col("model").is_in(list(known)))
-                         .then(pl.lit("its config is not in the snapshot"))
-                         .otherwise(pl.col("not_compared")).alias("not_compared"))
-           for f in MEASUREMENT_FILES}
+    raw = {
+        f: measurements(
+            pl.read_csv(catalog_dir / f, infer_schema_length=0)
+            .with_row_index("row", offset=1)
+            .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)),
+            gpu_ids,
+        ).with_columns(
+            pl.when(pl.col("not_compared").is_null() & ~pl.col("model").is_in(list(known)))
+            .then(pl.lit("its config is not in the snapshot"))
+            .otherwise(pl.col("not_compared"))
+            .alias("not_compared")
+        )
+        for f in MEASUREMENT_FILES
+    }
     rows = pl.concat([predicted(m, arch) for m in raw.values()], how="diagonal_relaxed")
     held = held_out_errors(rows).select("file", "row", "held_out_error")
     by_source = held_out_errors(rows, SOURCE).select(
-        "file", "row", held_out_by_source_error="held_out_error")
-    rows = rows.join(held, on=["file", "row"], how="left") \
-        .join(by_source, on=["file", "row"], how="left") \
+        "file", "row", held_out_by_source_error="held_out_error"
+    )
+    rows = (
+        rows.join(held, on=["file", "row"], how="left")
+        .join(by_source, on=["file", "row"], how="left")
         .with_columns(moe=pl.col("n_experts") > 0)
+    )
     # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.
-    comparable = pl.concat([m.filter(pl.col("not_compared").is_null()) for m in raw.values()],
-                           how="diagonal_relaxed")
-    no_roofline = comparable.join(rows.select("file", "row"), on=["file", "row"],
-                                  how="anti").with_columns(
+    comparable = pl.concat(
+        [m.filter(pl.col("not_compared").is_null()) for m in raw.values()], how="diagonal_relaxed"
+    )
+    no_roofline = comparable.join(
+        rows.select("file", "row"), on=["file", "row"], how="anti"
+    ).with_columns(
         not_compared=pl.when(pl.col("kind") == "prefill")
         .then(pl.lit("no published dense FP16 tensor throughput for the GPU"))
-        .otherwise(pl.lit("no published memory bandwidth for the GPU")))
-    skipped = pl.concat([m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()]
-                        + [no_roofline], how="diagonal_relaxed")
+        .otherwise(pl.lit("no published memory bandwidth for the GPU"))
+    )
+    skipped = pl.concat(
+        [m.filter(pl.col("not_compared").is_not_null()) for m in raw.values()] + [no_roofline],
+        how="diagonal_relaxed",
+    )
     # Every backend has a fit, its own or its engine's pooled one: each row left is predicted.
     return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
         in_fit=pl.col("not_compared").is_null(),
-        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
+        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1,
+    )
 
 
 # A measurement the estimate misses by more than this warns (the 90th-percentile bound the
@@ -288,48 +363,78 @@ _MATCH_CHECK = "speed_measurements_reproduced"
 
 def _worst(off: pl.DataFrame, n: int = 5) -> list[str]:
     """The n largest misses, in words."""
-    return [f"{m} {t} on {g} ({b}) {e:+.0%}" for m, t, g, b, e in off.sort(
-        pl.col("error").abs(), descending=True).head(n).select(
-        "model_repo", "test", "gpu_id", "backend", "error").iter_rows()]
+    return [
+        f"{m} {t} on {g} ({b}) {e:+.0%}"
+        for m, t, g, b, e in off.sort(pl.col("error").abs(), descending=True)
+        .head(n)
+        .select("model_repo", "test", "gpu_id", "backend", "error")
+        .iter_rows()
+    ]
 
 
-@table_asset("speed_checks", group="quality", check_specs=[
-    dg.AssetCheckSpec(_MATCH_CHECK, asset="speed_checks",
-                      description="every compared measurement within 60 % of the estimate "
-                                  "(the misses named)")],
+@table_asset(
+    "speed_checks",
+    group="quality",
+    check_specs=[
+        dg.AssetCheckSpec(
+            _MATCH_CHECK,
+            asset="speed_checks",
+            description="every compared measurement within 60 % of the estimate (the misses named)",
+        )
+    ],
     deps=["models", "gpus"],
     description="Every published decode and prefill measurement (llama-bench, vLLM "
-                "benchmarks; data/catalogs/speed_measurements*.csv with the source and the "
-                "verbatim line) beside the estimate for the same model, format, GPU and "
-                "test: its error, the fit it comes from, whether it was fitted on, and its "
-                "error with its GPU, and with its source, left out of the fit.")
-def speed_checks(context: dg.AssetExecutionContext, catalog: CatalogResource,
-                 snapshot: SnapshotResource,
-                 warehouse: WarehouseResource) -> dg.MaterializeResult:
+    "benchmarks; data/catalogs/speed_measurements*.csv with the source and the "
+    "verbatim line) beside the estimate for the same model, format, GPU and "
+    "test: its error, the fit it comes from, whether it was fitted on, and its "
+    "error with its GPU, and with its source, left out of the fit.",
+)
+def speed_checks(
+    context: dg.AssetExecutionContext,
+    catalog: CatalogResource,
+    snapshot: SnapshotResource,
+    warehouse: WarehouseResource,
+) -> dg.MaterializeResult:
     configs = sized_configs(snapshot, warehouse.read("models"))
     # The table follows from the measurements, the configs, the GPUs and the sizing code:
     # when none changed, the current version stands and nothing is refitted.
     content = store.fingerprint_of(
-        *(hashlib.sha256((Path(catalog.path) / f).read_bytes()).hexdigest()
-          for f in MEASUREMENT_FILES),
+        *(
+            hashlib.sha256((Path(catalog.path) / f).read_bytes()).hexdigest()
+            for f in MEASUREMENT_FILES
+        ),
         *(hashlib.sha256(p.read_bytes()).hexdigest() for p in configs.values()),
-        store.frame_fingerprint(warehouse.read("gpus").drop("verified_at")), code_fingerprint())
+        store.frame_fingerprint(warehouse.read("gpus").drop("verified_at")),
+        code_fingerprint(),
+    )
     result = warehouse.unchanged(context, "speed_checks", content, CATALOGS_VERIFIED)
     if result is not None:
         df = warehouse.read("speed_checks")
     else:
-        df = speed_check_frame(Path(catalog.path),
-                               lambda m: parse_config(configs[m].read_bytes(), m), set(configs))
-        result = warehouse.publish(context, "speed_checks", df, CATALOGS_VERIFIED,
-                                   ",".join(f"data/catalogs/{f}" for f in MEASUREMENT_FILES),
-                                   fingerprint=content)
+        df = speed_check_frame(
+            Path(catalog.path), lambda m: parse_config(configs[m].read_bytes(), m), set(configs)
+        )
+        result = warehouse.publish(
+            context,
+            "speed_checks",
+            df,
+            CATALOGS_VERIFIED,
+            ",".join(f"data/catalogs/{f}" for f in MEASUREMENT_FILES),
+            fingerprint=content,
+        )
     compared = df.filter(pl.col("error").is_not_null())
     off = compared.filter(pl.col("error").abs() > SPEED_TOLERANCE)
     match = dg.AssetCheckResult(
-        check_name=_MATCH_CHECK, passed=off.is_empty(), severity=dg.AssetCheckSeverity.WARN,
+        check_name=_MATCH_CHECK,
+        passed=off.is_empty(),
+        severity=dg.AssetCheckSeverity.WARN,
         description=f"{off.height} of {compared.height} measurements off by more than 60 %"
-                    + (f", worst: {', '.join(_worst(off))}" if off.height else ""),
-        metadata={"compared": compared.height,
-                  "median_abs_error": float(compared["error"].abs().median() or 0)})
-    return dg.MaterializeResult(metadata=result.metadata,
-                                check_results=[*result.check_results, match])
+        + (f", worst: {', '.join(_worst(off))}" if off.height else ""),
+        metadata={
+            "compared": compared.height,
+            "median_abs_error": float(compared["error"].abs().median() or 0),
+        },
+    )
+    return dg.MaterializeResult(
+        metadata=result.metadata, check_results=[*result.check_results, match]
+    )

@@ -48,7 +48,8 @@ class SnapshotResource(dg.ConfigurableResource):
                 for row in csv.DictReader(fh):
                     if row["kind"] == "stored":
                         checks[row["repo_id"]] = {"MATCH": "matches", "DIFF": "differs"}.get(
-                            row["status"], "unchecked")
+                            row["status"], "unchecked"
+                        )
         return checks
 
     def missing_models(self) -> dict[str, str]:
@@ -93,59 +94,89 @@ class WarehouseResource(dg.ConfigurableResource):
     def slice_store(self, table: str) -> SliceStore:
         return SliceStore(self.root, table, self.storage_options())
 
-    def publish(self, context: dg.AssetExecutionContext, table: str, df, verified_at,
-                sources: str, fingerprint: str | None = None,
-                dated: bool = True) -> dg.MaterializeResult:
+    def publish(
+        self,
+        context: dg.AssetExecutionContext,
+        table: str,
+        df,
+        verified_at,
+        sources: str,
+        fingerprint: str | None = None,
+        dated: bool = True,
+    ) -> dg.MaterializeResult:
         """Commit `df` as the table's next version once its contract holds, unless it is
         the current version's content (store.publish's `fingerprint`).
 
         A broken contract (schema, keys, nulls, plausibility, collapsing row count) fails
         the step with the reasons; nothing is written and the previous version stays."""
-        info = {"dagster_run_id": context.run.run_id, "pipeline_version": _version(),
-                "sources": sources}
+        info = {
+            "dagster_run_id": context.run.run_id,
+            "pipeline_version": _version(),
+            "sources": sources,
+        }
         try:
-            p = store.publish(table, df, verified_at=verified_at, commit_info=info,
-                              base=self.root, storage_options=self.storage_options(),
-                              fingerprint=fingerprint, dated=dated)
+            p = store.publish(
+                table,
+                df,
+                verified_at=verified_at,
+                commit_info=info,
+                base=self.root,
+                storage_options=self.storage_options(),
+                fingerprint=fingerprint,
+                dated=dated,
+            )
         except store.ContractViolation as e:
-            raise dg.Failure(description=f"blocking check {contract_check_name(table)} failed, "
-                                         f"nothing published: {e}") from e
+            raise dg.Failure(
+                description=f"blocking check {contract_check_name(table)} failed, "
+                f"nothing published: {e}"
+            ) from e
         return self._result(context, p)
 
-    def unchanged(self, context: dg.AssetExecutionContext, table: str, fingerprint: str,
-                  verified_at) -> dg.MaterializeResult | None:
+    def unchanged(
+        self, context: dg.AssetExecutionContext, table: str, fingerprint: str, verified_at
+    ) -> dg.MaterializeResult | None:
         """The current version's result when it was published from the same content, so
         that an asset can skip computing what it would publish; None otherwise."""
         p = store.unchanged(table, fingerprint, verified_at, self.root, self.storage_options())
         return None if p is None else self._result(context, p)
 
-    def _result(self, context: dg.AssetExecutionContext,
-                p: store.Published) -> dg.MaterializeResult:
+    def _result(
+        self, context: dg.AssetExecutionContext, p: store.Published
+    ) -> dg.MaterializeResult:
         table = p.table
         if not p.changed:
             context.log.info(f"{table}: unchanged, version {p.version} stays current")
-        check = dg.AssetCheckResult(check_name=contract_check_name(table), passed=True,
-                                    asset_key=dg.AssetKey(table),
-                                    metadata={"rows": p.rows, "delta_version": p.version})
-        return dg.MaterializeResult(asset_key=table, check_results=[check], metadata={
-            "dagster/row_count": dg.MetadataValue.int(p.rows),
-            "dagster/column_schema": table_schema(table),
-            "delta_version": dg.MetadataValue.int(p.version),
-            "changed": dg.MetadataValue.bool(p.changed),
-            "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
-            "path": dg.MetadataValue.path(p.path),
-            "export": dg.MetadataValue.path(p.export),
-            "preview": dg.MetadataValue.md(f"```\n{self.preview(p.export)}\n```"),
-        })
+        check = dg.AssetCheckResult(
+            check_name=contract_check_name(table),
+            passed=True,
+            asset_key=dg.AssetKey(table),
+            metadata={"rows": p.rows, "delta_version": p.version},
+        )
+        return dg.MaterializeResult(
+            asset_key=table,
+            check_results=[check],
+            metadata={
+                "dagster/row_count": dg.MetadataValue.int(p.rows),
+                "dagster/column_schema": table_schema(table),
+                "delta_version": dg.MetadataValue.int(p.version),
+                "changed": dg.MetadataValue.bool(p.changed),
+                "verified_at": dg.MetadataValue.text(p.verified_at.isoformat()),
+                "path": dg.MetadataValue.path(p.path),
+                "export": dg.MetadataValue.path(p.export),
+                "preview": dg.MetadataValue.md(f"```\n{self.preview(p.export)}\n```"),
+            },
+        )
 
     def preview(self, parquet_uri: str, rows: int = 5) -> pl.DataFrame:
-        return pl.scan_parquet(parquet_uri, storage_options=self.storage_options() or None) \
-            .head(rows).collect()
+        return (
+            pl.scan_parquet(parquet_uri, storage_options=self.storage_options() or None)
+            .head(rows)
+            .collect()
+        )
 
     def fingerprint(self, table: str) -> str | None:
         """The content fingerprint of the table's current version, if it has one."""
-        current = store.current_version(store.table_uri(table, self.root),
-                                       self.storage_options())
+        current = store.current_version(store.table_uri(table, self.root), self.storage_options())
         return current.get(store.FINGERPRINT_KEY) if current else None
 
     def read(self, table: str):
@@ -166,42 +197,85 @@ def contract_check_name(table: str) -> str:
 
 def contract_checks(*tables: str) -> list[dg.AssetCheckSpec]:
     """The blocking contract check of each table, on the table's own asset."""
-    return [dg.AssetCheckSpec(contract_check_name(t), asset=t, blocking=True,
-                              description=f"{t}: schema, unique keys, required values, "
-                                          "plausibility and no collapse in row count, checked "
-                                          "before the version is committed")
-            for t in tables]
+    return [
+        dg.AssetCheckSpec(
+            contract_check_name(t),
+            asset=t,
+            blocking=True,
+            description=f"{t}: schema, unique keys, required values, "
+            "plausibility and no collapse in row count, checked "
+            "before the version is committed",
+        )
+        for t in tables
+    ]
 
 
 def table_schema(table: str) -> dg.TableSchema:
     """The table's contract as Dagster's column schema, shown in the UI's asset page."""
     contract = CONTRACTS[table]
     return dg.TableSchema(
-        columns=[dg.TableColumn(c, str(t), constraints=dg.TableColumnConstraints(
-            nullable=c not in contract.not_null, unique=contract.keys == (c,)))
-            for c, t in contract.schema.items()],
-        constraints=dg.TableConstraints(other=[f"unique key: {', '.join(contract.keys)}"]))
+        columns=[
+            dg.TableColumn(
+                c,
+                str(t),
+                constraints=dg.TableColumnConstraints(
+                    nullable=c not in contract.not_null, unique=contract.keys == (c,)
+                ),
+            )
+            for c, t in contract.schema.items()
+        ],
+        constraints=dg.TableConstraints(other=[f"unique key: {', '.join(contract.keys)}"]),
+    )
 
 
-def table_asset(table: str, *, group: str, description: str, deps=(),
-                kinds=("polars", "deltalake"), eager: bool = True, check_specs=(), **kwargs):
+def table_asset(
+    table: str,
+    *,
+    group: str,
+    description: str,
+    deps=(),
+    kinds=("polars", "deltalake"),
+    eager: bool = True,
+    check_specs=(),
+    **kwargs,
+):
     """The asset that publishes one table, named as the table: its contract check, column
     schema and group (`eager`: recomputed when what it depends on changes)."""
     return dg.asset(
-        name=table, group_name=group, description=description, deps=list(deps),
-        kinds=set(kinds), code_version="1", check_specs=[*contract_checks(table), *check_specs],
+        name=table,
+        group_name=group,
+        description=description,
+        deps=list(deps),
+        kinds=set(kinds),
+        code_version="1",
+        check_specs=[*contract_checks(table), *check_specs],
         metadata={"dagster/column_schema": table_schema(table)},
-        automation_condition=dg.AutomationCondition.eager() if eager else None, **kwargs)
+        automation_condition=dg.AutomationCondition.eager() if eager else None,
+        **kwargs,
+    )
 
 
-def table_spec(table: str, *, group: str, description: str, deps=(),
-               kinds=("polars", "deltalake"), eager: bool = True) -> dg.AssetSpec:
+def table_spec(
+    table: str,
+    *,
+    group: str,
+    description: str,
+    deps=(),
+    kinds=("polars", "deltalake"),
+    eager: bool = True,
+) -> dg.AssetSpec:
     """The asset of one published table, for a multi_asset whose one computation yields
     several tables: its group, upstream tables and column schema."""
     return dg.AssetSpec(
-        table, group_name=group, description=description, deps=list(deps), kinds=set(kinds),
-        code_version="1", metadata={"dagster/column_schema": table_schema(table)},
-        automation_condition=dg.AutomationCondition.eager() if eager else None)
+        table,
+        group_name=group,
+        description=description,
+        deps=list(deps),
+        kinds=set(kinds),
+        code_version="1",
+        metadata={"dagster/column_schema": table_schema(table)},
+        automation_condition=dg.AutomationCondition.eager() if eager else None,
+    )
 
 
 def _version() -> str:
@@ -212,5 +286,13 @@ def _version() -> str:
 from assets.resources.hub import HubResource  # noqa: E402
 from assets.resources.price_sources import PriceSourcesResource  # noqa: E402
 
-__all__ = ["CatalogResource", "HubResource", "PriceSourcesResource", "SnapshotResource",
-           "WarehouseResource", "contract_check_name", "contract_checks", "entry_date"]
+__all__ = [
+    "CatalogResource",
+    "HubResource",
+    "PriceSourcesResource",
+    "SnapshotResource",
+    "WarehouseResource",
+    "contract_check_name",
+    "contract_checks",
+    "entry_date",
+]

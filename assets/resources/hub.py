@@ -25,8 +25,12 @@ class HubResource(dg.ConfigurableResource):
     def discovered(self, api: HfApi) -> list[str]:
         found = []
         for author in self.discover_authors:
-            for m in api.list_models(author=author, pipeline_tag="text-generation",
-                                     sort="downloads", limit=self.discover_top_n):
+            for m in api.list_models(
+                author=author,
+                pipeline_tag="text-generation",
+                sort="downloads",
+                limit=self.discover_top_n,
+            ):
                 if (m.downloads or 0) >= self.min_downloads:
                     found.append(m.id)
         return found

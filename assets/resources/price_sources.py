@@ -37,8 +37,11 @@ class PriceSourcesResource(dg.ConfigurableResource):
 
     def collect(self, provider: str) -> Collected:
         requests = REQUESTS[provider]
-        return self._replay(provider, requests) if self.offline \
+        return (
+            self._replay(provider, requests)
+            if self.offline
             else self._fetch_and_record(provider, requests)
+        )
 
     def _replay(self, provider: str, requests: tuple[Request, ...]) -> Collected:
         """The newest recording of each of the provider's requests, each body through the
@@ -56,9 +59,13 @@ class PriceSourcesResource(dg.ConfigurableResource):
         entries, refused = provider_entries(Path(self.snapshot_path), provider)
         return self._parse_recordings(provider, REQUESTS[provider], entries, refused)
 
-    def _parse_recordings(self, provider: str, requests: tuple[Request, ...],
-                          entries: list[dict], refused: list[str] | None = None
-                          ) -> Collected:
+    def _parse_recordings(
+        self,
+        provider: str,
+        requests: tuple[Request, ...],
+        entries: list[dict],
+        refused: list[str] | None = None,
+    ) -> Collected:
         """The offers of the given lines. Without `refused` (the replay), a body the door
         refuses fails the provider; with it (the history), it is left out and named."""
         snapshot = Path(self.snapshot_path)
@@ -69,20 +76,26 @@ class PriceSourcesResource(dg.ConfigurableResource):
                 body = snapshot_files.verified_bytes(snapshot, entry)
             except snapshot_files.Refused as e:
                 if refused is None:
-                    raise parsers.LayoutChanged(
-                        f"{provider}: recording refused: {e.reason}") from e
+                    raise parsers.LayoutChanged(f"{provider}: recording refused: {e.reason}") from e
                 refused.append(e.reason)
                 continue
             request, when = by_name[request_name(entry)], entry["when"]
-            offers += [o | {"raw_ref": entry["path"], "source_url": entry["endpoint"],
-                            "verified_at": when.date()}
-                       for o in parsed(provider, request, body, when.date())]
+            offers += [
+                o
+                | {
+                    "raw_ref": entry["path"],
+                    "source_url": entry["endpoint"],
+                    "verified_at": when.date(),
+                }
+                for o in parsed(provider, request, body, when.date())
+            ]
             refs.append(entry["path"])
             dates.append(when)
         if not refs:
             raise parsers.LayoutChanged(f"{provider}: no recorded response in the snapshot")
-        return Collected(offers, max(dates), refs,
-                         [*(refused or []), *unlisted_recordings(snapshot, provider)])
+        return Collected(
+            offers, max(dates), refs, [*(refused or []), *unlisted_recordings(snapshot, provider)]
+        )
 
     def _url(self, provider: str, r: Request) -> str:
         """The request's URL, with its scheme and host replaced by `base_urls[provider]`."""
@@ -105,8 +118,9 @@ class PriceSourcesResource(dg.ConfigurableResource):
                         continue
                     headers["Authorization"] = f"Bearer {token}"
                 try:
-                    got = fetch(http, r.method, self._url(provider, r), json=r.body,
-                                headers=headers)
+                    got = fetch(
+                        http, r.method, self._url(provider, r), json=r.body, headers=headers
+                    )
                     offers_here = parsed(provider, r, got.body, now.date())
                 except (FetchError, parsers.LayoutChanged) as e:
                     if not r.optional:
@@ -118,8 +132,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
                 refs.append(ref)
         return Collected(offers, now, refs, skipped)
 
-    def _record(self, provider: str, r: Request, body: bytes, url: str,
-                when: dt.datetime) -> str:
+    def _record(self, provider: str, r: Request, body: bytes, url: str, when: dt.datetime) -> str:
         """The body written under the snapshot by the rules it is read back by (confined,
         whole: a temporary file renamed), its manifest line added once it reads back."""
         snapshot = Path(self.snapshot_path)
@@ -130,10 +143,16 @@ class PriceSourcesResource(dg.ConfigurableResource):
         partial = path.with_name(path.name + ".tmp")
         partial.write_bytes(body)
         os.replace(partial, path)
-        line = {"path": rel, "provider": provider, "request": r.name, "endpoint": url,
-                "method": r.method,
-                "obtained": "fetched", "published_date": when.isoformat(),
-                "sha256": hashlib.sha256(body).hexdigest()}
+        line = {
+            "path": rel,
+            "provider": provider,
+            "request": r.name,
+            "endpoint": url,
+            "method": r.method,
+            "obtained": "fetched",
+            "published_date": when.isoformat(),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
         snapshot_files.verified_bytes(snapshot, line)
         snapshot_files.bounded_date(line, snapshot_files.provider_since().get(provider))
         with (snapshot / "prices" / "manifest.jsonl").open("a") as f:

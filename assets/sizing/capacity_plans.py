@@ -21,39 +21,50 @@ MODELS_PER_BATCH = 64
 # two most downloaded GGUF types (the `plan` command tries every format).
 TABLE_FORMATS = pl.DataFrame(
     [(VLLM, f) for f in FORMATS_BY_ENGINE[VLLM]] + [(LLAMA_CPP, "Q4_K_M"), (LLAMA_CPP, "Q8_0")],
-    schema=["engine", "weight_format"], orient="row")
+    schema=["engine", "weight_format"],
+    orient="row",
+)
 
 
 def plannable_gpus(gpus: pl.DataFrame, offers: pl.DataFrame) -> pl.DataFrame:
     """GPUs a plan can price: rented on demand by some provider, or with a purchase price."""
     rented = offers.filter(on_demand())["gpu_id"]
-    return gpus.filter(pl.col("gpu_id").is_in(rented.implode())
-                       | pl.col("price_new_usd").is_not_null()
-                       | pl.col("price_used_usd").is_not_null())
+    return gpus.filter(
+        pl.col("gpu_id").is_in(rented.implode())
+        | pl.col("price_new_usd").is_not_null()
+        | pl.col("price_used_usd").is_not_null()
+    )
 
 
-@table_asset("capacity_plans", group="sizing", deps=["models", "weights", "gpus", "gpu_prices",
-                                                 "format_quality_tiers", "engine_support"],
-             description="Per standard traffic profile (chat, rag, batch: sizing.capacity) "
-                         "and model, the cheapest configurations that serve it at its "
-                         "targets at the default quality floor: replicas, latencies at the "
-                         "load, monthly rent, purchase price and quality tier.")
-def capacity_plans(context: dg.AssetExecutionContext,
-                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+@table_asset(
+    "capacity_plans",
+    group="sizing",
+    deps=["models", "weights", "gpus", "gpu_prices", "format_quality_tiers", "engine_support"],
+    description="Per standard traffic profile (chat, rag, batch: sizing.capacity) "
+    "and model, the cheapest configurations that serve it at its "
+    "targets at the default quality floor: replicas, latencies at the "
+    "load, monthly rent, purchase price and quality tier.",
+)
+def capacity_plans(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     models, weights = warehouse.read("models"), warehouse.read("weights")
     gpus, offers = warehouse.read("gpus"), warehouse.read("gpu_prices")
     tiers = warehouse.read("format_quality_tiers").drop("verified_at")
     support = warehouse.read("engine_support").drop("verified_at")
     offers = offers.filter(~pl.col("fractional"))
-    verified_at = max(models.get_column("verified_at").max(),
-                      offers.get_column("verified_at").max())
-    content = store.fingerprint_of(*(store.frame_fingerprint(f.drop("verified_at"))
-                                     for f in (models, weights, gpus, offers)),
-                                   store.frame_fingerprint(tiers),
-                                   store.frame_fingerprint(support),
-                                   code_fingerprint())
-    if (current := warehouse.unchanged(context, "capacity_plans", content,
-                                       verified_at)) is not None:
+    verified_at = max(
+        models.get_column("verified_at").max(), offers.get_column("verified_at").max()
+    )
+    content = store.fingerprint_of(
+        *(store.frame_fingerprint(f.drop("verified_at")) for f in (models, weights, gpus, offers)),
+        store.frame_fingerprint(tiers),
+        store.frame_fingerprint(support),
+        code_fingerprint(),
+    )
+    if (
+        current := warehouse.unchanged(context, "capacity_plans", content, verified_at)
+    ) is not None:
         return current
     frames, priced = [], plannable_gpus(gpus, offers)
     ids = models.get_column("model_id").sort()
@@ -62,13 +73,35 @@ def capacity_plans(context: dg.AssetExecutionContext,
         m = models.filter(pl.col("model_id").is_in(chosen.implode()))
         w = weights.filter(pl.col("model_id").is_in(chosen.implode()))
         for profile in STANDARD_PROFILES:
-            frames.append(plan(m, w, priced, profile, offers, TABLE_FORMATS,
-                               batches=TABLE_BATCHES, quality=tiers, support=support)
-                          .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32)
-                                        .over("model_id").alias("rank"))
-                          .filter(pl.col("rank") <= PLANS_PER_MODEL))
-    df = pl.concat(frames).drop("name").with_columns(
-        pl.col("prompt_tokens").cast(pl.Int32), pl.col("output_tokens").cast(pl.Int32))
-    return warehouse.publish(context, "capacity_plans", df, verified_at,
-                             "models,weights,gpus,gpu_prices,format_quality_tiers,engine_support",
-                             fingerprint=content)
+            frames.append(
+                plan(
+                    m,
+                    w,
+                    priced,
+                    profile,
+                    offers,
+                    TABLE_FORMATS,
+                    batches=TABLE_BATCHES,
+                    quality=tiers,
+                    support=support,
+                )
+                .with_columns(
+                    pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("model_id").alias("rank")
+                )
+                .filter(pl.col("rank") <= PLANS_PER_MODEL)
+            )
+    df = (
+        pl.concat(frames)
+        .drop("name")
+        .with_columns(
+            pl.col("prompt_tokens").cast(pl.Int32), pl.col("output_tokens").cast(pl.Int32)
+        )
+    )
+    return warehouse.publish(
+        context,
+        "capacity_plans",
+        df,
+        verified_at,
+        "models,weights,gpus,gpu_prices,format_quality_tiers,engine_support",
+        fingerprint=content,
+    )

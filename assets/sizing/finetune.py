@@ -11,13 +11,18 @@ from sizing.architecture import ModelArch
 from sizing.finetune import finetune_rows
 
 
-@table_asset("finetune", group="sizing", deps=["models"],
-             description="GPU memory to fine-tune every model: QLoRA, LoRA, full fine-tuning "
-                         "(mixed-precision and pure BF16 AdamW), split into weights, "
-                         "gradients and optimizer states, activations (2,048-token "
-                         "sequences, micro-batch 1, gradient checkpointing, LoRA rank 16).")
-def finetune(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-             warehouse: WarehouseResource) -> dg.MaterializeResult:
+@table_asset(
+    "finetune",
+    group="sizing",
+    deps=["models"],
+    description="GPU memory to fine-tune every model: QLoRA, LoRA, full fine-tuning "
+    "(mixed-precision and pure BF16 AdamW), split into weights, "
+    "gradients and optimizer states, activations (2,048-token "
+    "sequences, micro-batch 1, gradient checkpointing, LoRA rank 16).",
+)
+def finetune(
+    context: dg.AssetExecutionContext, snapshot: SnapshotResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     return publish_per_model(context, snapshot, warehouse, "finetune", _finetune_frame)
 
 

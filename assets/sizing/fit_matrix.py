@@ -22,19 +22,30 @@ from warehouse.staging import SliceStore
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
 
 
-@dg.asset(partitions_def=MODEL_SHARDS, backfill_policy=backfill_policy(os.environ),
-          check_specs=[dg.AssetCheckSpec(
-              "every_model_has_rows", asset="fit_matrix_shards", blocking=True,
-              description="Every model computed in the run has fit-matrix rows (the grid always "
-                          "yields rows, fitting or not: none means its inputs are broken).")],
-          automation_condition=dg.AutomationCondition.eager(),
-          group_name="sizing", kinds={"polars"}, code_version="1",
-          deps=["models", "weights", "gpus", "engine_support"],
-          description="Each model's fit-matrix rows, computed per shard of the model set into "
-                      "the warehouse's staging area; a model whose inputs did not change is "
-                      "not recomputed.")
-def fit_matrix_shards(context: dg.AssetExecutionContext,
-                      warehouse: WarehouseResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=MODEL_SHARDS,
+    backfill_policy=backfill_policy(os.environ),
+    check_specs=[
+        dg.AssetCheckSpec(
+            "every_model_has_rows",
+            asset="fit_matrix_shards",
+            blocking=True,
+            description="Every model computed in the run has fit-matrix rows (the grid always "
+            "yields rows, fitting or not: none means its inputs are broken).",
+        )
+    ],
+    automation_condition=dg.AutomationCondition.eager(),
+    group_name="sizing",
+    kinds={"polars"},
+    code_version="1",
+    deps=["models", "weights", "gpus", "engine_support"],
+    description="Each model's fit-matrix rows, computed per shard of the model set into "
+    "the warehouse's staging area; a model whose inputs did not change is "
+    "not recomputed.",
+)
+def fit_matrix_shards(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     inputs = matrix_inputs(warehouse)
     stores = {t: warehouse.slice_store(t) for t in SLICED_TABLES}
     shards = context.partition_keys
@@ -48,11 +59,21 @@ def fit_matrix_shards(context: dg.AssetExecutionContext,
     # A few models per Polars query (one query per model costs more in planning than in
     # rows), each model's rows then stored as its own slice.
     for at in range(0, len(todo), MODELS_PER_QUERY):
-        group = todo[at:at + MODELS_PER_QUERY]
-        tables = dict(zip(SLICED_TABLES, fit_tables(
-            pl.concat([s.model for s in group]), pl.concat([s.weights for s in group]),
-            inputs.gpus, inputs.matrix_columns, inputs.configuration_columns,
-            inputs.support), strict=True))
+        group = todo[at : at + MODELS_PER_QUERY]
+        tables = dict(
+            zip(
+                SLICED_TABLES,
+                fit_tables(
+                    pl.concat([s.model for s in group]),
+                    pl.concat([s.weights for s in group]),
+                    inputs.gpus,
+                    inputs.matrix_columns,
+                    inputs.configuration_columns,
+                    inputs.support,
+                ),
+                strict=True,
+            )
+        )
         ids = {t: df.get_column("model_id") for t, df in tables.items()}
         for s in group:
             # A mask per model: cheaper than partition_by on these frames.
@@ -64,14 +85,23 @@ def fit_matrix_shards(context: dg.AssetExecutionContext,
                 stores[t].put(s.shard, s.key, part)
             rows += parts["fit_matrix"].height
     computed, reused = len(todo) - len(empty), sum(map(len, current.values())) - len(todo)
-    removed = sum(staged.keep_only(shard, keys) for shard, keys in current.items()
-                  for staged in stores.values())
-    context.log.info(f"shards {shards[0]}..{shards[-1]}: {computed} models computed "
-                     f"({rows} rows), {reused} reused, {removed} stale slices removed")
+    removed = sum(
+        staged.keep_only(shard, keys)
+        for shard, keys in current.items()
+        for staged in stores.values()
+    )
+    context.log.info(
+        f"shards {shards[0]}..{shards[-1]}: {computed} models computed "
+        f"({rows} rows), {reused} reused, {removed} stale slices removed"
+    )
     return dg.MaterializeResult(
         metadata={"models_computed": computed, "models_reused": reused, "rows_computed": rows},
-        check_results=[dg.AssetCheckResult(check_name="every_model_has_rows",
-                                           passed=not empty, metadata={"models": empty})])
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="every_model_has_rows", passed=not empty, metadata={"models": empty}
+            )
+        ],
+    )
 
 
 # Models per query of the shard step (about 0.8 M matrix rows).
@@ -92,16 +122,27 @@ class SlicesMissing(dg.Failure):
 
 @dg.multi_asset(
     name="fit_matrix",
-    specs=[table_spec("fit_configurations", group="sizing", deps=["fit_matrix_shards"],
-                      description="What depends on the configuration only (model x format x "
-                                  "engine x GPU x count): weights and runtime per GPU, usable "
-                                  "memory, prefill, and the basis of each figure."),
-           table_spec("fit_matrix", group="sizing", deps=["fit_matrix_shards"],
-                      description="Memory per GPU, verdict, largest context, concurrency and "
-                                  "speed for every model x format x context x KV type x batch x "
-                                  "GPU x count x engine: the shards' current slices, published "
-                                  "as one version.")],
-    check_specs=contract_checks(*SLICED_TABLES))
+    specs=[
+        table_spec(
+            "fit_configurations",
+            group="sizing",
+            deps=["fit_matrix_shards"],
+            description="What depends on the configuration only (model x format x "
+            "engine x GPU x count): weights and runtime per GPU, usable "
+            "memory, prefill, and the basis of each figure.",
+        ),
+        table_spec(
+            "fit_matrix",
+            group="sizing",
+            deps=["fit_matrix_shards"],
+            description="Memory per GPU, verdict, largest context, concurrency and "
+            "speed for every model x format x context x KV type x batch x "
+            "GPU x count x engine: the shards' current slices, published "
+            "as one version.",
+        ),
+    ],
+    check_specs=contract_checks(*SLICED_TABLES),
+)
 def fit_matrix(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     inputs = matrix_inputs(warehouse)
     stores = {t: warehouse.slice_store(t) for t in SLICED_TABLES}
@@ -111,20 +152,30 @@ def fit_matrix(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         shards = sorted({s.shard for s in missing})
         raise SlicesMissing(
             description=f"{len(missing)} model(s) have no current fit-matrix slice (e.g. "
-                        f"{missing[0].model_id}); materialize fit_matrix_shards partitions "
-                        f"{', '.join(shards)}",
-            metadata={"models": [s.model_id for s in missing], "shards": shards})
+            f"{missing[0].model_id}); materialize fit_matrix_shards partitions "
+            f"{', '.join(shards)}",
+            metadata={"models": [s.model_id for s in missing], "shards": shards},
+        )
+
     def slices_of(staged: SliceStore):
         for s in wanted:
             rows = staged.get(s.shard, s.key)
             if rows is None:  # removed by a shard run that started after the check above
-                raise SlicesMissing(description=f"the slice of {s.model_id} (shard {s.shard}) "
-                                                "left staging during the publish; run again")
+                raise SlicesMissing(
+                    description=f"the slice of {s.model_id} (shard {s.shard}) "
+                    "left staging during the publish; run again"
+                )
             yield rows
 
     # The slices' keys hash everything the rows are computed from: the same keys are the
     # same rows, and the current version stays (nothing is read or written).
     content = store.fingerprint_of(*(s.key for s in wanted))
     for t, staged in reversed(stores.items()):  # the small table first
-        yield warehouse.publish(context, t, slices_of(staged), inputs.verified_at,
-                                "models,weights,gpus", fingerprint=content)
+        yield warehouse.publish(
+            context,
+            t,
+            slices_of(staged),
+            inputs.verified_at,
+            "models,weights,gpus",
+            fingerprint=content,
+        )

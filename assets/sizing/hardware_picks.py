@@ -24,30 +24,49 @@ ENGINE = LLAMA_CPP
 FORMAT = HEADLINE_FORMAT[ENGINE]
 
 
-def picks_rows(m: ModelArch, gpus: pl.DataFrame, offers: pl.DataFrame,
-               tiers: pl.DataFrame, support: pl.DataFrame) -> list[dict]:
+def picks_rows(
+    m: ModelArch,
+    gpus: pl.DataFrame,
+    offers: pl.DataFrame,
+    tiers: pl.DataFrame,
+    support: pl.DataFrame,
+) -> list[dict]:
     """The model's four picks at the headline configuration, one row each (no hardware
     named where none runs it at the default speed; `support`: the engine_support rules)."""
     context = min(m.max_context, HEADLINE_CONTEXT)
-    rec = recommend(m, FORMAT, context, DEFAULT_KV[ENGINE], ENGINE, gpus, offers,
-                    support=support)
+    rec = recommend(m, FORMAT, context, DEFAULT_KV[ENGINE], ENGINE, gpus, offers, support=support)
     tier = dict(ranked_formats([FORMAT], m.name, tiers, "any")).get(FORMAT)
-    head = {"model_id": m.name, "weight_format": FORMAT, "engine": ENGINE, "context": context,
-            "kv_dtype": DEFAULT_KV[ENGINE], "quality_tier": tier,
-            "min_decode_tok_s": rec["criteria"]["min_decode_tok_s"]}
+    head = {
+        "model_id": m.name,
+        "weight_format": FORMAT,
+        "engine": ENGINE,
+        "context": context,
+        "kv_dtype": DEFAULT_KV[ENGINE],
+        "quality_tier": tier,
+        "min_decode_tok_s": rec["criteria"]["min_decode_tok_s"],
+    }
     rows = []
     for pick in PICKS:
         c = rec[pick] or {}
         bought = c.get("hardware_usd") or c.get("price_new_usd")
-        rows.append(head | {
-            "pick": pick, "gpu_id": c.get("gpu_id"), "name": c.get("name"),
-            "n_gpus": c.get("n_gpus"), "decode_tok_s": c.get("decode_tok_s"),
-            "total_gib": c.get("total_gib"), "price_usd": bought,
-            "price_basis": c.get("value_basis") or c.get("price_new_basis"),
-            "price_date": _text(c.get("value_date") or c.get("price_new_date")),
-            "provider": c.get("provider"), "tier": c.get("tier"),
-            "price_per_hour_usd": c.get("price_per_hour_usd"),
-            "price_verified_at": _text(c.get("verified_at"))})
+        rows.append(
+            head
+            | {
+                "pick": pick,
+                "gpu_id": c.get("gpu_id"),
+                "name": c.get("name"),
+                "n_gpus": c.get("n_gpus"),
+                "decode_tok_s": c.get("decode_tok_s"),
+                "total_gib": c.get("total_gib"),
+                "price_usd": bought,
+                "price_basis": c.get("value_basis") or c.get("price_new_basis"),
+                "price_date": _text(c.get("value_date") or c.get("price_new_date")),
+                "provider": c.get("provider"),
+                "tier": c.get("tier"),
+                "price_per_hour_usd": c.get("price_per_hour_usd"),
+                "price_verified_at": _text(c.get("verified_at")),
+            }
+        )
     return rows
 
 
@@ -55,36 +74,55 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
-def picks_frame(archs: Iterator[ModelArch], gpus: pl.DataFrame, offers: pl.DataFrame,
-                tiers: pl.DataFrame, support: pl.DataFrame) -> pl.DataFrame:
-    return pl.DataFrame([r for m in archs for r in picks_rows(m, gpus, offers, tiers, support)],
-                        schema={k: t for k, t in HARDWARE_PICKS.schema.items()
-                                if k != "verified_at"})
+def picks_frame(
+    archs: Iterator[ModelArch],
+    gpus: pl.DataFrame,
+    offers: pl.DataFrame,
+    tiers: pl.DataFrame,
+    support: pl.DataFrame,
+) -> pl.DataFrame:
+    return pl.DataFrame(
+        [r for m in archs for r in picks_rows(m, gpus, offers, tiers, support)],
+        schema={k: t for k, t in HARDWARE_PICKS.schema.items() if k != "verified_at"},
+    )
 
 
-@table_asset("hardware_picks", group="sizing",
-             deps=["models", "gpus", "gpu_prices", "format_quality_tiers", "engine_support"],
-             description="Per model at its headline configuration (llama.cpp Q4_K_M, 8K "
-                         "tokens, f16 cache), the hardware to buy or rent: the cheapest "
-                         "single GPU, the best value, the smallest unified-memory machine and "
-                         "the cheapest cloud offer that run it at the default "
-                         f"{DEFAULT_MIN_DECODE_TOK_S:g} tok/s, with price, basis and date.")
-def hardware_picks(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-                   warehouse: WarehouseResource) -> dg.MaterializeResult:
+@table_asset(
+    "hardware_picks",
+    group="sizing",
+    deps=["models", "gpus", "gpu_prices", "format_quality_tiers", "engine_support"],
+    description="Per model at its headline configuration (llama.cpp Q4_K_M, 8K "
+    "tokens, f16 cache), the hardware to buy or rent: the cheapest "
+    "single GPU, the best value, the smallest unified-memory machine and "
+    "the cheapest cloud offer that run it at the default "
+    f"{DEFAULT_MIN_DECODE_TOK_S:g} tok/s, with price, basis and date.",
+)
+def hardware_picks(
+    context: dg.AssetExecutionContext, snapshot: SnapshotResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     models, gpus = warehouse.read("models"), warehouse.read("gpus")
     offers = warehouse.read("gpu_prices")
     tiers = warehouse.read("format_quality_tiers").drop("verified_at")
     support = warehouse.read("engine_support").drop("verified_at")
-    verified_at = max(models.get_column("verified_at").max(),
-                      offers.get_column("verified_at").max())
-    content = store.fingerprint_of(*(store.frame_fingerprint(f.drop("verified_at"))
-                                     for f in (models, gpus, offers)),
-                                   store.frame_fingerprint(tiers),
-                                   store.frame_fingerprint(support), code_fingerprint())
-    if (current := warehouse.unchanged(context, "hardware_picks", content,
-                                       verified_at)) is not None:
+    verified_at = max(
+        models.get_column("verified_at").max(), offers.get_column("verified_at").max()
+    )
+    content = store.fingerprint_of(
+        *(store.frame_fingerprint(f.drop("verified_at")) for f in (models, gpus, offers)),
+        store.frame_fingerprint(tiers),
+        store.frame_fingerprint(support),
+        code_fingerprint(),
+    )
+    if (
+        current := warehouse.unchanged(context, "hardware_picks", content, verified_at)
+    ) is not None:
         return current
     frame = picks_frame(sized_archs(snapshot, models), gpus, offers, tiers, support)
-    return warehouse.publish(context, "hardware_picks", frame, verified_at,
-                             "models, gpus, gpu_prices, format_quality_tiers, engine_support",
-                             fingerprint=content)
+    return warehouse.publish(
+        context,
+        "hardware_picks",
+        frame,
+        verified_at,
+        "models, gpus, gpu_prices, format_quality_tiers, engine_support",
+        fingerprint=content,
+    )

@@ -12,10 +12,13 @@ from sizing.architecture import ModelArch
 from warehouse import store
 
 
-def publish_per_model(context: dg.AssetExecutionContext, snapshot: SnapshotResource,
-                      warehouse: WarehouseResource, table: str,
-                      frame_of: Callable[[Iterator[ModelArch]], pl.DataFrame]
-                      ) -> dg.MaterializeResult:
+def publish_per_model(
+    context: dg.AssetExecutionContext,
+    snapshot: SnapshotResource,
+    warehouse: WarehouseResource,
+    table: str,
+    frame_of: Callable[[Iterator[ModelArch]], pl.DataFrame],
+) -> dg.MaterializeResult:
     """Publish `table`, the frame `frame_of` builds from every sized model's architecture,
     unless neither the models' rows nor the sizing library changed since its current
     version (then nothing is parsed or computed)."""
@@ -24,5 +27,11 @@ def publish_per_model(context: dg.AssetExecutionContext, snapshot: SnapshotResou
     content = store.fingerprint_of(store.frame_fingerprint(models), code_fingerprint())
     if (current := warehouse.unchanged(context, table, content, verified_at)) is not None:
         return current
-    return warehouse.publish(context, table, frame_of(sized_archs(snapshot, models)),
-                             verified_at, "models", fingerprint=content)
+    return warehouse.publish(
+        context,
+        table,
+        frame_of(sized_archs(snapshot, models)),
+        verified_at,
+        "models",
+        fingerprint=content,
+    )

@@ -33,8 +33,10 @@ N_SHARDS = 16
 SHARD_KEYS = [f"{i:02d}" for i in range(N_SHARDS)]
 MODEL_SHARDS = dg.StaticPartitionsDefinition(SHARD_KEYS)
 # Run tags that make one run cover every shard (a single-run backfill of the range).
-ALL_SHARDS_TAGS = {"dagster/asset_partition_range_start": SHARD_KEYS[0],
-                   "dagster/asset_partition_range_end": SHARD_KEYS[-1]}
+ALL_SHARDS_TAGS = {
+    "dagster/asset_partition_range_start": SHARD_KEYS[0],
+    "dagster/asset_partition_range_end": SHARD_KEYS[-1],
+}
 
 
 def shard_of(model_id: str) -> str:
@@ -43,8 +45,7 @@ def shard_of(model_id: str) -> str:
 
 def backfill_policy(environ: Mapping[str, str]) -> dg.BackfillPolicy:
     per_run = environ.get("LLM_SIZING_SHARDS_PER_RUN")
-    return (dg.BackfillPolicy.multi_run(int(per_run)) if per_run
-            else dg.BackfillPolicy.single_run())
+    return dg.BackfillPolicy.multi_run(int(per_run)) if per_run else dg.BackfillPolicy.single_run()
 
 
 def fingerprinted_sources() -> list[Path]:
@@ -59,8 +60,7 @@ def code_fingerprint() -> str:
     docstring edited is not (each module hashed as its syntax tree without docstrings)."""
     sources = fingerprinted_sources()
     schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
-    return hashlib.sha256(b"".join(code_of(p.read_text()) for p in sources)
-                          + schemas).hexdigest()
+    return hashlib.sha256(b"".join(code_of(p.read_text()) for p in sources) + schemas).hexdigest()
 
 
 def code_of(source: str) -> bytes:
@@ -68,10 +68,13 @@ def code_of(source: str) -> bytes:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree).encode()
 
@@ -79,12 +82,29 @@ def code_of(source: str) -> bytes:
 # The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill; the
 # interconnect sets vLLM's all-reduce latency; the memory type picks llama.cpp's HBM decode
 # fit): a price update does not recompute the matrix.
-GRID_GPU_COLUMNS = ("gpu_id", "n_gpus_options", "engines", "memory_gib", "memory_gib_cuda",
-                    "unified_memory", "vendor", "memory_type", "bandwidth_gb_s",
-                    "fp16_dense_tflops", "tdp_w", "interconnect", "compute_capability")
+GRID_GPU_COLUMNS = (
+    "gpu_id",
+    "n_gpus_options",
+    "engines",
+    "memory_gib",
+    "memory_gib_cuda",
+    "unified_memory",
+    "vendor",
+    "memory_type",
+    "bandwidth_gb_s",
+    "fp16_dense_tflops",
+    "tdp_w",
+    "interconnect",
+    "compute_capability",
+)
 # Provenance columns of `models` that no formula reads.
-_MODEL_PROVENANCE = ("config_sha256", "config_obtained", "config_hub_check", "license",
-                     "license_source")
+_MODEL_PROVENANCE = (
+    "config_sha256",
+    "config_obtained",
+    "config_hub_check",
+    "license",
+    "license_source",
+)
 
 
 @dataclass(frozen=True)
@@ -119,8 +139,10 @@ class MatrixInputs:
         return self.columns(FIT_CONFIGURATIONS)
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
-        salt = (f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
-                f":{frame_fingerprint(self.support)}")
+        salt = (
+            f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
+            f":{frame_fingerprint(self.support)}"
+        )
         for chunk in self.models.iter_slices(1):
             model_id = chunk.get_column("model_id").item()
             shard = shard_of(model_id)
@@ -129,13 +151,15 @@ class MatrixInputs:
             own = self.weights.filter(pl.col("model_id") == model_id)
             digest = hashlib.sha256(salt.encode())
             formula_inputs = chunk.drop(_MODEL_PROVENANCE, strict=False)
-            digest.update(frame_fingerprint(formula_inputs).encode()
-                          + frame_fingerprint(own).encode())
+            digest.update(
+                frame_fingerprint(formula_inputs).encode() + frame_fingerprint(own).encode()
+            )
             yield Slice(shard, model_id, digest.hexdigest(), chunk, own)
 
 
 def matrix_inputs(warehouse: WarehouseResource) -> MatrixInputs:
     tables = {t: warehouse.read(t) for t in ("models", "weights", "gpus", "engine_support")}
-    return MatrixInputs(*(df.drop("verified_at") for df in tables.values()),
-                        verified_at=max(df.get_column("verified_at").max()
-                                        for df in tables.values()))
+    return MatrixInputs(
+        *(df.drop("verified_at") for df in tables.values()),
+        verified_at=max(df.get_column("verified_at").max() for df in tables.values()),
+    )

@@ -18,8 +18,9 @@ DEFAULT_FORMAT = {e: m.DEFAULT_FORMAT for e, m in MODULES.items()}
 # The engines whose decode fit has efficiencies of their own for quantized weights, and
 # every kind of weights that has one (a column `decode_efficiency_<kind>` each).
 DECODE_SPLIT_ENGINES = tuple(e for e, m in MODULES.items() if m.DECODE_WEIGHT_KINDS)
-DECODE_WEIGHT_KINDS = tuple(sorted({k for m in MODULES.values()
-                                    for k in m.DECODE_WEIGHT_KINDS.values()}))
+DECODE_WEIGHT_KINDS = tuple(
+    sorted({k for m in MODULES.values() for k in m.DECODE_WEIGHT_KINDS.values()})
+)
 # The memory classes whose devices an engine's decode is fitted on apart, per engine.
 DECODE_MEMORY_CLASSES = {e: m.DECODE_MEMORY_CLASSES for e, m in MODULES.items()}
 HBM = "HBM"
@@ -27,16 +28,22 @@ HBM = "HBM"
 
 def term(name: str, *args: pl.Expr) -> pl.Expr:
     """The row's engine's expression for a term of sizing.engines.base.TERMS."""
-    return pl.when(pl.col("engine") == LLAMA_CPP).then(getattr(llama_cpp, name)(*args)) \
+    return (
+        pl.when(pl.col("engine") == LLAMA_CPP)
+        .then(getattr(llama_cpp, name)(*args))
         .otherwise(getattr(vllm, name)(*args))
+    )
 
 
 def fits(table: str) -> dict[str, dict]:
     """A speed-fit table of every engine, keyed "engine|backend" (an engine's own fit for
     that backend), "engine|backend|class" (for that backend's devices of one memory class,
     DECODE_MEMORY_CLASSES) or "engine" (pooled over backends)."""
-    return {f"{e}|{b}" if b else e: fit for e, m in MODULES.items()
-            for b, fit in getattr(m, table).items()}
+    return {
+        f"{e}|{b}" if b else e: fit
+        for e, m in MODULES.items()
+        for b, fit in getattr(m, table).items()
+    }
 
 
 def backend() -> pl.Expr:
@@ -57,5 +64,6 @@ def fit_key(table: dict[str, dict]) -> pl.Expr:
     backend; null where the backend has no fit of its own (the pooled one applies)."""
     own = pl.concat_str([pl.col("engine"), backend()], separator="|")
     of_class = pl.concat_str([own, memory_class()], separator="|")
-    return pl.when(of_class.is_in(list(table))).then(of_class) \
-        .when(own.is_in(list(table))).then(own)
+    return (
+        pl.when(of_class.is_in(list(table))).then(of_class).when(own.is_in(list(table))).then(own)
+    )

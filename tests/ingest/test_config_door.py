@@ -20,13 +20,16 @@ def test_a_config_without_a_manifest_line_or_linked_out_is_quarantined(tmp_path)
     linked.unlink()
     linked.symlink_to(outside)
     base = str(tmp_path / "warehouse")
-    resources = {"snapshot": SnapshotResource(path=str(snap)), "catalog": CatalogResource(),
-                 "warehouse": WarehouseResource(root=base)}
+    resources = {
+        "snapshot": SnapshotResource(path=str(snap)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=base),
+    }
     assert dg.materialize([models], resources=resources).success
-    assert store.read("models", base=base).get_column("model_id").to_list() == \
-        ["Qwen/Qwen3-0.6B"]
-    reasons = dict(store.read("model_quarantine", base=base).select("model_id", "reason")
-                   .iter_rows())
+    assert store.read("models", base=base).get_column("model_id").to_list() == ["Qwen/Qwen3-0.6B"]
+    reasons = dict(
+        store.read("model_quarantine", base=base).select("model_id", "reason").iter_rows()
+    )
     assert "no manifest line records this file" in reasons["acme/Unlisted-1B"]
     assert "leads out of the snapshot folder" in reasons["Qwen/Qwen3-1.7B"]
 
@@ -46,6 +49,7 @@ def test_a_recorded_config_is_written_by_the_rules_it_is_read_by(tmp_path):
         record_config(snap, "../../outside", b"{}", "0" * 40, "https://hub")
     assert not (tmp_path / "outside").exists()
     record_config(snap, "org/model", b"{}", "0" * 40, "https://hub")
-    (line,) = [json.loads(x) for x in (snap / "hub/manifest.fetched.jsonl").read_text()
-               .splitlines()]
+    (line,) = [
+        json.loads(x) for x in (snap / "hub/manifest.fetched.jsonl").read_text().splitlines()
+    ]
     assert snapshot_files.verified_bytes(snap, line) == b"{}"

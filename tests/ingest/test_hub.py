@@ -41,8 +41,9 @@ def test_fetched_model_has_exact_params_config_and_summed_gguf_shards(tmp_path):
     assert sizes == {"Q4_K_M": (4920739232, 1), "Q8_0": (8540000000, 2)}  # mmproj left out
     recorded = json.loads((tmp_path / "hub/manifest.fetched.jsonl").read_text())
     assert recorded["revision"] == got.revision and recorded["obtained"] == "fetched"
-    assert (tmp_path / "hub/models" / LLAMA / "config.json").read_bytes() == \
-        (SNAPSHOT / "hub/models" / LLAMA / "config.json").read_bytes()
+    assert (tmp_path / "hub/models" / LLAMA / "config.json").read_bytes() == (
+        SNAPSHOT / "hub/models" / LLAMA / "config.json"
+    ).read_bytes()
 
 
 def test_gated_without_token_is_recorded_not_fatal(tmp_path):
@@ -60,8 +61,9 @@ def test_429_then_success():
     assert state.calls.count(f"GET /api/models/{LLAMA}") >= 2
 
 
-@pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500 after 4 attempts"),
-                                               ("slow", "after 4 attempts")])
+@pytest.mark.parametrize(
+    ("fault", "reason"), [("500", "HTTP 500 after 4 attempts"), ("slow", "after 4 attempts")]
+)
 def test_persistent_faults_fail_the_model_with_a_reason(fault, reason):
     with hub_server(HubState(faults={LLAMA: fault})) as url:
         got = fetch_model(_api(url), LLAMA, None, _tmp(), timeout_s=0.5)
@@ -89,9 +91,12 @@ def _tmp() -> Path:
 
 
 def _run(url, snapshot, root):
-    resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
-                 "snapshot": SnapshotResource(path=str(snapshot)),
-                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
+    resources = {
+        "hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+    }
     result = dg.materialize([hub_models, models], resources=resources)
     assert result.success
     return result
@@ -108,15 +113,21 @@ def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
         _run(url, snapshot, root)  # a good run first: the facts to keep
     before = store.read_head("hub_models", base=root)
     state = HubState(faults={LLAMA: "slow"})
-    resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=0.5, deadline_s=0.1),
-                 "snapshot": SnapshotResource(path=str(snapshot)),
-                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
+    resources = {
+        "hub": HubResource(offline=False, endpoint=url, timeout_s=0.5, deadline_s=0.1),
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+    }
     with hub_server(state) as url:
         resources["hub"] = resources["hub"].model_copy(update={"endpoint": url})
         result = dg.materialize([hub_models, models], resources=resources)
     assert result.success
-    (m,) = [m for m in result.asset_materializations_for_node("hub_models")
-            if m.asset_key == dg.AssetKey("hub_models")]
+    (m,) = [
+        m
+        for m in result.asset_materializations_for_node("hub_models")
+        if m.asset_key == dg.AssetKey("hub_models")
+    ]
     reasons = m.metadata["reasons"].value
     assert "model info" in reasons.pop(LLAMA)  # the first timed out on its own
     assert all("deadline" in why for why in reasons.values())  # the rest were not tried
@@ -136,9 +147,14 @@ def test_revision_change_between_runs(snapshot, tmp_path, monkeypatch):
         third = _run(url, snapshot, root)
     table = store.read("hub_models", base=root)
     assert table.filter(pl.col("model_id") == LLAMA).get_column("revision").item() == "1" * 40
-    versions = [next(m for m in r.asset_materializations_for_node("hub_models")
-                     if m.asset_key == dg.AssetKey("hub_models")).tags["dagster/data_version"]
-                for r in (first, second, third)]
+    versions = [
+        next(
+            m
+            for m in r.asset_materializations_for_node("hub_models")
+            if m.asset_key == dg.AssetKey("hub_models")
+        ).tags["dagster/data_version"]
+        for r in (first, second, third)
+    ]
     assert versions[0] == versions[1] != versions[2]
 
 
@@ -155,22 +171,29 @@ def test_malformed_config_does_not_replace_the_recorded_one(snapshot, tmp_path, 
         _run(url, snapshot, root)
     hub = store.read("hub_models", base=root)
     assert dict(hub.select("model_id", "status").iter_rows()) == {
-        LLAMA: "failed", "Qwen/Qwen3-0.6B": "removed"}  # Qwen is not on this stand-in Hub
+        LLAMA: "failed",
+        "Qwen/Qwen3-0.6B": "removed",
+    }  # Qwen is not on this stand-in Hub
     assert "not valid JSON" in hub.filter(pl.col("model_id") == LLAMA)["reason"].item()
     assert (snapshot / "hub/models" / LLAMA / "config.json").read_bytes() == recorded
     assert store.read("model_quarantine", base=root).is_empty()
-    assert store.read("models", base=root).get_column("model_id").to_list() == \
-        ["Qwen/Qwen3-0.6B", LLAMA]
+    assert store.read("models", base=root).get_column("model_id").to_list() == [
+        "Qwen/Qwen3-0.6B",
+        LLAMA,
+    ]
 
 
-@pytest.mark.parametrize(("name", "quant"), [
-    ("Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
-    ("x/Qwen3-Q8_0-00002-of-00003.gguf", "Q8_0"),
-    ("gpt-oss-120b-MXFP4_MOE.gguf", "MXFP4_MOE"),
-    ("Qwen3-Next-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
-    ("model-IQ4_XS.gguf", "IQ4_XS"),
-    ("README.md", None),
-])
+@pytest.mark.parametrize(
+    ("name", "quant"),
+    [
+        ("Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
+        ("x/Qwen3-Q8_0-00002-of-00003.gguf", "Q8_0"),
+        ("gpt-oss-120b-MXFP4_MOE.gguf", "MXFP4_MOE"),
+        ("Qwen3-Next-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
+        ("model-IQ4_XS.gguf", "IQ4_XS"),
+        ("README.md", None),
+    ],
+)
 def test_quant_from_file_name(name, quant):
     assert gguf_quant(name) == quant
 
@@ -200,8 +223,9 @@ def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, m
     assert [e["request"] for e in lines if e["provider"] == "digitalocean"] == ["pricing-html"]
 
 
-def test_snapshot_record_says_which_sources_failed_and_exits_3(snapshot, tmp_path, monkeypatch,
-                                                               capsys):
+def test_snapshot_record_says_which_sources_failed_and_exits_3(
+    snapshot, tmp_path, monkeypatch, capsys
+):
     """The Hub answers 500 for the model and RunPod's API 500: `snapshot record` names both
     on stderr, one line each, and exits 3 (a source not read, its last good data kept)."""
     from pipeline.cli import main
@@ -214,27 +238,32 @@ def test_snapshot_record_says_which_sources_failed_and_exits_3(snapshot, tmp_pat
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     monkeypatch.setattr("assets.prices.http._wait", lambda state: 0)
-    with hub_server(HubState(faults={LLAMA: "500"})) as hub_url, \
-            price_server({"/graphql": "500"}) as prices_url:
+    with (
+        hub_server(HubState(faults={LLAMA: "500"})) as hub_url,
+        price_server({"/graphql": "500"}) as prices_url,
+    ):
         monkeypatch.setenv("HF_ENDPOINT", hub_url)
         for p in ("RUNPOD", "VASTAI", "VULTR", "DIGITALOCEAN"):
             monkeypatch.setenv(f"LLM_SIZING_{p}_URL", prices_url)
         assert main(["snapshot", "record", "--snapshot", str(snapshot)]) == 3
-    errors = [line for line in capsys.readouterr().err.splitlines()
-              if line.startswith("error: ")]
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 2, errors
     assert any(e.startswith("error: prices_runpod: ") and "500" in e for e in errors)
     assert any(e.startswith("error: hub_models: 1 model(s) could not be fetched") for e in errors)
 
 
-@pytest.mark.parametrize(("authors", "floor", "expected"), [
-    (["meta-llama"], 10_000, [LLAMA]),  # the recorded info: 5,795,728 downloads
-    (["meta-llama"], 10_000_000, []),  # below the download floor
-    (["bartowski"], 0, ["bartowski/Llama-3.1-8B-Instruct-GGUF"]),
-])
+@pytest.mark.parametrize(
+    ("authors", "floor", "expected"),
+    [
+        (["meta-llama"], 10_000, [LLAMA]),  # the recorded info: 5,795,728 downloads
+        (["meta-llama"], 10_000_000, []),  # below the download floor
+        (["bartowski"], 0, ["bartowski/Llama-3.1-8B-Instruct-GGUF"]),
+    ],
+)
 def test_discovery_adds_popular_models_of_listed_authors(authors, floor, expected):
-    hub = HubResource(offline=False, discover_authors=authors, discover_top_n=10,
-                      min_downloads=floor)
+    hub = HubResource(
+        offline=False, discover_authors=authors, discover_top_n=10, min_downloads=floor
+    )
     with hub_server(HubState()) as url:
         assert hub.discovered(_api(url)) == expected
 
@@ -248,13 +277,20 @@ def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monk
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")
     with hub_server(HubState()) as url:
-        resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
-                     "snapshot": SnapshotResource(path=str(snapshot)),
-                     "catalog": CatalogResource(), "warehouse": WarehouseResource(root=root)}
-        result = dg.materialize([gpus, hub_models, models, weights,
-                                 weights_match_published_gguf], resources=resources)
-    (check,) = [e for e in result.get_asset_check_evaluations()
-                if e.check_name == "weights_match_published_gguf"]
+        resources = {
+            "hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
+            "snapshot": SnapshotResource(path=str(snapshot)),
+            "catalog": CatalogResource(),
+            "warehouse": WarehouseResource(root=root),
+        }
+        result = dg.materialize(
+            [gpus, hub_models, models, weights, weights_match_published_gguf], resources=resources
+        )
+    (check,) = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "weights_match_published_gguf"
+    ]
     assert check.passed and check.metadata["compared"].value == 2
     q4 = store.read("gguf_files", base=root).filter(pl.col("quant") == "Q4_K_M")
     ours = store.read("weights", base=root).filter(pl.col("weight_format") == "Q4_K_M")
@@ -273,6 +309,9 @@ def test_a_hub_that_cannot_be_reached_publishes_nothing(snapshot, tmp_path, monk
     with hub_server(HubState(faults={LLAMA: "500"})) as url:
         result = _run(url, snapshot, root)
     assert {t: store.history(t, base=root)[0]["version"] for t in before} == before
-    (m,) = [m for m in result.asset_materializations_for_node("hub_models")
-            if m.asset_key == dg.AssetKey("hub_models")]
+    (m,) = [
+        m
+        for m in result.asset_materializations_for_node("hub_models")
+        if m.asset_key == dg.AssetKey("hub_models")
+    ]
     assert m.metadata["status"].value.startswith("failed: no model could be fetched")

@@ -10,20 +10,47 @@ from sizing import speed
 
 
 def test_estimate_json(capsys):
-    assert main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "MTT S4000",
-                 "--quant", "Q4_K_M", "--context", "8192", "--json"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                "--model",
+                "Qwen/Qwen2.5-72B-Instruct",
+                "--gpu",
+                "MTT S4000",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "8192",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert set(out) >= {"params_total", "params_active", "weights_bytes", "weights_gib",
-                        "kv_cache_gib", "runtime_gib", "offload_gib", "total_gib",
-                        "usable_gib", "headroom_gib", "verdict", "max_context_tokens",
-                        "max_concurrent_sequences"}
+    assert set(out) >= {
+        "params_total",
+        "params_active",
+        "weights_bytes",
+        "weights_gib",
+        "kv_cache_gib",
+        "runtime_gib",
+        "offload_gib",
+        "total_gib",
+        "usable_gib",
+        "headroom_gib",
+        "verdict",
+        "max_context_tokens",
+        "max_concurrent_sequences",
+    }
     assert out["verdict"] != "fits"
     # 768 GB/s and 98 TFLOPS (Moore Threads' figures) give a decode and a prefill speed,
     # both transferred from llama.cpp's pooled fits (no MUSA measurement), with its band.
     assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] > 0
     assert out["speed_basis"] == "transferred"
     assert out["prefill_error_band"] == pytest.approx(
-        speed.PREFILL_HELD_OUT_ERROR["llama.cpp"], rel=1e-6)
+        speed.PREFILL_HELD_OUT_ERROR["llama.cpp"], rel=1e-6
+    )
     assert out["recommendations"]["best_format_for_this_gpu"] == "IQ4_XS"
     assert out["finetune_qlora_gib"] < out["finetune_lora_gib"] < out["finetune_full_gib"]
     assert out["launch_llama_cpp"].startswith("llama-server")
@@ -38,9 +65,14 @@ def _published_prices(tmp_path, monkeypatch):
 
     root = str(tmp_path / "warehouse")
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", root)
-    dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
-                   resources={"catalog": CatalogResource(), "price_sources": PriceSourcesResource(),
-                              "warehouse": WarehouseResource(root=root)})
+    dg.materialize(
+        [gpus, *PROVIDER_ASSETS, gpu_prices],
+        resources={
+            "catalog": CatalogResource(),
+            "price_sources": PriceSourcesResource(),
+            "warehouse": WarehouseResource(root=root),
+        },
+    )
 
 
 def _price_rows(capsys) -> dict[str, list[str]]:
@@ -60,8 +92,9 @@ def test_prices_lists_the_cheapest_fitting_instance_per_provider(tmp_path, monke
     assert usd_month == pytest.approx(usd_h * 4 * 365.25 / 12, abs=0.01)
 
 
-def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(tmp_path, monkeypatch,
-                                                                       capsys):
+def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(
+    tmp_path, monkeypatch, capsys
+):
     """Two 24 GB cards hold 48 GB for llama.cpp's layer split, not for a model that must
     sit on one GPU; vLLM's tensor parallelism needs the GPU count to divide the attention
     heads (vllm/config/model.py verify_with_parallel_config)."""
@@ -74,20 +107,22 @@ def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(tmp_path, 
     assert all(float(r[3]) >= 48 for r in single.values())
     assert main(["prices", "--need-gb", "100"]) == 0
     assert _price_rows(capsys)["vastai"][4] == "5"  # 5 x RTX 3090 by layers
-    assert main(["prices", "--need-gb", "100", "--split", "tensor",
-                 "--attention-heads", "64"]) == 0
+    assert main(["prices", "--need-gb", "100", "--split", "tensor", "--attention-heads", "64"]) == 0
     tensor = _price_rows(capsys)
     assert tensor["vastai"][4] != "5" and all(64 % int(r[4]) == 0 for r in tensor.values())
     with pytest.raises(SystemExit, match="needs --attention-heads"):
         main(["prices", "--need-gb", "100", "--split", "tensor"])
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--quant", "Q9_X"], "unknown weight format"),
-    (["--context", "1000000"], "exceeds"),
-    (["--gpu", "rtx"], "ambiguous GPU"),
-    (["--gpu", "voodoo5"], "unknown GPU"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--quant", "Q9_X"], "unknown weight format"),
+        (["--context", "1000000"], "exceeds"),
+        (["--gpu", "rtx"], "ambiguous GPU"),
+        (["--gpu", "voodoo5"], "unknown GPU"),
+    ],
+)
 def test_bad_input_exits_with_one_line(argv, message):
     base = {"--model": "Qwen/Qwen2.5-72B-Instruct", "--gpu": "rtx_4090"}
     args = ["estimate"]
@@ -110,35 +145,81 @@ def test_launch_commands_name_a_real_checkpoint_and_build(capsys):
     (bartowski/Qwen2.5-72B-Instruct-GGUF, data/catalogs/published_gguf_sizes.csv) with the
     build Moore Threads GPUs need (llama.cpp's MUSA image, docs/docker.md); vLLM serves
     Qwen's own AWQ release (named by Qwen's speed benchmark: quantized_releases.csv)."""
-    main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "MTT S4000",
-          "--quant", "Q4_K_M", "--json"])
+    main(
+        [
+            "estimate",
+            "--model",
+            "Qwen/Qwen2.5-72B-Instruct",
+            "--gpu",
+            "MTT S4000",
+            "--quant",
+            "Q4_K_M",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["launch_llama_cpp"].startswith(
-        "llama-server -hf bartowski/Qwen2.5-72B-Instruct-GGUF:Q4_K_M")
+        "llama-server -hf bartowski/Qwen2.5-72B-Instruct-GGUF:Q4_K_M"
+    )
     assert "server-musa" in out["launch_build"]
-    main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "h100_sxm5_80gb",
-          "--quant", "AWQ", "--engine", "vllm", "--gpus", "2", "--json"])
+    main(
+        [
+            "estimate",
+            "--model",
+            "Qwen/Qwen2.5-72B-Instruct",
+            "--gpu",
+            "h100_sxm5_80gb",
+            "--quant",
+            "AWQ",
+            "--engine",
+            "vllm",
+            "--gpus",
+            "2",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["launch_vllm"].startswith("vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ")
     assert "--tensor-parallel-size 2" in out["launch_vllm"]
 
 
-@pytest.mark.parametrize(("model", "quant", "head", "online"), [
-    # Qwen's own FP8 and NVIDIA's NVFP4, named by Qwen's vLLM guide and vLLM's recipes
-    ("Qwen/Qwen3-8B", "FP8", "vllm serve Qwen/Qwen3-8B-FP8 ", False),
-    ("meta-llama/Llama-3.3-70B-Instruct", "NVFP4", "vllm serve nvidia/Llama-3.3-70B-Instruct-FP4 ",
-     False),
-    # NVIDIA's ModelOpt release is itself NVFP4 (its config.json: quant_method "modelopt",
-    # quant_algo "NVFP4"): served as it is
-    ("nvidia/Gemma-4-31B-IT-NVFP4", "NVFP4", "vllm serve nvidia/Gemma-4-31B-IT-NVFP4 ", False),
-    # no FP8 release of Qwen3-14B gathered: vLLM quantizes the 16-bit weights as it loads
-    ("Qwen/Qwen3-14B", "FP8", "vllm serve Qwen/Qwen3-14B ", True),
-])
+@pytest.mark.parametrize(
+    ("model", "quant", "head", "online"),
+    [
+        # Qwen's own FP8 and NVIDIA's NVFP4, named by Qwen's vLLM guide and vLLM's recipes
+        ("Qwen/Qwen3-8B", "FP8", "vllm serve Qwen/Qwen3-8B-FP8 ", False),
+        (
+            "meta-llama/Llama-3.3-70B-Instruct",
+            "NVFP4",
+            "vllm serve nvidia/Llama-3.3-70B-Instruct-FP4 ",
+            False,
+        ),
+        # NVIDIA's ModelOpt release is itself NVFP4 (its config.json: quant_method "modelopt",
+        # quant_algo "NVFP4"): served as it is
+        ("nvidia/Gemma-4-31B-IT-NVFP4", "NVFP4", "vllm serve nvidia/Gemma-4-31B-IT-NVFP4 ", False),
+        # no FP8 release of Qwen3-14B gathered: vLLM quantizes the 16-bit weights as it loads
+        ("Qwen/Qwen3-14B", "FP8", "vllm serve Qwen/Qwen3-14B ", True),
+    ],
+)
 def test_vllm_serves_the_release_in_the_asked_format(model, quant, head, online, capsys):
     """A release in the asked vLLM format is served as it is (quantized_releases.csv);
     FP8 without one falls back to vLLM's on-the-fly `--quantization fp8`."""
-    main(["estimate", "--model", model, "--gpu", "b200", "--quant", quant, "--engine", "vllm",
-          "--gpus", "2", "--json"])
+    main(
+        [
+            "estimate",
+            "--model",
+            model,
+            "--gpu",
+            "b200",
+            "--quant",
+            quant,
+            "--engine",
+            "vllm",
+            "--gpus",
+            "2",
+            "--json",
+        ]
+    )
     launch = json.loads(capsys.readouterr().out)["launch_vllm"]
     assert launch.startswith(head)
     assert ("--quantization fp8" in launch) is online
@@ -152,8 +233,20 @@ def test_launch_commands_quote_what_came_from_the_user(tmp_path, capsys):
     odd = tmp_path / "my model; echo hi"
     odd.mkdir()
     (odd / "config.json").write_bytes(config_path("Qwen/Qwen3-8B").read_bytes())
-    main(["estimate", "--config", str(odd / "config.json"), "--gpu", "h100_sxm5_80gb",
-          "--quant", "BF16", "--engine", "vllm", "--json"])
+    main(
+        [
+            "estimate",
+            "--config",
+            str(odd / "config.json"),
+            "--gpu",
+            "h100_sxm5_80gb",
+            "--quant",
+            "BF16",
+            "--engine",
+            "vllm",
+            "--json",
+        ]
+    )
     launch = json.loads(capsys.readouterr().out)["launch_vllm"]
     assert launch.startswith(f"vllm serve '{odd / 'config.json'}'")
 
@@ -162,8 +255,21 @@ def test_split_mode_row_is_an_option_that_says_what_it_rests_on(capsys):
     """`--split-mode row` (llama.cpp): the launch command carries `-sm row`, the decode
     figure names the one rig its gathers were measured on, prefill says why it has none;
     vLLM refuses the option."""
-    args = ["estimate", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "RTX 4090",
-            "--gpus", "4", "--quant", "Q4_K_M", "--context", "8192", "--split-mode", "row"]
+    args = [
+        "estimate",
+        "--model",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "--gpu",
+        "RTX 4090",
+        "--gpus",
+        "4",
+        "--quant",
+        "Q4_K_M",
+        "--context",
+        "8192",
+        "--split-mode",
+        "row",
+    ]
     main(args)
     out = capsys.readouterr().out
     assert "-sm row" in out and "row split from 4x RTX 4090" in out
@@ -191,12 +297,16 @@ def small_release(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("fit")
     root = str(tmp / "warehouse")
-    snapshot = small_snapshot(tmp / "snapshot", ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B",
-                                                 "Qwen/Qwen3-30B-A3B"))
-    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "catalog": CatalogResource(),
-                 "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
-                 "hub": HubResource()}
+    snapshot = small_snapshot(
+        tmp / "snapshot", ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B")
+    )
+    resources = {
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
+        "hub": HubResource(),
+    }
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
     return root
@@ -210,19 +320,27 @@ def test_fit_lists_the_models_the_published_rows_run(small_release, monkeypatch,
     from warehouse import store
 
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
-    assert main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20",
-                 "--json"]) == 0
+    assert (
+        main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20", "--json"]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
     fit = pl.read_parquet(store.latest_parquet_uri("fit_matrix", small_release)).filter(
-        (pl.col("gpu_id") == "rtx_4090") & (pl.col("n_gpus") == 1) & (pl.col("batch") == 1)
-        & (pl.col("context") == 32768) & pl.col("verdict").is_in(["fits", "tight"])
-        & (pl.col("decode_tok_s") >= 20))
+        (pl.col("gpu_id") == "rtx_4090")
+        & (pl.col("n_gpus") == 1)
+        & (pl.col("batch") == 1)
+        & (pl.col("context") == 32768)
+        & pl.col("verdict").is_in(["fits", "tight"])
+        & (pl.col("decode_tok_s") >= 20)
+    )
     assert {m["model_id"] for m in out["models"]} == set(fit["model_id"]) != set()
     assert out["count"] == len(out["models"])
     params = [m["params_total"] for m in out["models"]]
     assert params == sorted(params, reverse=True)  # the biggest model first
-    bits = dict(pl.read_parquet(store.latest_parquet_uri("weight_formats", small_release))
-                .select("weight_format", "nominal_bits_per_weight").iter_rows())
+    bits = dict(
+        pl.read_parquet(store.latest_parquet_uri("weight_formats", small_release))
+        .select("weight_format", "nominal_bits_per_weight")
+        .iter_rows()
+    )
     for m in out["models"]:
         rows = fit.filter(pl.col("model_id") == m["model_id"])
         assert m["decode_tok_s"] >= 20
@@ -243,8 +361,9 @@ def test_fit_refuses_a_context_off_the_grid(small_release, monkeypatch):
         main(["fit", "--gpu", "RTX 4090", "--context", "30000"])
 
 
-def test_a_newcomers_route_works_as_the_readme_writes_it(small_release, monkeypatch, capsys,
-                                                         tmp_path):
+def test_a_newcomers_route_works_as_the_readme_writes_it(
+    small_release, monkeypatch, capsys, tmp_path
+):
     """README's "A newcomer's route" after its refresh (the release here, three models):
     the fit command as written, then its DuckDB query, run as written, against the
     release's Parquet exports."""
@@ -263,7 +382,8 @@ def test_a_newcomers_route_works_as_the_readme_writes_it(small_release, monkeypa
     line = next(ln for ln in route.replace("\\\n", "").splitlines() if "python -c" in ln)
     code = shlex.split(line.split("#")[0])[-1]  # as a POSIX shell passes it
     (tmp_path / "warehouse_data").symlink_to(small_release)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "decode_tok_s" in done.stdout and "Qwen/Qwen3" in done.stdout

@@ -31,6 +31,7 @@ def tools(tmp_path, monkeypatch):
         stub = bin_dir / name
         stub.write_text(f"#!/bin/sh\nexec /bin/cat '{DETECT / recording}'\n")
         stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+
     return install
 
 
@@ -38,7 +39,8 @@ def test_nvidia_smi_names_the_catalog_card(tools, tmp_path):
     tools("nvidia-smi", "nvidia_smi_rtx5000ada.csv")
     found = detect.detect_gpus(tmp_path / "no-meminfo")
     assert [(g.name, g.tool) for g in found.gpus] == [
-        ("NVIDIA RTX 5000 Ada Generation", "nvidia-smi")]
+        ("NVIDIA RTX 5000 Ada Generation", "nvidia-smi")
+    ]
     assert found.gpus[0].memory_gib == pytest.approx(32760 / 1024)  # MiB as printed
     gpu, note = detect.match_catalog(found, find)
     assert gpu["gpu_id"] == "rtx_5000_ada" and note is None
@@ -62,8 +64,12 @@ def test_system_profiler_reads_the_apple_chip(tools, tmp_path):
     found = detect.detect_gpus(tmp_path / "no-meminfo")
     assert found.gpus == []
     assert any("system_profiler" in n for n in found.notes)
-    assert detect.parse_system_profiler(
-        (DETECT / "system_profiler_apple_m1.json").read_text(), "")[0].name == "Apple M1"
+    assert (
+        detect.parse_system_profiler((DETECT / "system_profiler_apple_m1.json").read_text(), "")[
+            0
+        ].name
+        == "Apple M1"
+    )
 
 
 def test_nothing_found_without_tools(tools, tmp_path):
@@ -73,10 +79,13 @@ def test_nothing_found_without_tools(tools, tmp_path):
 def test_meminfo_total():
     """MemTotal is in kB (proc(5))."""
     assert detect.parse_meminfo("MemTotal:       16384000 kB\n") == pytest.approx(
-        16384000 * 1024 / 2**30)
+        16384000 * 1024 / 2**30
+    )
 
 
 def test_stub_runs_through_subprocess(tools):
     tools("nvidia-smi", "nvidia_smi_rtx5000ada.csv")
-    assert "32760" in subprocess.run(detect.NVIDIA_SMI, capture_output=True, text=True,
-                                     check=True).stdout
+    assert (
+        "32760"
+        in subprocess.run(detect.NVIDIA_SMI, capture_output=True, text=True, check=True).stdout
+    )

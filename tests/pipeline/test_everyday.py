@@ -22,10 +22,16 @@ from warehouse.tables import CONTRACTS
 GPUS, ALIASES = load_gpus(), load_gpu_aliases()
 
 
-@pytest.mark.parametrize(("typed", "gpu_id"), [
-    ("RTX 4090", "rtx_4090"), ("rtx_4090", "rtx_4090"), ("GeForce RTX 4090", "rtx_4090"),
-    ("h100 sxm", "h100_sxm5_80gb"), ("MTT S4000", "mtt_s4000_48gb"),
-])
+@pytest.mark.parametrize(
+    ("typed", "gpu_id"),
+    [
+        ("RTX 4090", "rtx_4090"),
+        ("rtx_4090", "rtx_4090"),
+        ("GeForce RTX 4090", "rtx_4090"),
+        ("h100 sxm", "h100_sxm5_80gb"),
+        ("MTT S4000", "mtt_s4000_48gb"),
+    ],
+)
 def test_gpu_names_as_people_type_them(typed, gpu_id):
     assert names.find_gpu(typed, GPUS, ALIASES)["gpu_id"] == gpu_id
 
@@ -35,8 +41,10 @@ def test_a_shared_part_of_a_name_lists_the_candidates():
         names.find_gpu("4090", GPUS, ALIASES)
 
 
-@pytest.mark.parametrize(("typed", "fmt"), [("q4_k_m", "Q4_K_M"), ("awq", "AWQ"),
-                                            ("iq2_xxs", "IQ2_XXS"), ("ud-q4_k_xl", "UD-Q4_K_XL")])
+@pytest.mark.parametrize(
+    ("typed", "fmt"),
+    [("q4_k_m", "Q4_K_M"), ("awq", "AWQ"), ("iq2_xxs", "IQ2_XXS"), ("ud-q4_k_xl", "UD-Q4_K_XL")],
+)
 def test_formats_in_any_case(typed, fmt):
     assert names.find_format(typed, WEIGHT_FORMATS) == fmt
 
@@ -44,8 +52,11 @@ def test_formats_in_any_case(typed, fmt):
 def test_an_unknown_model_offline_says_so_and_suggests(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(SystemExit, match=r"Qwen/Qwen2.5-72B is not in the bundled snapshot.*"
-                                         r"HF_HUB_OFFLINE.*Qwen/Qwen2.5-72B-Instruct"):
+    with pytest.raises(
+        SystemExit,
+        match=r"Qwen/Qwen2.5-72B is not in the bundled snapshot.*"
+        r"HF_HUB_OFFLINE.*Qwen/Qwen2.5-72B-Instruct",
+    ):
         main(["estimate", "--model", "Qwen/Qwen2.5-72B", "--gpu", "rtx 4090"])
 
 
@@ -71,12 +82,15 @@ def test_any_hub_model_is_fetched_once_and_read_offline_after(monkeypatch, tmp_p
     assert json.loads(capsys.readouterr().out)["weights_bytes"] == online["weights_bytes"]
 
 
-@pytest.mark.parametrize(("flag", "value", "words"), [
-    ("--offload", "150", "not a percentage between 0 and 99"),
-    ("--hours-per-day", "nan", "not a number of hours"),
-    ("--price-per-hour", "-1", "not an amount"),
-    ("--context", "-1", "not a whole number"),
-])
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--offload", "150", "not a percentage between 0 and 99"),
+        ("--hours-per-day", "nan", "not a number of hours"),
+        ("--price-per-hour", "-1", "not an amount"),
+        ("--context", "-1", "not a whole number"),
+    ],
+)
 def test_out_of_range_flags_are_refused_with_the_range(flag, value, words, capsys):
     with pytest.raises(SystemExit) as e:
         main(["estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "rtx 4090", flag, value])
@@ -85,10 +99,19 @@ def test_out_of_range_flags_are_refused_with_the_range(flag, value, words, capsy
 
 def test_config_errors_name_the_file_and_the_field(tmp_path):
     p = tmp_path / "config.json"
-    p.write_text(json.dumps({"model_type": "llama", "hidden_size": "4096",
-                             "num_hidden_layers": 32, "num_attention_heads": 32,
-                             "vocab_size": 128256, "intermediate_size": 14336,
-                             "max_position_embeddings": 8192}))
+    p.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": "4096",
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "vocab_size": 128256,
+                "intermediate_size": 14336,
+                "max_position_embeddings": 8192,
+            }
+        )
+    )
     with pytest.raises(SystemExit, match=f"{p}: field hidden_size must be a whole number"):
         main(["estimate", "--config", str(p), "--gpu", "rtx 4090"])
     p.write_text(p.read_text().replace('"4096"', "4096").replace("32,", str(10**12) + ",", 1))
@@ -97,12 +120,19 @@ def test_config_errors_name_the_file_and_the_field(tmp_path):
 
 
 def test_help_and_estimate_do_not_import_dagster():
-    code = ("import sys, contextlib, io; from pipeline.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    main(['estimate', '--model', 'Qwen/Qwen3-8B', '--gpu', 'rtx 4090', '--json'])\n"
-            "print('dagster' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "LLM_SIZING_WAREHOUSE": "/nonexistent"})
+    code = (
+        "import sys, contextlib, io; from pipeline.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['estimate', '--model', 'Qwen/Qwen3-8B', '--gpu', 'rtx 4090', '--json'])\n"
+        "print('dagster' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LLM_SIZING_WAREHOUSE": "/nonexistent"},
+    )
     assert out.stdout.strip() == "False", out.stderr[-2000:]
 
 
@@ -127,30 +157,73 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     assert second.count("unchanged") == len(CONTRACTS) and "new version" not in second
     fit = store.history("fit_matrix", base=str(tmp_path / "warehouse"))
     assert [h["version"] for h in fit] == [0]
-    assert pl.read_parquet(store.latest_parquet_uri("fit_matrix", str(tmp_path / "warehouse")),
-                           columns=["model_id"]).get_column("model_id").n_unique() == 6
+    assert (
+        pl.read_parquet(
+            store.latest_parquet_uri("fit_matrix", str(tmp_path / "warehouse")),
+            columns=["model_id"],
+        )
+        .get_column("model_id")
+        .n_unique()
+        == 6
+    )
 
 
 def test_queries_answer_one_line_each_in_order(tmp_path, capsys):
     queries = tmp_path / "queries.jsonl"
-    queries.write_text("\n".join([
-        json.dumps({"model": "Qwen/Qwen2.5-72B-Instruct", "gpu": "MTT S4000", "quant": "q4_k_m"}),
-        json.dumps({"model": "Qwen/Qwen2.5-72B-Instruct", "gpu": "h100_sxm5_80gb",
-                    "quant": "AWQ", "engine": "vllm", "gpus": 3}),
-        json.dumps({"model": "Qwen/Qwen3-8B", "gpu": "rtx 4090", "offload": 150}),
-        "not json",
-        json.dumps({"model": "Qwen/Qwen3-8B", "gpu": "rtx 4090", "context": 32768,
-                    "kv_dtype": "q8_0", "batch": 4}),
-    ]) + "\n")
+    queries.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {"model": "Qwen/Qwen2.5-72B-Instruct", "gpu": "MTT S4000", "quant": "q4_k_m"}
+                ),
+                json.dumps(
+                    {
+                        "model": "Qwen/Qwen2.5-72B-Instruct",
+                        "gpu": "h100_sxm5_80gb",
+                        "quant": "AWQ",
+                        "engine": "vllm",
+                        "gpus": 3,
+                    }
+                ),
+                json.dumps({"model": "Qwen/Qwen3-8B", "gpu": "rtx 4090", "offload": 150}),
+                "not json",
+                json.dumps(
+                    {
+                        "model": "Qwen/Qwen3-8B",
+                        "gpu": "rtx 4090",
+                        "context": 32768,
+                        "kv_dtype": "q8_0",
+                        "batch": 4,
+                    }
+                ),
+            ]
+        )
+        + "\n"
+    )
     assert main(["estimate", "--queries", str(queries)]) == 1  # some lines were refused
     answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [a["line"] for a in answers] == [1, 2, 3, 4, 5]
     assert "64 attention heads on 3 GPUs" in answers[1]["error"]
     assert "not a percentage" in answers[2]["error"] and "error" in answers[3]
     # Each answer is the single estimate's: evaluated together, not differently.
-    main(["estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "rtx 4090", "--context", "32768",
-          "--kv-dtype", "q8_0", "--batch", "4", "--json"])
+    main(
+        [
+            "estimate",
+            "--model",
+            "Qwen/Qwen3-8B",
+            "--gpu",
+            "rtx 4090",
+            "--context",
+            "32768",
+            "--kv-dtype",
+            "q8_0",
+            "--batch",
+            "4",
+            "--json",
+        ]
+    )
     single = json.loads(capsys.readouterr().out)
-    assert {k: answers[4][k] for k in ("total_gib", "verdict", "decode_tok_s", "ttft_ms")} \
-        == {k: single[k] for k in ("total_gib", "verdict", "decode_tok_s", "ttft_ms")}
+    assert {k: answers[4][k] for k in ("total_gib", "verdict", "decode_tok_s", "ttft_ms")} == {
+        k: single[k] for k in ("total_gib", "verdict", "decode_tok_s", "ttft_ms")
+    }
     assert answers[0]["weights_bytes"] > 0 and answers[0]["verdict"] in ("tight", "exceeds")

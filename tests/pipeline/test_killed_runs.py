@@ -26,27 +26,44 @@ def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
-    env = {**os.environ, "DAGSTER_HOME": str(home), "LLM_SIZING_STATE_DIR": str(home),
-           "LLM_SIZING_COMPUTE_LOG_DIR": str(home / "logs"),
-           "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
-           "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot"))}
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "LLM_SIZING_STATE_DIR": str(home),
+        "LLM_SIZING_COMPUTE_LOG_DIR": str(home / "logs"),
+        "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
+        "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot")),
+    }
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = gone.stdout.strip()
     for key in ("DAGSTER_HOME", "LLM_SIZING_STATE_DIR", "LLM_SIZING_COMPUTE_LOG_DIR"):
         monkeypatch.setenv(key, env[key])
     run_id = str(uuid.uuid4())
     with dg.DagsterInstance.get() as instance:
         tags = reaper.process_tags() | {reaper.PID_TAG: pid, reaper.STARTED_TAG: "0"}
-        instance.add_run(dg.DagsterRun(job_name="refresh", run_id=run_id,
-                                       status=dg.DagsterRunStatus.STARTED, tags=tags))
+        instance.add_run(
+            dg.DagsterRun(
+                job_name="refresh", run_id=run_id, status=dg.DagsterRunStatus.STARTED, tags=tags
+            )
+        )
         storage = instance.event_log_storage
         storage.initialize_concurrency_limit_to_default("prices_runpod")
         claim = storage.claim_concurrency_slot("prices_runpod", run_id, "prices_runpod")
         assert claim.is_claimed
     cli = Path(sys.executable).parent / "llm-sizing"
-    done = subprocess.run([str(cli), "refresh", "--offline"],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [str(cli), "refresh", "--offline"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"run {run_id} was left unfinished by a killed process" in done.stderr
     with dg.DagsterInstance.get() as instance:
@@ -65,14 +82,24 @@ def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     import signal
     import time
 
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "LLM_SIZING_STATE_DIR": str(tmp_path),
-           "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
-           "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse")}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path),
+        "LLM_SIZING_STATE_DIR": str(tmp_path),
+        "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
+        "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
+    }
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     cli = Path(sys.executable).parent / "llm-sizing"
-    proc = subprocess.Popen([str(cli), "refresh", "--offline"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    proc = subprocess.Popen(
+        [str(cli), "refresh", "--offline"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
     for line in proc.stderr:  # the progress lines
         if line.startswith("  done    weights"):
             break

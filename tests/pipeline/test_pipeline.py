@@ -61,9 +61,14 @@ def test_code_location_loads_with_no_environment(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m",
-                           "pipeline.definitions"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "pipeline.definitions"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Validation successful" in done.stdout + done.stderr
 
@@ -71,9 +76,13 @@ def test_code_location_loads_with_no_environment(tmp_path):
 @pytest.fixture(scope="module")
 def warehouse_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("warehouse"))
-    resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
-                 "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource(), "hub": HubResource()}
+    resources = {
+        "snapshot": SnapshotResource(),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(),
+        "hub": HubResource(),
+    }
     # The site is built by tests/publish/test_site.py on a few models, not here on all of them.
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     for _ in range(2):  # twice: the second run, on the same inputs, publishes nothing
@@ -92,9 +101,11 @@ def test_refresh_matches_the_recorded_profiles(warehouse_root):
     from tests.table_profiles import TEST_PROFILES, differences, profile, under_current_names
 
     recorded = json.loads(TEST_PROFILES.read_text())["tables"]
-    changed = {t: d for t, before in recorded.items()
-               if (d := differences(under_current_names(t, before),
-                                    profile(t, warehouse_root)))}
+    changed = {
+        t: d
+        for t, before in recorded.items()
+        if (d := differences(under_current_names(t, before), profile(t, warehouse_root)))
+    }
     assert not changed, changed
 
 
@@ -117,8 +128,9 @@ def test_published_tables_meet_their_contract(warehouse_root, table):
     import pyarrow.parquet as pq
 
     rows = 0
-    for batch in pq.ParquetFile(store.latest_parquet_uri(table, warehouse_root)) \
-            .iter_batches(batch_size=BATCH_ROWS):
+    for batch in pq.ParquetFile(store.latest_parquet_uri(table, warehouse_root)).iter_batches(
+        batch_size=BATCH_ROWS
+    ):
         df = pl.from_arrow(batch)
         assert not CONTRACTS[table].check(df, allow_empty=True)
         rows += df.height
@@ -130,21 +142,24 @@ def test_published_tables_meet_their_contract(warehouse_root, table):
 
 def test_duckdb_reads_the_latest_export(warehouse_root):
     path = store.latest_parquet_uri("fit_matrix", warehouse_root)
-    (n,), = duckdb.sql(f"select count(*) from read_parquet('{path}') "
-                       "where verdict = 'fits'").fetchall()
+    ((n,),) = duckdb.sql(
+        f"select count(*) from read_parquet('{path}') where verdict = 'fits'"
+    ).fetchall()
     assert n > 0
     delta_files = DeltaTable(store.table_uri("fit_matrix", warehouse_root)).file_uris()
-    (total,), = duckdb.sql(f"select count(*) from read_parquet({delta_files})").fetchall()
+    ((total,),) = duckdb.sql(f"select count(*) from read_parquet({delta_files})").fetchall()
     assert total == store.row_count("fit_matrix", base=warehouse_root)
 
 
 def test_contract_violation_publishes_nothing(warehouse_root):
     before = store.history("gpus", base=warehouse_root)[0]["version"]
-    bad = store.read("gpus", base=warehouse_root).with_columns(pl.lit(None).cast(pl.Float64)
-                                                               .alias("memory_gib"))
+    bad = store.read("gpus", base=warehouse_root).with_columns(
+        pl.lit(None).cast(pl.Float64).alias("memory_gib")
+    )
     with pytest.raises(store.ContractViolation, match="nulls in memory_gib"):
-        store.publish("gpus", bad, verified_at=dt.date(2026, 11, 30), commit_info={},
-                      base=warehouse_root)
+        store.publish(
+            "gpus", bad, verified_at=dt.date(2026, 11, 30), commit_info={}, base=warehouse_root
+        )
     assert store.history("gpus", base=warehouse_root)[0]["version"] == before
 
 
@@ -220,8 +235,9 @@ def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
     source = (ROOT / "sizing" / "engines" / "llama_cpp.py").read_text()
     base = code_of(source)
     assert code_of(source.replace("# n_ubatch default 512", "# n_ubatch defaults to 512")) == base
-    assert code_of(source.replace('"""llama.cpp (llama-server)', '"""llama.cpp, llama-server')) \
-        == base
+    assert (
+        code_of(source.replace('"""llama.cpp (llama-server)', '"""llama.cpp, llama-server')) == base
+    )
     assert code_of(source.replace("UBATCH = 512", "UBATCH = 256")) != base
     assert code_of(source.replace('DEFAULT_KV_DTYPE = "f16"', 'DEFAULT_KV_DTYPE = "q8_0"')) != base
 
@@ -243,12 +259,17 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
         small_snapshot(snapshot, tuple(added))
 
     def run() -> dict:
-        resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
-                     "catalog": CatalogResource(),
-                     "warehouse": WarehouseResource(root=str(tmp_path / "warehouse"))}
-        result = dg.materialize([gpus, engine_support, hub_models, models, weights,
-                                 fit_matrix_shards, fit_matrix], resources=resources,
-                                tags=ALL_SHARDS_TAGS)
+        resources = {
+            "snapshot": SnapshotResource(path=str(snapshot)),
+            "hub": HubResource(),
+            "catalog": CatalogResource(),
+            "warehouse": WarehouseResource(root=str(tmp_path / "warehouse")),
+        }
+        result = dg.materialize(
+            [gpus, engine_support, hub_models, models, weights, fit_matrix_shards, fit_matrix],
+            resources=resources,
+            tags=ALL_SHARDS_TAGS,
+        )
         shards = result.asset_materializations_for_node("fit_matrix_shards")
         assert len(shards) == 16  # one materialization per shard partition
         return shards[0].metadata
@@ -260,8 +281,12 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
     add("Qwen/Qwen3-1.7B")
     third = run()
     assert third["models_computed"].value == 1 and third["models_reused"].value == 2
-    ids = pl.scan_delta(store.table_uri("fit_matrix", str(tmp_path / "warehouse"))) \
-        .select(pl.col("model_id").n_unique()).collect().item()
+    ids = (
+        pl.scan_delta(store.table_uri("fit_matrix", str(tmp_path / "warehouse")))
+        .select(pl.col("model_id").n_unique())
+        .collect()
+        .item()
+    )
     assert ids == 3
 
 
@@ -276,16 +301,16 @@ def test_a_version_means_a_change(tmp_path):
     assert (again.version, again.changed, again.rows) == (0, False, gpus.height)
     cheaper = gpus.with_columns(pl.col("price_new_usd") * 0.9)
     assert store.publish("gpus", cheaper, verified_at=day, commit_info={}, base=base).version == 1
-    later = store.publish("gpus", cheaper, verified_at=day + dt.timedelta(days=1),
-                          commit_info={}, base=base)
+    later = store.publish(
+        "gpus", cheaper, verified_at=day + dt.timedelta(days=1), commit_info={}, base=base
+    )
     assert (later.version, later.changed) == (2, True)
 
 
 def test_read_as_of_a_time_returns_the_version_then_current(tmp_path):
     base, gpus = str(tmp_path), load_gpus()
     store.publish("gpus", gpus, verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
-    store.publish("gpus", gpus.head(60), verified_at=dt.date(2026, 7, 2), commit_info={},
-                  base=base)
+    store.publish("gpus", gpus.head(60), verified_at=dt.date(2026, 7, 2), commit_info={}, base=base)
     history = {h["version"]: h["timestamp"] for h in store.history("gpus", base=base)}
     between = dt.datetime.fromtimestamp(history[0] / 1000, tz=dt.UTC)
     assert history[1] >= history[0]
@@ -295,20 +320,23 @@ def test_read_as_of_a_time_returns_the_version_then_current(tmp_path):
         store.read("gpus", version=0, as_of=between, base=base)
 
 
-def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp_path,
-                                                                              monkeypatch):
+def test_a_changed_contract_publishes_a_new_schema_and_keeps_the_old_version(tmp_path, monkeypatch):
     """A release that adds columns to a table (the GPU catalog gained used prices) must
     publish over a warehouse written by the previous release, not fail on the schema."""
     base = str(tmp_path)
     gpus = load_gpus()
     contract = CONTRACTS["gpus"]
     # (and without the rules that each fact names its source and a used price its basis)
-    older = dataclasses.replace(contract, schema={c: t for c, t in contract.schema.items()
-                                                  if not c.startswith("price_used")},
-                                rules=tuple(r for r in contract.rules
-                                            if r[0] not in ("every fact names its source",
-                                                            "a used price is dated and names "
-                                                            "its basis")))
+    older = dataclasses.replace(
+        contract,
+        schema={c: t for c, t in contract.schema.items() if not c.startswith("price_used")},
+        rules=tuple(
+            r
+            for r in contract.rules
+            if r[0]
+            not in ("every fact names its source", "a used price is dated and names its basis")
+        ),
+    )
     monkeypatch.setitem(CONTRACTS, "gpus", older)
     store.publish("gpus", gpus, verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
     monkeypatch.setitem(CONTRACTS, "gpus", contract)
@@ -323,31 +351,48 @@ def test_a_renamed_column_reads_under_its_new_name_in_every_version(tmp_path, mo
     base = str(tmp_path)
     gpus = load_gpus()
     contract = CONTRACTS["gpus"]
-    older = dataclasses.replace(contract, renamed=(), schema={
-        ("gpu_count_options" if c == "n_gpus_options" else c): t
-        for c, t in contract.schema.items()})
+    older = dataclasses.replace(
+        contract,
+        renamed=(),
+        schema={
+            ("gpu_count_options" if c == "n_gpus_options" else c): t
+            for c, t in contract.schema.items()
+        },
+    )
     monkeypatch.setitem(CONTRACTS, "gpus", older)
-    store.publish("gpus", gpus.rename({"n_gpus_options": "gpu_count_options"}),
-                  verified_at=dt.date(2026, 7, 1), commit_info={}, base=base)
+    store.publish(
+        "gpus",
+        gpus.rename({"n_gpus_options": "gpu_count_options"}),
+        verified_at=dt.date(2026, 7, 1),
+        commit_info={},
+        base=base,
+    )
     monkeypatch.setitem(CONTRACTS, "gpus", contract)
-    for frame in (store.read("gpus", version=0, base=base), store.read_head("gpus", base=base),
-                  store.scan("gpus", version=0, base=base).collect()):
+    for frame in (
+        store.read("gpus", version=0, base=base),
+        store.read_head("gpus", base=base),
+        store.scan("gpus", version=0, base=base).collect(),
+    ):
         assert "gpu_count_options" not in frame.columns
-        assert frame.sort("gpu_id").get_column("n_gpus_options").to_list() \
+        assert (
+            frame.sort("gpu_id").get_column("n_gpus_options").to_list()
             == gpus.sort("gpu_id").get_column("n_gpus_options").to_list()
+        )
     store.publish("gpus", gpus, verified_at=dt.date(2026, 12, 1), commit_info={}, base=base)
-    assert store.read("gpus", base=base).columns == store.read("gpus", version=0,
-                                                                base=base).columns
+    assert store.read("gpus", base=base).columns == store.read("gpus", version=0, base=base).columns
+
 
 def test_a_shrinking_quarantine_publishes(tmp_path):
     """Fewer quarantined models is progress (a new release sizes them): the row-count
     collapse guard must not refuse it, as it refuses a catalog that lost its rows."""
     base, day = str(tmp_path), dt.date(2026, 11, 30)
-    before = pl.DataFrame({"model_id": ["a/x", "b/y", "c/z"],
-                           "reason": ["unsupported model_type 'x'"] * 3})
+    before = pl.DataFrame(
+        {"model_id": ["a/x", "b/y", "c/z"], "reason": ["unsupported model_type 'x'"] * 3}
+    )
     store.publish("model_quarantine", before, verified_at=day, commit_info={}, base=base)
-    p = store.publish("model_quarantine", before.head(0), verified_at=day, commit_info={},
-                      base=base)
+    p = store.publish(
+        "model_quarantine", before.head(0), verified_at=day, commit_info={}, base=base
+    )
     assert p.rows == 0 and store.read("model_quarantine", version=0, base=base).height == 3
 
 
@@ -362,8 +407,10 @@ def test_coverage_names_the_model_a_stand_in_is_sized_as(warehouse_root):
     sized = set(store.read("models", base=warehouse_root).get_column("model_id"))
     stand_ins = coverage.filter(pl.col("status") == "stand-in")
     assert stand_ins.height >= 2 and set(stand_ins.get_column("sized_as")) <= sized
-    assert coverage.filter(pl.col("status") != "stand-in").get_column("sized_as").null_count() \
+    assert (
+        coverage.filter(pl.col("status") != "stand-in").get_column("sized_as").null_count()
         == coverage.filter(pl.col("status") != "stand-in").height
+    )
 
 
 def test_param_checks_publish_each_vendor_statement_beside_the_computed_count(warehouse_root):
@@ -380,36 +427,59 @@ def test_a_stated_count_that_disagrees_is_flagged():
     """The same frame with a wrong statement: the comparison must be able to fail."""
     from assets.quality.param_checks import param_check_frame
 
-    models = pl.DataFrame({"model_id": ["a/b"], "params_total": [8_030_261_248],
-                           "params_active": [8_030_261_248], "params_embedding": [1_050_673_152]})
-    stated = pl.DataFrame({"model_id": ["a/b"], "total_params": ["7e9"], "active_params": [None],
-                           "non_embedding_params": [None], "printed_step": ["0.1e9"],
-                           "active_printed_step": [None],
-                           "compared": ["yes"], "includes": [""], "why_not_compared": [""],
-                           "source_url": ["x"], "quote": ["7B"]})
+    models = pl.DataFrame(
+        {
+            "model_id": ["a/b"],
+            "params_total": [8_030_261_248],
+            "params_active": [8_030_261_248],
+            "params_embedding": [1_050_673_152],
+        }
+    )
+    stated = pl.DataFrame(
+        {
+            "model_id": ["a/b"],
+            "total_params": ["7e9"],
+            "active_params": [None],
+            "non_embedding_params": [None],
+            "printed_step": ["0.1e9"],
+            "active_printed_step": [None],
+            "compared": ["yes"],
+            "includes": [""],
+            "why_not_compared": [""],
+            "source_url": ["x"],
+            "quote": ["7B"],
+        }
+    )
     assert param_check_frame(stated, models).get_column("verdict").to_list() == ["differs"]
     right = stated.with_columns(pl.lit("8.03e9").alias("total_params"))
     assert param_check_frame(right, models).get_column("verdict").to_list() == ["agrees"]
 
 
 def test_matrix_has_only_the_kv_types_vllm_accepts_for_deepseek_v4(warehouse_root):
-    vllm = pl.scan_parquet(store.latest_parquet_uri("fit_matrix", base=warehouse_root)) \
-        .filter(pl.col("engine") == "vllm").select("model_id", "kv_dtype").unique().collect()
+    vllm = (
+        pl.scan_parquet(store.latest_parquet_uri("fit_matrix", base=warehouse_root))
+        .filter(pl.col("engine") == "vllm")
+        .select("model_id", "kv_dtype")
+        .unique()
+        .collect()
+    )
     v4 = vllm.filter(pl.col("model_id") == "deepseek-ai/DeepSeek-V4-Flash")
     assert v4.height and set(v4.get_column("kv_dtype")) == {"fp8"}
-    assert set(vllm.filter(pl.col("model_id") == "Qwen/Qwen3-8B").get_column("kv_dtype")) \
-        == {"auto", "fp8"}
+    assert set(vllm.filter(pl.col("model_id") == "Qwen/Qwen3-8B").get_column("kv_dtype")) == {
+        "auto",
+        "fp8",
+    }
 
 
 def test_published_gguf_sizes_beside_the_computed_ones(warehouse_root):
     """Qwen2.5-72B-Instruct Q4_K_M: the reference page's model, 47.4 GB published; the
     computed size is within 1 % (the table the check and readers use, not a copy)."""
     sizes = store.read("gguf_published_sizes", base=warehouse_root)
-    q = sizes.filter((pl.col("model_id") == "Qwen/Qwen2.5-72B-Instruct")
-                     & (pl.col("quant") == "Q4_K_M")).row(0, named=True)
+    q = sizes.filter(
+        (pl.col("model_id") == "Qwen/Qwen2.5-72B-Instruct") & (pl.col("quant") == "Q4_K_M")
+    ).row(0, named=True)
     assert abs(q["relative_diff"]) < 0.01 and q["computed_bytes"] > 47e9
-    compared = sizes.filter(pl.col("computed_bytes").is_not_null()
-                            & pl.col("deviation").is_null())
+    compared = sizes.filter(pl.col("computed_bytes").is_not_null() & pl.col("deviation").is_null())
     assert compared.height >= 110 and compared.get_column("model_id").n_unique() >= 20
     assert sizes.filter(pl.col("sized_as").is_null()).height > 0  # rows waiting for a config
 
@@ -427,18 +497,34 @@ def test_active_counts_are_held_to_their_own_rounding():
     not pass on the total's 0.1T rounding; a statement for a model not sized says so."""
     from assets.quality.param_checks import param_check_frame
 
-    models = pl.DataFrame({"model_id": ["k/3"], "params_total": [2_779_484_476_000],
-                           "params_active": [105_364_017_760],
-                           "params_embedding": [2_348_810_240]})
-    row = {"total_params": "2.8e12", "non_embedding_params": None, "printed_step": "0.1e12",
-           "active_printed_step": "1e9", "compared": "yes", "includes": "", "why_not_compared": "",
-           "source_url": "x", "quote": "x"}
-    stated = pl.DataFrame([row | {"model_id": "k/3", "active_params": a}
-                           for a in ("104e9", "60e9")] + [row | {"model_id": "n/a",
-                                                                 "active_params": "1e9"}])
-    verdicts = param_check_frame(stated.head(1), models).get_column("verdict").to_list() \
-        + param_check_frame(stated.slice(1, 1), models).get_column("verdict").to_list() \
+    models = pl.DataFrame(
+        {
+            "model_id": ["k/3"],
+            "params_total": [2_779_484_476_000],
+            "params_active": [105_364_017_760],
+            "params_embedding": [2_348_810_240],
+        }
+    )
+    row = {
+        "total_params": "2.8e12",
+        "non_embedding_params": None,
+        "printed_step": "0.1e12",
+        "active_printed_step": "1e9",
+        "compared": "yes",
+        "includes": "",
+        "why_not_compared": "",
+        "source_url": "x",
+        "quote": "x",
+    }
+    stated = pl.DataFrame(
+        [row | {"model_id": "k/3", "active_params": a} for a in ("104e9", "60e9")]
+        + [row | {"model_id": "n/a", "active_params": "1e9"}]
+    )
+    verdicts = (
+        param_check_frame(stated.head(1), models).get_column("verdict").to_list()
+        + param_check_frame(stated.slice(1, 1), models).get_column("verdict").to_list()
         + param_check_frame(stated.tail(1), models).get_column("verdict").to_list()
+    )
     assert verdicts == ["agrees", "differs", "not sized"]
 
 
@@ -449,19 +535,25 @@ def test_prices_reverified_at_the_same_values_keep_the_cost_matrix(warehouse_roo
     from assets.sizing.cost_matrix import cost_matrix
 
     base = warehouse_root
-    before = {t: store.history(t, base=base)[0]["version"]
-              for t in ("fit_matrix", "cost_matrix", "cost_basis")}
+    before = {
+        t: store.history(t, base=base)[0]["version"]
+        for t in ("fit_matrix", "cost_matrix", "cost_basis")
+    }
     offers = store.read("gpu_prices", base=base)
     later = offers.get_column("verified_at").max() + dt.timedelta(days=1)
-    store.publish("gpu_prices", offers.with_columns(pl.lit(later).alias("verified_at")),
-                  verified_at=later, commit_info={}, base=base)
+    store.publish(
+        "gpu_prices",
+        offers.with_columns(pl.lit(later).alias("verified_at")),
+        verified_at=later,
+        commit_info={},
+        base=base,
+    )
     resources = {"warehouse": WarehouseResource(root=base)}
     assert dg.materialize([cost_matrix], resources=resources).success
     after = {t: store.history(t, base=base)[0]["version"] for t in before}
     assert after == before | {"cost_basis": before["cost_basis"] + 1}
     # Read the newest versions: no release was published (the release asset did not run).
-    assert store.read_head("cost_basis", base=base).get_column("price_verified_at").max() \
-        == later
+    assert store.read_head("cost_basis", base=base).get_column("price_verified_at").max() == later
 
 
 def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root):
@@ -474,21 +566,26 @@ def test_accuracy_is_published_and_warns_when_a_metric_gets_worse(warehouse_root
     report = store.read("accuracy", base=base)
     metrics = set(report.get_column("metric"))
     assert {"weights_bytes", "vllm_kv_pool", "decode", "prefill"} <= metrics
-    assert {"in fit", "held out by GPU", "held out by source"} \
-        <= set(report.get_column("evaluation"))
+    assert {"in fit", "held out by GPU", "held out by source"} <= set(
+        report.get_column("evaluation")
+    )
     decode = report.filter(pl.col("metric") == "decode", pl.col("evaluation") == "held out by GPU")
-    assert {"all", "fit: llama.cpp CUDA HBM", "vendor: AMD", "model: MoE", "GPUs: several"} \
-        <= set(decode.get_column("subset"))
+    assert {"all", "fit: llama.cpp CUDA HBM", "vendor: AMD", "model: MoE", "GPUs: several"} <= set(
+        decode.get_column("subset")
+    )
     checks = store.read("speed_checks", base=base)
     worse = checks.with_columns(pl.col("error") * 3, pl.col("held_out_error") * 3)
-    store.publish("speed_checks", worse, verified_at=dt.date(2026, 12, 1), commit_info={},
-                  base=base)
+    store.publish(
+        "speed_checks", worse, verified_at=dt.date(2026, 12, 1), commit_info={}, base=base
+    )
     result = dg.materialize([accuracy], resources={"warehouse": WarehouseResource(root=base)})
-    check = next(e for e in result.get_asset_check_evaluations()
-                 if e.check_name == "no_metric_got_worse")
+    check = next(
+        e for e in result.get_asset_check_evaluations() if e.check_name == "no_metric_got_worse"
+    )
     assert not check.passed and "decode all (in fit)" in check.description
-    store.publish("speed_checks", checks, verified_at=dt.date(2026, 12, 2), commit_info={},
-                  base=base)
+    store.publish(
+        "speed_checks", checks, verified_at=dt.date(2026, 12, 2), commit_info={}, base=base
+    )
 
 
 def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_path):
@@ -502,12 +599,15 @@ def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_pat
     changed = snapshot / "hub/models/Qwen/Qwen3-8B/config.json"
     changed.write_bytes(changed.read_bytes() + b" ")
     base = str(tmp_path / "warehouse")
-    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
-                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=base)}
+    resources = {
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "hub": HubResource(),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=base),
+    }
     assert dg.materialize([hub_models, models], resources=resources).success
     quarantine = store.read("model_quarantine", base=base)
     assert quarantine.get_column("model_id").to_list() == ["Qwen/Qwen3-8B"]
     assert "does not match its manifest checksum" in quarantine.get_column("reason").item()
     sized = store.read("models", base=base)
     assert sized.height == 5 and sized.get_column("config_sha256").null_count() == 0
-

@@ -27,13 +27,20 @@ def multiprocess_refresh_job():
     """Rebuilt in each step's process (dagster.build_reconstructable_job), on a snapshot
     of a few models and the path to the matrix: the executor is the point, not the model
     set or the reports."""
-    defs = build_defs({"LLM_SIZING_EXECUTOR": "multiprocess",
-                       "LLM_SIZING_SNAPSHOT": os.environ["LLM_SIZING_SNAPSHOT"],
-                       "LLM_SIZING_WAREHOUSE": _warehouse_root()})
+    defs = build_defs(
+        {
+            "LLM_SIZING_EXECUTOR": "multiprocess",
+            "LLM_SIZING_SNAPSHOT": os.environ["LLM_SIZING_SNAPSHOT"],
+            "LLM_SIZING_WAREHOUSE": _warehouse_root(),
+        }
+    )
     matrix = dg.AssetSelection.assets("fit_matrix").upstream().required_multi_asset_neighbors()
-    return dg.Definitions(assets=ALL_ASSETS, resources=defs.resources, executor=defs.executor,
-                          jobs=[dg.define_asset_job("matrix", selection=matrix)]
-                          ).resolve_job_def("matrix")
+    return dg.Definitions(
+        assets=ALL_ASSETS,
+        resources=defs.resources,
+        executor=defs.executor,
+        jobs=[dg.define_asset_job("matrix", selection=matrix)],
+    ).resolve_job_def("matrix")
 
 
 def _warehouse_root() -> str:
@@ -63,32 +70,63 @@ def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     env = {**os.environ, "DAGSTER_HOME": str(home), "LLM_SIZING_WAREHOUSE": warehouse}
-    resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
-                 "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
-    upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
-                {"gpus", "engine_support", "hub_models", "models", "weights"}]
+    resources = {
+        "snapshot": SnapshotResource(),
+        "catalog": CatalogResource(),
+        "hub": HubResource(),
+        "warehouse": WarehouseResource(root=warehouse),
+    }
+    upstream = [
+        a
+        for a in ALL_ASSETS
+        if {k.to_user_string() for k in a.keys}
+        & {"gpus", "engine_support", "hub_models", "models", "weights"}
+    ]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert dg.materialize(upstream, resources=resources, instance=instance).success
         keys = MODEL_SHARDS.get_partition_keys()
         halves = [f"{keys[0]}...{keys[7]}", f"{keys[8]}...{keys[-1]}"]
-        runs = [subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize",
-                                  "-m", "pipeline.definitions", "--select", "fit_matrix_shards",
-                                  "--partition-range", half], env=env, cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                for half in halves]
+        runs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dagster",
+                    "asset",
+                    "materialize",
+                    "-m",
+                    "pipeline.definitions",
+                    "--select",
+                    "fit_matrix_shards",
+                    "--partition-range",
+                    half,
+                ],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for half in halves
+        ]
         assert [r.wait(timeout=300) for r in runs] == [0, 0], runs[0].stderr.read()[-2000:]
         records = instance.get_run_records()
         assert len({r.dagster_run.run_id for r in records}) == 3
-        shard_runs = [r for r in records if r.dagster_run.tags.get(
-            "dagster/asset_partition_range_start") in (keys[0], keys[8])]
+        shard_runs = [
+            r
+            for r in records
+            if r.dagster_run.tags.get("dagster/asset_partition_range_start") in (keys[0], keys[8])
+        ]
         (a, b) = sorted(shard_runs, key=lambda r: r.start_time)
         assert b.start_time < a.end_time  # the two runs overlapped in time
-        assert instance.get_materialized_partitions(dg.AssetKey("fit_matrix_shards")) \
-            == set(keys)
-        assert dg.materialize([fit_matrix], resources=resources,
-                              instance=instance).success
-    ids = pl.scan_delta(store.table_uri("fit_matrix", warehouse)).select("model_id").unique() \
-        .collect().get_column("model_id")
+        assert instance.get_materialized_partitions(dg.AssetKey("fit_matrix_shards")) == set(keys)
+        assert dg.materialize([fit_matrix], resources=resources, instance=instance).success
+    ids = (
+        pl.scan_delta(store.table_uri("fit_matrix", warehouse))
+        .select("model_id")
+        .unique()
+        .collect()
+        .get_column("model_id")
+    )
     models = store.read("models", base=warehouse).get_column("model_id")
     assert set(ids) == set(models)
     assert len({shard_of(m) for m in models}) > 8  # the models spread over the shards
@@ -97,11 +135,18 @@ def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
 def test_publishing_refuses_missing_slices(tmp_path):
     """A model whose shard never ran: the publish step fails, naming the shard; no table."""
     warehouse = str(tmp_path / "warehouse")
-    resources = {"snapshot": SnapshotResource(), "catalog": CatalogResource(),
-                 "hub": HubResource(), "warehouse": WarehouseResource(root=warehouse)}
-    upstream = [a for a in ALL_ASSETS if {k.to_user_string() for k in a.keys} &
-                {"gpus", "engine_support", "hub_models", "models", "weights",
-                 "fit_matrix_shards"}]
+    resources = {
+        "snapshot": SnapshotResource(),
+        "catalog": CatalogResource(),
+        "hub": HubResource(),
+        "warehouse": WarehouseResource(root=warehouse),
+    }
+    upstream = [
+        a
+        for a in ALL_ASSETS
+        if {k.to_user_string() for k in a.keys}
+        & {"gpus", "engine_support", "hub_models", "models", "weights", "fit_matrix_shards"}
+    ]
     assert dg.materialize(upstream, resources=resources, partition_key="03").success
     result = dg.materialize([fit_matrix], resources=resources, raise_on_error=False)
     assert not result.success
@@ -111,9 +156,13 @@ def test_publishing_refuses_missing_slices(tmp_path):
         store.read("fit_matrix", base=warehouse)
 
 
-K8S_ENV = {"DAGSTER_PG_HOST": "postgres", "DAGSTER_PG_USER": "dagster",
-           "DAGSTER_PG_PASSWORD": "secret", "DAGSTER_PG_DB": "dagster",
-           "DAGSTER_K8S_NAMESPACE": "llm-sizing"}
+K8S_ENV = {
+    "DAGSTER_PG_HOST": "postgres",
+    "DAGSTER_PG_USER": "dagster",
+    "DAGSTER_PG_PASSWORD": "secret",
+    "DAGSTER_PG_DB": "dagster",
+    "DAGSTER_K8S_NAMESPACE": "llm-sizing",
+}
 
 
 def test_k8s_instance_config_validates(monkeypatch):
@@ -129,8 +178,9 @@ def test_k8s_instance_config_validates(monkeypatch):
 
 
 def test_k8s_executor_run_config_validates():
-    job = build_defs({"LLM_SIZING_EXECUTOR": "k8s",
-                      "LLM_SIZING_WAREHOUSE": "s3://llm-sizing/warehouse"}).get_job_def("refresh")
+    job = build_defs(
+        {"LLM_SIZING_EXECUTOR": "k8s", "LLM_SIZING_WAREHOUSE": "s3://llm-sizing/warehouse"}
+    ).get_job_def("refresh")
     run_config = {"execution": {"config": {"max_concurrent": 8, "job_namespace": "llm-sizing"}}}
     assert dg.validate_run_config(job, run_config)
     with pytest.raises(dg.DagsterInvalidConfigError):

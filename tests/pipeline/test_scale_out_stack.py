@@ -35,10 +35,13 @@ BUCKET, LOCATION = "llm-sizing", "llm_sizing"
 # The step whose process is killed: it runs for seconds on six models (the grid, then
 # slices written to S3), long enough to be caught while running.
 KILLED_STEP = "fit_matrix_shards"
-PG_ENV = {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_USER": "dagster",
-          "DAGSTER_PG_PASSWORD": "", "DAGSTER_PG_DB": "postgres"}
-CREDS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-         "AWS_REGION": "us-east-1"}
+PG_ENV = {
+    "DAGSTER_PG_HOST": "127.0.0.1",
+    "DAGSTER_PG_USER": "dagster",
+    "DAGSTER_PG_PASSWORD": "",
+    "DAGSTER_PG_DB": "postgres",
+}
+CREDS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
 
 
 def _instance_yaml(pg_url: str) -> dict:
@@ -49,8 +52,10 @@ def _instance_yaml(pg_url: str) -> dict:
     storage = yaml.safe_load((ROOT / "deploy/k8s/dagster.yaml").read_text())["storage"]
     storage["postgres"]["postgres_db"]["port"] = urlsplit(pg_url).port
     config["storage"] = storage
-    config["run_coordinator"] = {"module": "dagster._core.run_coordinator",
-                                 "class": "DefaultRunCoordinator"}
+    config["run_coordinator"] = {
+        "module": "dagster._core.run_coordinator",
+        "class": "DefaultRunCoordinator",
+    }
     return config
 
 
@@ -68,60 +73,115 @@ def _status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus | 
 
 
 def _finished(instance: dg.DagsterInstance, run_id: str, seconds: float) -> dg.DagsterRunStatus:
-    done = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
-            dg.DagsterRunStatus.CANCELED}
+    done = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
     wait_until(lambda: _status(instance, run_id) in done, seconds, f"run {run_id} unfinished")
     return _status(instance, run_id)
 
 
-def _events(instance: dg.DagsterInstance, run_id: str,
-            kind: dg.DagsterEventType) -> list[dg.DagsterEvent]:
-    return [r.event_log_entry.dagster_event
-            for r in instance.get_records_for_run(run_id, of_type=kind).records]
+def _events(
+    instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
+) -> list[dg.DagsterEvent]:
+    return [
+        r.event_log_entry.dagster_event
+        for r in instance.get_records_for_run(run_id, of_type=kind).records
+    ]
 
 
 @pytest.mark.stack
 def test_refresh_on_postgres_and_s3_survives_a_killed_worker(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
-    env = {**CREDS, "DAGSTER_HOME": str(home), **PG_ENV,
-           "LLM_SIZING_STATE_DIR": str(tmp_path / "state"),
-           "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
-           "LLM_SIZING_EXECUTOR": "multiprocess",
-           "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot")),
-           "LLM_SIZING_WAREHOUSE": f"s3://{BUCKET}/warehouse",
-           "LLM_SIZING_SITE_DIR": str(tmp_path / "site")}
+    env = {
+        **CREDS,
+        "DAGSTER_HOME": str(home),
+        **PG_ENV,
+        "LLM_SIZING_STATE_DIR": str(tmp_path / "state"),
+        "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
+        "LLM_SIZING_EXECUTOR": "multiprocess",
+        "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot")),
+        "LLM_SIZING_WAREHOUSE": f"s3://{BUCKET}/warehouse",
+        "LLM_SIZING_SITE_DIR": str(tmp_path / "site"),
+    }
     s3_port, grpc_port = free_port(), free_port()
     s3_url = f"http://127.0.0.1:{s3_port}"
     env["AWS_ENDPOINT_URL"] = s3_url
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     workspace = tmp_path / "workspace.yaml"
-    workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-        "host": "127.0.0.1", "port": grpc_port, "location_name": LOCATION}}]}))
-    with (postgres() as pg_url,
-          process(python_module("moto.server", "-H", "127.0.0.1", "-p", str(s3_port)),
-                  f"{s3_url}/moto-api/")):
+    workspace.write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "grpc_server": {
+                            "host": "127.0.0.1",
+                            "port": grpc_port,
+                            "location_name": LOCATION,
+                        }
+                    }
+                ]
+            }
+        )
+    )
+    with (
+        postgres() as pg_url,
+        process(
+            python_module("moto.server", "-H", "127.0.0.1", "-p", str(s3_port)),
+            f"{s3_url}/moto-api/",
+        ),
+    ):
         (home / "dagster.yaml").write_text(yaml.safe_dump(_instance_yaml(pg_url)))
         boto3.client("s3", endpoint_url=s3_url).create_bucket(Bucket=BUCKET)
-        with (process(python_module("dagster", "api", "grpc", "-m", "pipeline.definitions",
-                                    "-h", "127.0.0.1", "-p", str(grpc_port)),
-                      lambda: _grpc_ready(grpc_port), env=env),
-              dg.DagsterInstance.from_config(str(home)) as instance,
-              WorkspaceProcessContext(instance, WorkspaceFileTarget([str(workspace)])) as ctx):
+        with (
+            process(
+                python_module(
+                    "dagster",
+                    "api",
+                    "grpc",
+                    "-m",
+                    "pipeline.definitions",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(grpc_port),
+                ),
+                lambda: _grpc_ready(grpc_port),
+                env=env,
+            ),
+            dg.DagsterInstance.from_config(str(home)) as instance,
+            WorkspaceProcessContext(instance, WorkspaceFileTarget([str(workspace)])) as ctx,
+        ):
             retries = EventLogConsumerDaemon()
             list(retries.run_iteration(ctx))  # its cursor starts here, as a new daemon's does
             # the run goes through the instance's run launcher to the code server, which
             # starts the run worker (`dagster api execute_run`)
             launch = subprocess.run(
-                [sys.executable, "-m", "dagster", "job", "launch", "-w", str(workspace),
-                 "-j", "refresh", "--tags", json.dumps(ALL_SHARDS_TAGS)],
-                env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True,
-                timeout=120)
+                [
+                    sys.executable,
+                    "-m",
+                    "dagster",
+                    "job",
+                    "launch",
+                    "-w",
+                    str(workspace),
+                    "-j",
+                    "refresh",
+                    "--tags",
+                    json.dumps(ALL_SHARDS_TAGS),
+                ],
+                env={**os.environ, **env},
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert launch.returncode == 0, launch.stderr[-2000:]
             (first,) = instance.get_runs()
-            wait_until(lambda: _step_start(instance, first.run_id, KILLED_STEP) is not None,
-                       240, f"{KILLED_STEP} did not start")
+            wait_until(
+                lambda: _step_start(instance, first.run_id, KILLED_STEP) is not None,
+                240,
+                f"{KILLED_STEP} did not start",
+            )
             os.kill(_step_start(instance, first.run_id, KILLED_STEP).pid, signal.SIGKILL)
             assert _finished(instance, first.run_id, 120) == dg.DagsterRunStatus.FAILURE
             (failure,) = _events(instance, first.run_id, dg.DagsterEventType.STEP_FAILURE)
@@ -140,8 +200,10 @@ def test_refresh_on_postgres_and_s3_survives_a_killed_worker(tmp_path, monkeypat
             assert len({pid for pid, _, _ in spans.values()}) == len(spans) > 10
             assert any(a[1] < b[1] < a[2] for a in spans.values() for b in spans.values())
             # the retry re-executed from the failure: the killed step and what depends on it
-            redone = {e.step_key for e in _events(instance, retry.run_id,
-                                                  dg.DagsterEventType.STEP_SUCCESS)}
+            redone = {
+                e.step_key
+                for e in _events(instance, retry.run_id, dg.DagsterEventType.STEP_SUCCESS)
+            }
             assert {KILLED_STEP, "fit_matrix", "cost_matrix", "release"} <= redone
             assert not redone & {"models", "weights", "gpus", "hub_models"}
         history = _postgres_runs(pg_url)
@@ -151,25 +213,43 @@ def test_refresh_on_postgres_and_s3_survives_a_killed_worker(tmp_path, monkeypat
         assert release is not None and release.status == store.COMPLETE
         assert release.run_id == retry.run_id and set(release.versions) == set(CONTRACTS)
         assert release.rows["models"] == 6 and release.rows["fit_matrix"] > 100_000
-        latest = boto3.client("s3", endpoint_url=s3_url).get_object(
-            Bucket=BUCKET, Key="warehouse/latest/_release.json")["Body"].read()
+        latest = (
+            boto3.client("s3", endpoint_url=s3_url)
+            .get_object(Bucket=BUCKET, Key="warehouse/latest/_release.json")["Body"]
+            .read()
+        )
         assert json.loads(latest)["release_id"] == release.release_id
 
 
 def _step_start(instance: dg.DagsterInstance, run_id: str, step: str) -> dg.DagsterEvent | None:
-    return next((e for e in _events(instance, run_id, dg.DagsterEventType.STEP_START)
-                 if e.step_key == step), None)
+    return next(
+        (
+            e
+            for e in _events(instance, run_id, dg.DagsterEventType.STEP_START)
+            if e.step_key == step
+        ),
+        None,
+    )
 
 
 def _step_spans(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[int, float, float]]:
     """Each step that finished: its process id, start and end time."""
-    starts = {r.event_log_entry.step_key: r.event_log_entry for r in instance.get_records_for_run(
-        run_id, of_type=dg.DagsterEventType.STEP_START).records}
-    return {r.event_log_entry.step_key: (starts[r.event_log_entry.step_key].dagster_event.pid,
-                                         starts[r.event_log_entry.step_key].timestamp,
-                                         r.event_log_entry.timestamp)
-            for r in instance.get_records_for_run(
-                run_id, of_type=dg.DagsterEventType.STEP_SUCCESS).records}
+    starts = {
+        r.event_log_entry.step_key: r.event_log_entry
+        for r in instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.STEP_START
+        ).records
+    }
+    return {
+        r.event_log_entry.step_key: (
+            starts[r.event_log_entry.step_key].dagster_event.pid,
+            starts[r.event_log_entry.step_key].timestamp,
+            r.event_log_entry.timestamp,
+        )
+        for r in instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.STEP_SUCCESS
+        ).records
+    }
 
 
 def _postgres_runs(pg_url: str) -> dict[str, str]:
@@ -199,7 +279,8 @@ def test_helm_values_and_image_match_the_code_location():
     (user,) = [line.split()[1] for line in docker if line.startswith("USER ")]
     assert user not in ("0", "root") and deployment["securityContext"]["runAsUser"] == int(user)
     wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
-        "targets"]["wheel"]
+        "targets"
+    ]["wheel"]
     for package in [*wheel["packages"], "data"]:
         assert f"COPY {package} {package}" in docker, package
 
@@ -209,18 +290,28 @@ def test_helm_values_and_image_match_the_code_location():
     secret_words = ("SECRET", "PASSWORD", "TOKEN", "KEY")
     assert not [k for k in env if any(w in k for w in secret_words)]
     assert "postgresqlPassword" not in values["postgresql"]
-    assert values["global"]["postgresqlSecretName"] and not values[
-        "generatePostgresqlPasswordSecret"]
-    assert deployment["envSecrets"] == values["runLauncher"]["config"]["k8sRunLauncher"][
-        "envSecrets"] == [{"name": "llm-sizing-secrets"}]
+    assert (
+        values["global"]["postgresqlSecretName"] and not values["generatePostgresqlPasswordSecret"]
+    )
+    assert (
+        deployment["envSecrets"]
+        == values["runLauncher"]["config"]["k8sRunLauncher"]["envSecrets"]
+        == [{"name": "llm-sizing-secrets"}]
+    )
 
     instance = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     k8s = yaml.safe_load((ROOT / "deploy/k8s/dagster.yaml").read_text())
     assert values["runLauncher"]["type"] == k8s["run_launcher"]["class"] == "K8sRunLauncher"
-    assert values["postgresql"]["postgresqlScheme"] == \
-        k8s["storage"]["postgres"]["postgres_db"]["scheme"]
+    assert (
+        values["postgresql"]["postgresqlScheme"]
+        == k8s["storage"]["postgres"]["postgres_db"]["scheme"]
+    )
     daemon = values["dagsterDaemon"]
-    assert daemon["runRetries"] == {"enabled": True,
-                                    "maxRetries": instance["run_retries"]["max_retries"]}
-    assert daemon["runCoordinator"]["config"]["queuedRunCoordinator"][
-        "tagConcurrencyLimits"] == instance["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert daemon["runRetries"] == {
+        "enabled": True,
+        "maxRetries": instance["run_retries"]["max_retries"],
+    }
+    assert (
+        daemon["runCoordinator"]["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"]
+        == instance["concurrency"]["runs"]["tag_concurrency_limits"]
+    )

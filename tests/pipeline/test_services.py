@@ -15,18 +15,33 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_publish_to_s3_and_read_back(s3_endpoint, monkeypatch):
-    creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-             "AWS_REGION": "us-east-1"}
+    creds = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }
     for k, v in creds.items():
         monkeypatch.setenv(k, v)
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="warehouse")
     options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", **creds}
-    engines = pl.DataFrame({"engine": ["llama.cpp", "vllm"], "kv_dtypes": ["f16", "auto"],
-                            "usable_memory_rule": ["", ""], "launch_flags": ["", ""]})
+    engines = pl.DataFrame(
+        {
+            "engine": ["llama.cpp", "vllm"],
+            "kv_dtypes": ["f16", "auto"],
+            "usable_memory_rule": ["", ""],
+            "launch_flags": ["", ""],
+        }
+    )
     base = "s3://warehouse/llm-sizing"
     for day in (1, 2):
-        p = store.publish("engines", engines, verified_at=dt.date(2026, 11, day),
-                          commit_info={"run": str(day)}, base=base, storage_options=options)
+        p = store.publish(
+            "engines",
+            engines,
+            verified_at=dt.date(2026, 11, day),
+            commit_info={"run": str(day)},
+            base=base,
+            storage_options=options,
+        )
     assert p.version == 1
     back = store.read("engines", base=base, storage_options=options)
     assert back.get_column("verified_at").to_list() == [dt.date(2026, 11, 2)] * 2
@@ -42,8 +57,9 @@ def test_model_slices_hand_over_through_s3(s3_endpoint, monkeypatch):
 
     for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
         monkeypatch.setenv(k, v)
-    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1") \
-        .create_bucket(Bucket="slices")
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(
+        Bucket="slices"
+    )
     options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true"}
     writer, reader = (SliceStore("s3://slices/wh", "fit_matrix", options) for _ in range(2))
     rows = pl.DataFrame({"model_id": ["a", "a"], "memory_gib": [1.5, 2.5]})
@@ -56,18 +72,23 @@ def test_model_slices_hand_over_through_s3(s3_endpoint, monkeypatch):
 
 def test_webserver_serves_the_asset_graph(tmp_path):
     port = free_port()
-    env = {"DAGSTER_HOME": str(ROOT), "LLM_SIZING_STATE_DIR": str(tmp_path),
-           "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
-           "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse")}
-    argv = python_module("dagster_webserver", "-m", "pipeline.definitions",
-                         "-h", "127.0.0.1", "-p", str(port))
+    env = {
+        "DAGSTER_HOME": str(ROOT),
+        "LLM_SIZING_STATE_DIR": str(tmp_path),
+        "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
+        "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
+    }
+    argv = python_module(
+        "dagster_webserver", "-m", "pipeline.definitions", "-h", "127.0.0.1", "-p", str(port)
+    )
     url = f"http://127.0.0.1:{port}"
     with process(argv, f"{url}/server_info", seconds=90, env=env):
         query = "{ assetNodes { assetKey { path } groupName hasAssetChecks } }"
         nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes["data"]["assetNodes"]}
-    assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix",
-            "coverage"} <= set(by_key)
+    assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix", "coverage"} <= set(
+        by_key
+    )
     assert by_key["models"]["groupName"] == "ingest"
     # Every asset that publishes a table checks it (the site is a folder of pages).
     assert all(n["hasAssetChecks"] for k, n in by_key.items() if k != "site")

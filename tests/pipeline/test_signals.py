@@ -28,9 +28,14 @@ def _ignoring() -> None:  # the child starts with both signals ignored, in its o
 
 def _stopped(base: str, n: int, at: str, sig: int, mode: str = "raise"):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.signal_run", base, str(n)], cwd=ROOT,
+        [sys.executable, "-m", "tests.signal_run", base, str(n)],
+        cwd=ROOT,
         env={**os.environ, "LLM_SIZING_HOLD_AT": at, "LLM_SIZING_HOLD_MODE": mode},
-        stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring, start_new_session=True)
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring,
+        start_new_session=True,
+    )
     for line in proc.stderr:
         if line.startswith(f"holding {at}"):
             break
@@ -41,12 +46,18 @@ def _stopped(base: str, n: int, at: str, sig: int, mode: str = "raise"):
     return proc.returncode, time.monotonic() - sent, err
 
 
-@pytest.mark.parametrize(("at", "sig", "mode"), [
-    ("tables", signal.SIGINT, "raise"), ("release", signal.SIGTERM, "raise"),
-    ("site", signal.SIGINT, "raise"),
-    # a step that swallows the interruption: the release commit refuses, the watch ends it
-    ("tables", signal.SIGTERM, "swallow"), ("release", signal.SIGINT, "swallow"),
-    ("site", signal.SIGINT, "swallow")])
+@pytest.mark.parametrize(
+    ("at", "sig", "mode"),
+    [
+        ("tables", signal.SIGINT, "raise"),
+        ("release", signal.SIGTERM, "raise"),
+        ("site", signal.SIGINT, "raise"),
+        # a step that swallows the interruption: the release commit refuses, the watch ends it
+        ("tables", signal.SIGTERM, "swallow"),
+        ("release", signal.SIGINT, "swallow"),
+        ("site", signal.SIGINT, "swallow"),
+    ],
+)
 def test_a_signal_at_each_step_stops_the_run_within_5_s(tmp_path, at, sig, mode):
     base = str(tmp_path)
     fault_run.refresh(base, 1)
@@ -64,14 +75,20 @@ def test_a_signal_at_each_step_stops_the_run_within_5_s(tmp_path, at, sig, mode)
 
 
 def test_without_a_signal_the_run_finishes(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tests.signal_run", str(tmp_path), "1"],
-                          cwd=ROOT, capture_output=True, text=True, preexec_fn=_ignoring)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.signal_run", str(tmp_path), "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=_ignoring,
+    )
     assert done.returncode == 0 and "release 1 was published" in done.stderr
 
 
 @pytest.mark.stack  # refreshes in their own processes: run with the stack by .ci/run
-@pytest.mark.parametrize(("after", "wait_s"), [("models", 0), ("fit_matrix", 0), ("release", 0),
-                                             ("release", 1.0)])
+@pytest.mark.parametrize(
+    ("after", "wait_s"), [("models", 0), ("fit_matrix", 0), ("release", 0), ("release", 1.0)]
+)
 def test_a_refresh_stops_at_each_step(tmp_path, after, wait_s):
     """The real refresh on a six-model snapshot, released once; a second refresh gets
     SIGINT at the process group right after a step ends, or a second later (after
@@ -79,20 +96,30 @@ def test_a_refresh_stops_at_each_step(tmp_path, after, wait_s):
     is the first one, or the second with the words saying it was published before."""
     from tests.conftest import SMALL_MODELS, small_snapshot
 
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "LLM_SIZING_STATE_DIR": str(tmp_path),
-           "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
-           "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
-           "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot"))}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path),
+        "LLM_SIZING_STATE_DIR": str(tmp_path),
+        "LLM_SIZING_COMPUTE_LOG_DIR": str(tmp_path / "logs"),
+        "LLM_SIZING_WAREHOUSE": str(tmp_path / "warehouse"),
+        "LLM_SIZING_SNAPSHOT": str(small_snapshot(tmp_path / "snapshot")),
+    }
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     cli = [str(Path(sys.executable).parent / "llm-sizing"), "refresh", "--offline"]
-    first = subprocess.run(cli, env=env, cwd=ROOT, capture_output=True, text=True,
-                           timeout=600)
+    first = subprocess.run(cli, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     # a change, so that the second refresh has a release to make: one model more
     small_snapshot(tmp_path / "snapshot", (*SMALL_MODELS, "Qwen/Qwen3-4B-Instruct-2507"))
-    proc = subprocess.Popen(cli, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cli,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring,
+        start_new_session=True,
+    )
     for line in proc.stderr:
         if line.startswith(f"  done    {after} "):
             break

@@ -35,10 +35,12 @@ VULTR = (PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt.py.tx
 DO = (PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt").read_bytes()
 SKYPILOT_VAST = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
 PI_2025_11_16 = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
-DO_PAGE_2026 = (TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text"
-                ".html").read_bytes()
-DO_PAGE_2025 = (TEST_DATA / "prices/digitalocean-pricing-2025-04-22-reconstructed-from-page-text"
-                ".html").read_bytes()
+DO_PAGE_2026 = (
+    TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text.html"
+).read_bytes()
+DO_PAGE_2025 = (
+    TEST_DATA / "prices/digitalocean-pricing-2025-04-22-reconstructed-from-page-text.html"
+).read_bytes()
 
 
 def _by_id(offers):
@@ -102,11 +104,16 @@ def test_skypilot_vast_catalog_rows_are_per_instance_with_memory_per_gpu():
 
 def test_skypilot_vast_a100_sizes_map_to_their_own_catalog_ids():
     catalog = CatalogResource()
-    kept, _ = split_offers(pl.DataFrame(parsers.parse_skypilot_vast_vms(SKYPILOT_VAST)),
-                           gpu_alias_map(catalog.path), load_gpus(catalog.path))
+    kept, _ = split_offers(
+        pl.DataFrame(parsers.parse_skypilot_vast_vms(SKYPILOT_VAST)),
+        gpu_alias_map(catalog.path),
+        load_gpus(catalog.path),
+    )
     a100 = kept.filter(pl.col("offer_id").str.starts_with("1x-A100_SXM4"))
     assert dict(zip(a100["region"], a100["gpu_id"], strict=True)) == {
-        "Czechia, CZ, EU": "a100_sxm4_80gb", "Georgia, US, NA": "a100_sxm4_40gb"}
+        "Czechia, CZ, EU": "a100_sxm4_80gb",
+        "Georgia, US, NA": "a100_sxm4_40gb",
+    }
 
 
 def test_primeintellect_summary_reads_runpods_minimum_per_gpu():
@@ -118,14 +125,23 @@ def test_primeintellect_summary_reads_runpods_minimum_per_gpu():
     assert {o["tier"] for o in offers.values()} == {"aggregated minimum, spot not excluded"}
 
 
-@pytest.mark.parametrize(("parse", "body", "message"), [
-    (parsers.parse_skypilot_vast_vms, SKYPILOT_VAST.replace(b"SpotPrice", b"Spot"),
-     "SpotPrice"),
-    (parsers.parse_skypilot_vast_vms, b"", "no rows"),
-    (parsers.parse_primeintellect_summary, PI_2025_11_16.replace(b'"by_provider"', b'"bp"'),
-     "by_provider"),
-    (parsers.parse_primeintellect_summary, PI_2025_11_16[:100], "not JSON"),
-])
+@pytest.mark.parametrize(
+    ("parse", "body", "message"),
+    [
+        (
+            parsers.parse_skypilot_vast_vms,
+            SKYPILOT_VAST.replace(b"SpotPrice", b"Spot"),
+            "SpotPrice",
+        ),
+        (parsers.parse_skypilot_vast_vms, b"", "no rows"),
+        (
+            parsers.parse_primeintellect_summary,
+            PI_2025_11_16.replace(b'"by_provider"', b'"bp"'),
+            "by_provider",
+        ),
+        (parsers.parse_primeintellect_summary, PI_2025_11_16[:100], "not JSON"),
+    ],
+)
 def test_catalog_layout_changes_raise_layout_changed(parse, body, message):
     with pytest.raises(parsers.LayoutChanged, match=message):
         parse(body)
@@ -142,8 +158,13 @@ def test_digitalocean_price_is_per_droplet_and_billing_changed_in_2026():
 
 def test_digitalocean_page_prices_are_per_droplet_and_contract_sizes_have_none():
     offers = _by_id(parsers.parse_digitalocean_pricing_html(DO_PAGE_2026, dt.date(2026, 5, 28)))
-    assert set(offers) == {"AMD MI300X|1", "AMD MI300X|8", "NVIDIA H100|1", "NVIDIA H100|8",
-                           "NVIDIA L40s|1"}  # MI325X, MI350X and B300: "Per contract"
+    assert set(offers) == {
+        "AMD MI300X|1",
+        "AMD MI300X|8",
+        "NVIDIA H100|1",
+        "NVIDIA H100|8",
+        "NVIDIA L40s|1",
+    }  # MI325X, MI350X and B300: "Per contract"
     h100x8 = offers["NVIDIA H100|8"]
     assert h100x8["price_per_instance_hour_usd"] == 23.92
     assert h100x8["price_per_gpu_hour_usd"] == pytest.approx(2.99)
@@ -161,26 +182,33 @@ def test_digitalocean_page_before_2026_names_the_vendor_in_the_header():
 def test_digitalocean_page_names_map_to_catalog_ids_or_quarantine():
     catalog = CatalogResource()
     parse = parsers.parse_digitalocean_pricing_html
-    offers = pl.DataFrame(parse(DO_PAGE_2026, dt.date(2026, 5, 28))
-                          + parse(DO_PAGE_2025, dt.date(2025, 4, 22)))
+    offers = pl.DataFrame(
+        parse(DO_PAGE_2026, dt.date(2026, 5, 28)) + parse(DO_PAGE_2025, dt.date(2025, 4, 22))
+    )
     kept, quarantined = split_offers(offers, gpu_alias_map(catalog.path), load_gpus(catalog.path))
     assert dict(zip(kept["gpu_name"], kept["gpu_id"], strict=True)) == {
-        "AMD MI300X": "mi300x_192gb", "NVIDIA H100": "h100_sxm5_80gb",
-        "NVIDIA L40s": "l40s_48gb"}
+        "AMD MI300X": "mi300x_192gb",
+        "NVIDIA H100": "h100_sxm5_80gb",
+        "NVIDIA L40s": "l40s_48gb",
+    }
     # "RTX 4000" / "RTX 6000" name two generations each (Quadro and Ada) and the aliases
     # serve every provider: held back, with the reason, rather than guessed.
     assert sorted(quarantined["reason"].to_list()) == [
         "GPU name 'NVIDIA RTX 4000' maps to no catalog id",
-        "GPU name 'NVIDIA RTX 6000' maps to no catalog id"]
+        "GPU name 'NVIDIA RTX 6000' maps to no catalog id",
+    ]
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    (DO_PAGE_2026.replace(b"<th>Price</th>", b"<th>Hourly</th>"), "no table headed"),
-    (DO_PAGE_2026.replace(b"$3.39 per hour", b"$3.39/hr"), "is not '\\$X per hour'"),
-    (DO_PAGE_2026.replace(b"<td>$1.57 per hour</td>", b""), "does not have 2 cells"),
-    (b"<html><body><h2>GPU Droplet Pricing</h2></body></html>", "no table headed"),
-    (DO_PAGE_2025.replace(b"per hour", b"Per contract"), "no priced droplet"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (DO_PAGE_2026.replace(b"<th>Price</th>", b"<th>Hourly</th>"), "no table headed"),
+        (DO_PAGE_2026.replace(b"$3.39 per hour", b"$3.39/hr"), "is not '\\$X per hour'"),
+        (DO_PAGE_2026.replace(b"<td>$1.57 per hour</td>", b""), "does not have 2 cells"),
+        (b"<html><body><h2>GPU Droplet Pricing</h2></body></html>", "no table headed"),
+        (DO_PAGE_2025.replace(b"per hour", b"Per contract"), "no priced droplet"),
+    ],
+)
 def test_digitalocean_page_changes_raise_layout_changed(body, message):
     with pytest.raises(parsers.LayoutChanged, match=message):
         parsers.parse_digitalocean_pricing_html(body, dt.date(2026, 5, 28))
@@ -194,18 +222,28 @@ def test_runpod_html_reads_prices_from_data_attributes():
     assert "A40|community|on-demand" not in offers
 
 
-@pytest.mark.parametrize(("parse", "body", "message"), [
-    (parsers.parse_runpod_graphql, RUNPOD.replace(b'"securePrice"', b'"secure_price"'),
-     "securePrice"),
-    (parsers.parse_runpod_graphql, RUNPOD[: len(RUNPOD) // 2], "not JSON"),
-    (parsers.parse_runpod_graphql, RUNPOD + b"\n<!-- cached -->", "not JSON"),
-    (parsers.parse_runpod_graphql, b'{"data": {}}', "gpuTypes"),
-    (parsers.parse_vastai_offers, VAST_48.replace(b'"dph_base"', b'"dph"'), "dph_base"),
-    (parsers.parse_runpod_pricing_html,
-     (TEST_DATA / "prices/runpod-pricing-documented-format.html").read_bytes()
-     .replace(b"gpu-pricing-row__model-wrapper", b"model-name"), "model-wrapper"),
-    (parsers.parse_runpod_pricing_html, b"<html><body>Pricing</body></html>", "no element"),
-])
+@pytest.mark.parametrize(
+    ("parse", "body", "message"),
+    [
+        (
+            parsers.parse_runpod_graphql,
+            RUNPOD.replace(b'"securePrice"', b'"secure_price"'),
+            "securePrice",
+        ),
+        (parsers.parse_runpod_graphql, RUNPOD[: len(RUNPOD) // 2], "not JSON"),
+        (parsers.parse_runpod_graphql, RUNPOD + b"\n<!-- cached -->", "not JSON"),
+        (parsers.parse_runpod_graphql, b'{"data": {}}', "gpuTypes"),
+        (parsers.parse_vastai_offers, VAST_48.replace(b'"dph_base"', b'"dph"'), "dph_base"),
+        (
+            parsers.parse_runpod_pricing_html,
+            (TEST_DATA / "prices/runpod-pricing-documented-format.html")
+            .read_bytes()
+            .replace(b"gpu-pricing-row__model-wrapper", b"model-name"),
+            "model-wrapper",
+        ),
+        (parsers.parse_runpod_pricing_html, b"<html><body>Pricing</body></html>", "no element"),
+    ],
+)
 def test_changed_or_broken_responses_raise_layout_changed(parse, body, message):
     with pytest.raises(parsers.LayoutChanged, match=message):
         parse(body)
@@ -217,8 +255,10 @@ def test_429_is_retried_then_succeeds():
     assert len(parsers.parse_runpod_graphql(got.body)) > 50
 
 
-@pytest.mark.parametrize(("fault", "message"), [
-    ("500", "HTTP 500"), ("slow", "timed out"), ("huge", f"more than {MAX_BODY_BYTES}")])
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [("500", "HTTP 500"), ("slow", "timed out"), ("huge", f"more than {MAX_BODY_BYTES}")],
+)
 def test_faults_give_a_named_error(fault, message):
     with price_server({"/v2/sizes": fault}) as url, client(read_timeout_s=0.3) as http:
         with pytest.raises(FetchError, match=message):
@@ -228,9 +268,11 @@ def test_faults_give_a_named_error(fault, message):
 def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeypatch):
     monkeypatch.setenv("DIGITALOCEAN_TOKEN", "test-token")
     with price_server() as url:
-        live = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
-                                    base_urls={p: url for p in ("runpod", "vastai", "vultr",
-                                                                "digitalocean")})
+        live = PriceSourcesResource(
+            offline=False,
+            snapshot_path=str(tmp_path),
+            base_urls={p: url for p in ("runpod", "vastai", "vultr", "digitalocean")},
+        )
         fetched = {p: live.collect(p) for p in ("runpod", "vastai", "vultr", "digitalocean")}
     replayed = PriceSourcesResource(offline=True, snapshot_path=str(tmp_path))
     for provider, got in fetched.items():
@@ -241,8 +283,7 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
     assert len(manifest) == 9
     assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html", "primeintellect"}
     assert {o["source"] for o in fetched["vastai"].offers} == {"api", "skypilot-catalog"}
-    assert any('"prices/vastai/skypilot-vms-csv-' in line and '.csv"' in line
-               for line in manifest)
+    assert any('"prices/vastai/skypilot-vms-csv-' in line and '.csv"' in line for line in manifest)
     assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html"}
     assert all("test-token" not in line for line in manifest)
 
@@ -250,8 +291,9 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
 def test_missing_token_skips_the_api_with_a_reason_and_reads_the_page(tmp_path, monkeypatch):
     monkeypatch.delenv("DIGITALOCEAN_TOKEN", raising=False)
     with price_server() as url:
-        got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
-                                   base_urls={"digitalocean": url}).collect("digitalocean")
+        got = PriceSourcesResource(
+            offline=False, snapshot_path=str(tmp_path), base_urls={"digitalocean": url}
+        ).collect("digitalocean")
     assert got.skipped == ["sizes: DIGITALOCEAN_TOKEN is not set"]
     assert {o["source"] for o in got.offers} == {"html"} and len(got.offers) == 5
 
@@ -259,8 +301,11 @@ def test_missing_token_skips_the_api_with_a_reason_and_reads_the_page(tmp_path, 
 def _replayed_prices(tmp_path) -> tuple[str, dict]:
     """A warehouse with every provider's recorded prices published; its root and resources."""
     root = str(tmp_path / "warehouse")
-    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource()}
+    resources = {
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(),
+    }
     assert dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices], resources=resources).success
     return root, resources
 
@@ -269,11 +314,14 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
     root, resources = _replayed_prices(tmp_path)
     before = store.read("gpu_prices", base=root)
     with price_server({"/graphql": "500"}) as url:
-        failing = PriceSourcesResource(offline=False, base_urls={"runpod": url},
-                                       snapshot_path=str(tmp_path / "snap"))
-        result = dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices],
-                                resources=resources | {"price_sources": failing},
-                                selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0], gpu_prices))
+        failing = PriceSourcesResource(
+            offline=False, base_urls={"runpod": url}, snapshot_path=str(tmp_path / "snap")
+        )
+        result = dg.materialize(
+            [gpus, *PROVIDER_ASSETS, gpu_prices],
+            resources=resources | {"price_sources": failing},
+            selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0], gpu_prices),
+        )
     assert result.success
     fresh = [e for e in result.get_asset_check_evaluations() if e.check_name == "responded"]
     assert len(fresh) == 1 and not fresh[0].passed
@@ -283,8 +331,10 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
     assert runpod.height == before.filter(pl.col("provider") == "runpod").height
     # Each offer keeps its own recording's date: the GraphQL response of 2025-06-21 and
     # the aggregated listings of 2025-11-16.
-    assert sorted(runpod.get_column("verified_at").unique()) == [dt.date(2025, 6, 21),
-                                                                  dt.date(2025, 11, 16)]
+    assert sorted(runpod.get_column("verified_at").unique()) == [
+        dt.date(2025, 6, 21),
+        dt.date(2025, 11, 16),
+    ]
 
 
 def test_quarantine_holds_only_names_the_catalog_does_not_know(tmp_path):
@@ -294,7 +344,8 @@ def test_quarantine_holds_only_names_the_catalog_does_not_know(tmp_path):
     # of the catalog; nothing else is held back.
     assert sorted(set(q.get_column("reason"))) == [
         "GPU name 'RTX 3060 Ti' maps to no catalog id",
-        "GPU name 'RTX 5880Ada' maps to no catalog id"]
+        "GPU name 'RTX 5880Ada' maps to no catalog id",
+    ]
     prices = store.read("gpu_prices", base=root)
     assert "a30_24gb" in set(prices.get_column("gpu_id"))  # RunPod's A30, once unmapped
     assert prices.get_column("gpu_id").null_count() == 0
@@ -306,8 +357,10 @@ def test_vultr_a100_maps_and_its_slices_stay_fractional(tmp_path):
     USD/h); the 4 and 40 GB plans are slices of it (0.123 and 1.397 USD/h)."""
     root, _ = _replayed_prices(tmp_path)
     vultr = store.read("gpu_prices", base=root).filter(pl.col("provider") == "vultr")
-    a100 = {r["offer_id"]: r for r in vultr.filter(pl.col("gpu_name") == "NVIDIA_A100")
-            .iter_rows(named=True)}
+    a100 = {
+        r["offer_id"]: r
+        for r in vultr.filter(pl.col("gpu_name") == "NVIDIA_A100").iter_rows(named=True)
+    }
     assert {r["gpu_id"] for r in a100.values()} == {"a100_sxm4_80gb"}
     whole = a100["vcg-a100-12c-120g-80vram"]
     assert not whole["fractional"] and whole["price_per_gpu_hour_usd"] == 2.397
@@ -337,20 +390,25 @@ def test_price_history_keeps_every_recorded_date(tmp_path):
     from assets.prices.history import price_history
 
     root = str(tmp_path / "warehouse")
-    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource()}
+    resources = {
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(),
+    }
     assert dg.materialize([gpus, price_history], resources=resources).success
     history = store.read("price_history", base=root)
-    dates = dict(history.group_by("provider").agg(pl.col("verified_at").n_unique())
-                 .iter_rows())
+    dates = dict(history.group_by("provider").agg(pl.col("verified_at").n_unique()).iter_rows())
     assert dates["runpod"] == 4 and dates["vastai"] == 2
     # tugot17/gpu-price-tracker: RunPod's A100 80GB PCIe minimum, 1.64 USD per GPU-hour on
     # 2025-10-19 and 1.39 on 2025-11-16.
-    a100 = history.filter((pl.col("source") == "primeintellect")
-                          & (pl.col("gpu_id") == "a100_pcie_80gb")).sort("verified_at")
+    a100 = history.filter(
+        (pl.col("source") == "primeintellect") & (pl.col("gpu_id") == "a100_pcie_80gb")
+    ).sort("verified_at")
     assert a100.select("verified_at", "price_per_gpu_hour_usd").rows() == [
-        (dt.date(2025, 10, 19), 1.64), (dt.date(2025, 11, 1), 1.64),
-        (dt.date(2025, 11, 16), 1.39)]
+        (dt.date(2025, 10, 19), 1.64),
+        (dt.date(2025, 11, 1), 1.64),
+        (dt.date(2025, 11, 16), 1.39),
+    ]
 
 
 def test_old_prices_are_flagged_not_hidden(tmp_path):
@@ -358,18 +416,19 @@ def test_old_prices_are_flagged_not_hidden(tmp_path):
     from assets.prices.gpu_prices import prices_recent
 
     _, resources = _replayed_prices(tmp_path)
-    result = dg.materialize([gpus, *PROVIDER_ASSETS, gpu_prices, prices_recent],
-                            resources=resources)
-    (check,) = [e for e in result.get_asset_check_evaluations()
-                if e.check_name == "prices_recent"]
+    result = dg.materialize(
+        [gpus, *PROVIDER_ASSETS, gpu_prices, prices_recent], resources=resources
+    )
+    (check,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "prices_recent"]
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
     assert "runpod" in check.metadata["days_old"].value
 
 
 def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
     with price_server({"/pricing": "500"}) as url:
-        got = PriceSourcesResource(offline=False, snapshot_path=str(tmp_path),
-                                   base_urls={"runpod": url}).collect("runpod")
+        got = PriceSourcesResource(
+            offline=False, snapshot_path=str(tmp_path), base_urls={"runpod": url}
+        ).collect("runpod")
     assert {o["source"] for o in got.offers} == {"api", "primeintellect"}
     assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")
 
@@ -388,16 +447,29 @@ def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
     contacting sales', docs pricing page validated 2026-05-28) come before the generic one."""
     from assets.quality.coverage import UNPRICED_SEARCHED, price_columns
 
-    offers = pl.DataFrame({"gpu_id": ["l4", "a40_48gb", "a100_sxm4_80gb"],
-                           "tier": ["secure on-demand", "secure spot", "cloud gpu"],
-                           "fractional": [False, False, True]})
-    page = pl.DataFrame({"kind": ["gpu"] * 4 + ["model"],
-                         "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi325x_256gb", "m"]})
+    offers = pl.DataFrame(
+        {
+            "gpu_id": ["l4", "a40_48gb", "a100_sxm4_80gb"],
+            "tier": ["secure on-demand", "secure spot", "cloud gpu"],
+            "fractional": [False, False, True],
+        }
+    )
+    page = pl.DataFrame(
+        {
+            "kind": ["gpu"] * 4 + ["model"],
+            "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi325x_256gb", "m"],
+        }
+    )
     unpriced = pl.read_csv(CatalogResource().path + "/unpriced_gpus.csv", infer_schema_length=0)
     got = page.with_columns(price_columns(offers, unpriced))
     status = dict(zip(got["id"], got["rent_price_status"], strict=True))
-    assert status == {"l4": "priced", "a40_48gb": "not priced", "a100_sxm4_80gb": "not priced",
-                      "mi325x_256gb": "not priced", "m": None}
+    assert status == {
+        "l4": "priced",
+        "a40_48gb": "not priced",
+        "a100_sxm4_80gb": "not priced",
+        "mi325x_256gb": "not priced",
+        "m": None,
+    }
     reason = dict(zip(got["id"], got["rent_price_reason"], strict=True))
     assert reason["a40_48gb"] == UNPRICED_SEARCHED and reason["l4"] is None
     assert "Per contract after contacting sales" in reason["mi325x_256gb"]
@@ -406,12 +478,23 @@ def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
 def test_price_history_chart_draws_one_line_per_provider_over_its_dates():
     from assets.publish.charts import dated_chart
 
-    rows = [{"provider": "runpod", "verified_at": dt.date(2025, 10, 19),
-             "price_per_gpu_hour_usd": 1.64},
-            {"provider": "runpod", "verified_at": dt.date(2025, 11, 16),
-             "price_per_gpu_hour_usd": 1.39},
-            {"provider": "vastai", "verified_at": "2025-11-16",  # as the site's rows carry it
-             "price_per_gpu_hour_usd": 0.93}]
+    rows = [
+        {
+            "provider": "runpod",
+            "verified_at": dt.date(2025, 10, 19),
+            "price_per_gpu_hour_usd": 1.64,
+        },
+        {
+            "provider": "runpod",
+            "verified_at": dt.date(2025, 11, 16),
+            "price_per_gpu_hour_usd": 1.39,
+        },
+        {
+            "provider": "vastai",
+            "verified_at": "2025-11-16",  # as the site's rows carry it
+            "price_per_gpu_hour_usd": 0.93,
+        },
+    ]
     svg = dated_chart(rows, "t", "USD / GPU-hour")
     assert svg.count("<polyline") == 2 and svg.count("<circle") == 3
     assert "runpod: 1.64 on 2025-10-19" in svg and "2025-11-16" in svg

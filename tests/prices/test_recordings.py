@@ -31,9 +31,17 @@ def _snapshot(tmp_path: Path) -> Path:
 
 def _append(snap: Path, **line) -> None:
     with (snap / "prices/manifest.jsonl").open("a") as f:
-        f.write(json.dumps({"provider": "digitalocean", "endpoint": "https://x",
-                            "published_date": dt.datetime.now(dt.UTC).isoformat()} | line)
-                + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "provider": "digitalocean",
+                    "endpoint": "https://x",
+                    "published_date": dt.datetime.now(dt.UTC).isoformat(),
+                }
+                | line
+            )
+            + "\n"
+        )
 
 
 def _refusal(snap: Path, provider: str = "digitalocean") -> str:
@@ -61,13 +69,14 @@ def test_a_symlink_out_of_the_snapshot_is_refused(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"{}")
     (snap / "prices/digitalocean/linked.txt").symlink_to(outside)
-    _append(snap, path="prices/digitalocean/linked.txt",
-            sha256=hashlib.sha256(b"{}").hexdigest())
+    _append(snap, path="prices/digitalocean/linked.txt", sha256=hashlib.sha256(b"{}").hexdigest())
     assert "leads out of the snapshot folder" in _refusal(snap)
 
 
-@pytest.mark.parametrize(("sha256", "reason"), [
-    ("0" * 64, "does not match its manifest checksum"), ("", "has no sha256")])
+@pytest.mark.parametrize(
+    ("sha256", "reason"),
+    [("0" * 64, "does not match its manifest checksum"), ("", "has no sha256")],
+)
 def test_a_wrong_or_missing_checksum_is_refused(tmp_path, sha256, reason):
     snap = _snapshot(tmp_path)
     body = (snap / DO_LINE).read_bytes()
@@ -82,22 +91,29 @@ def test_a_missing_recording_is_refused_not_a_crash(tmp_path):
     assert "the recorded file is missing" in _refusal(snap)
 
 
-@pytest.mark.parametrize(("date", "reason"), [
-    ("2999-01-01T00:00:00+00:00", "is in the future"),
-    ("yesterday", "is not a date"),
-    # Vast.ai Inc. was incorporated on 28 June 2016 (data/catalogs/price_providers.csv).
-    ("2015-05-01", "before its provider existed (2016-06-28)")])
+@pytest.mark.parametrize(
+    ("date", "reason"),
+    [
+        ("2999-01-01T00:00:00+00:00", "is in the future"),
+        ("yesterday", "is not a date"),
+        # Vast.ai Inc. was incorporated on 28 June 2016 (data/catalogs/price_providers.csv).
+        ("2015-05-01", "before its provider existed (2016-06-28)"),
+    ],
+)
 def test_dates_are_parsed_and_bounded(tmp_path, date, reason):
     snap = _snapshot(tmp_path)
-    _append(snap, provider="vastai", path="prices/vastai/x.json", sha256="0" * 64,
-            published_date=date)
+    _append(
+        snap, provider="vastai", path="prices/vastai/x.json", sha256="0" * 64, published_date=date
+    )
     assert reason in _refusal(snap, "vastai")
 
 
 def test_each_providers_lower_bound_has_its_source():
-    rows = pl.read_csv(Path(snapshot_files.CATALOG_DIR) / "price_providers.csv",
-                       infer_schema_length=0)
+    rows = pl.read_csv(
+        Path(snapshot_files.CATALOG_DIR) / "price_providers.csv", infer_schema_length=0
+    )
     from warehouse.tables import PRICE_PROVIDERS
+
     assert set(rows.get_column("provider")) == set(PRICE_PROVIDERS)
     dated = rows.filter(pl.col("existed_since").is_not_null())
     assert dated.get_column("source_url").null_count() == 0
@@ -131,7 +147,8 @@ def test_recording_writes_by_the_same_rules(tmp_path):
     assert list((tmp_path / "out").iterdir()) == []
     good = tmp_path / "good"
     ref = PriceSourcesResource(offline=False, snapshot_path=str(good))._record(
-        "vultr", REQUESTS["vultr"][0], b"{}", "https://x", now)
+        "vultr", REQUESTS["vultr"][0], b"{}", "https://x", now
+    )
     (line,) = [json.loads(x) for x in (good / "prices/manifest.jsonl").read_text().splitlines()]
     assert line["path"] == ref and snapshot_files.verified_bytes(good, line) == b"{}"
 
@@ -142,8 +159,11 @@ def test_a_refused_line_keeps_the_providers_previous_prices(tmp_path):
     `responded` check fails (the refresh's exit 3)."""
     snap = _snapshot(tmp_path)
     root = str(tmp_path / "warehouse")
-    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=root),
-                 "price_sources": PriceSourcesResource(snapshot_path=str(snap))}
+    resources = {
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(snapshot_path=str(snap)),
+    }
     assets = [gpus, *PROVIDER_ASSETS, gpu_prices]
     assert dg.materialize(assets, resources=resources).success
     before = store.read("gpu_prices", base=root).filter(pl.col("provider") == "digitalocean")
@@ -151,11 +171,11 @@ def test_a_refused_line_keeps_the_providers_previous_prices(tmp_path):
     forged.write_bytes((snap / DO_LINE).read_bytes().replace(b"23.92", b"1.99"))
     _append(snap, path="prices/../../forged.txt", sha256="0" * 64)
     do = [a for a in PROVIDER_ASSETS if a.key.path == ["prices_digitalocean"]]
-    result = dg.materialize(assets, resources=resources,
-                            selection=dg.AssetSelection.assets(*do, gpu_prices))
+    result = dg.materialize(
+        assets, resources=resources, selection=dg.AssetSelection.assets(*do, gpu_prices)
+    )
     assert result.success
-    (responded,) = [e for e in result.get_asset_check_evaluations()
-                    if e.check_name == "responded"]
+    (responded,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "responded"]
     assert not responded.passed and "without '..'" in responded.metadata["reason"].value
     after = store.read("gpu_prices", base=root).filter(pl.col("provider") == "digitalocean")
     assert after.equals(before)
@@ -166,8 +186,7 @@ def test_the_price_history_leaves_a_refused_line_out_and_names_it(tmp_path):
     snap = _snapshot(tmp_path)
     before = PriceSourcesResource(snapshot_path=str(snap)).history("digitalocean")
     _append(snap, path="prices/../../forged.txt", sha256="0" * 64)
-    _append(snap, path=DO_LINE, sha256=hashlib.sha256(b"").hexdigest(),
-            published_date="2999-01-01")
+    _append(snap, path=DO_LINE, sha256=hashlib.sha256(b"").hexdigest(), published_date="2999-01-01")
     after = PriceSourcesResource(snapshot_path=str(snap)).history("digitalocean")
     assert after.offers == before.offers
     assert any("without '..'" in s for s in after.skipped)

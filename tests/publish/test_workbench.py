@@ -30,15 +30,28 @@ def configurations(root: str, gpu: str, per_engine: int) -> list[tuple]:
     return [tuple(r) for r in pl.concat(picked).select(DIMS).iter_rows()]
 
 
-def expected(root: str, model: str, gpu: str, engine: str, fmt: str, context: int, kv: str,
-             n: int, batch: int) -> dict[str, str]:
+def expected(
+    root: str,
+    model: str,
+    gpu: str,
+    engine: str,
+    fmt: str,
+    context: int,
+    kv: str,
+    n: int,
+    batch: int,
+) -> dict[str, str]:
     """The figures the page must print, from the published tables."""
     keys = {"model_id": model, "gpu_id": gpu, "engine": engine, "weight_format": fmt}
-    f = latest(root, "fit_matrix").filter(**keys, context=context, kv_dtype=kv, n_gpus=n,
-                                          batch=batch).row(0, named=True)
+    f = (
+        latest(root, "fit_matrix")
+        .filter(**keys, context=context, kv_dtype=kv, n_gpus=n, batch=batch)
+        .row(0, named=True)
+    )
     c = latest(root, "fit_configurations").filter(**keys, n_gpus=n).row(0, named=True)
-    cost = latest(root, "cost_matrix").filter(**keys, context=context, kv_dtype=kv, n_gpus=n,
-                                              batch=batch)["cost_per_mtok_usd"]
+    cost = latest(root, "cost_matrix").filter(
+        **keys, context=context, kv_dtype=kv, n_gpus=n, batch=batch
+    )["cost_per_mtok_usd"]
 
     def fx(v, d):
         return "none" if v is None else f"{v:.{d}f}"
@@ -46,16 +59,24 @@ def expected(root: str, model: str, gpu: str, engine: str, fmt: str, context: in
     def grouped(v):
         return "none" if v is None else f"{round(v):,}"
 
-    return {"verdict": f["verdict"], "total": fx(f["total_gib"], 2),
-            "weights": fx(c["weights_gpu_gib"], 2), "kvcache": fx(f["kv_cache_gib"], 2),
-            "runtime": fx(c["runtime_gib"], 2), "usable": fx(c["usable_gib"], 2),
-            "headroom": fx(f["headroom_gib"], 2), "maxctx": grouped(f["max_context_tokens"]),
-            "conc": grouped(f["max_concurrent_sequences"]), "decode": fx(f["decode_tok_s"], 1),
-            "band": fx(None if c["decode_error_band"] is None else 100 * c["decode_error_band"], 1),
-            "basis": c["speed_basis"] + (f": {c['speed_fit']}" if c["speed_fit"] else ""),
-            "agg": fx(f["decode_aggregate_tok_s"], 1), "prefill": fx(c["prefill_tok_s"], 0),
-            "ttft": grouped(f["ttft_ms"]),
-            "cost": f"${cost[0]:,.2f}" if len(cost) and cost[0] is not None else None}
+    return {
+        "verdict": f["verdict"],
+        "total": fx(f["total_gib"], 2),
+        "weights": fx(c["weights_gpu_gib"], 2),
+        "kvcache": fx(f["kv_cache_gib"], 2),
+        "runtime": fx(c["runtime_gib"], 2),
+        "usable": fx(c["usable_gib"], 2),
+        "headroom": fx(f["headroom_gib"], 2),
+        "maxctx": grouped(f["max_context_tokens"]),
+        "conc": grouped(f["max_concurrent_sequences"]),
+        "decode": fx(f["decode_tok_s"], 1),
+        "band": fx(None if c["decode_error_band"] is None else 100 * c["decode_error_band"], 1),
+        "basis": c["speed_basis"] + (f": {c['speed_fit']}" if c["speed_fit"] else ""),
+        "agg": fx(f["decode_aggregate_tok_s"], 1),
+        "prefill": fx(c["prefill_tok_s"], 0),
+        "ttft": grouped(f["ttft_ms"]),
+        "cost": f"${cost[0]:,.2f}" if len(cost) and cost[0] is not None else None,
+    }
 
 
 def close(shown: str, want: str) -> bool:
@@ -75,16 +96,37 @@ def close(shown: str, want: str) -> bool:
 def set_controls(page, engine, fmt, context, kv, n, batch):
     page.select_option("#wb-engine", engine)
     page.dispatch_event("#wb-engine", "change")
-    for sel, v in (("#wb-format", fmt), ("#wb-context", str(context)), ("#wb-kv", kv),
-                   ("#wb-gpus", str(n)), ("#wb-batch", str(batch))):
+    for sel, v in (
+        ("#wb-format", fmt),
+        ("#wb-context", str(context)),
+        ("#wb-kv", kv),
+        ("#wb-gpus", str(n)),
+        ("#wb-batch", str(batch)),
+    ):
         page.select_option(sel, v)
 
 
 def shown(page) -> dict[str, str]:
-    return {k: page.locator(f"#wb-{k}").inner_text().strip() for k in (
-        "total", "weights", "kvcache", "runtime", "usable", "headroom", "maxctx", "conc",
-        "decode", "band", "basis", "agg", "prefill", "ttft", "cost")} | {
-        "verdict": page.locator("#wb-verdict").get_attribute("data-verdict")}
+    return {
+        k: page.locator(f"#wb-{k}").inner_text().strip()
+        for k in (
+            "total",
+            "weights",
+            "kvcache",
+            "runtime",
+            "usable",
+            "headroom",
+            "maxctx",
+            "conc",
+            "decode",
+            "band",
+            "basis",
+            "agg",
+            "prefill",
+            "ttft",
+            "cost",
+        )
+    } | {"verdict": page.locator("#wb-verdict").get_attribute("data-verdict")}
 
 
 def open_bench(browser, built, gpu: str):  # noqa: F811
@@ -121,24 +163,35 @@ def test_workbench_shows_the_published_rows(built, browser, gpu, per_engine):  #
     assert result["violations"] == [], json.dumps(result["violations"])[:2000]
 
 
-def test_simulator_streams_at_the_published_rate_and_links_preset_the_controls(
-        built, browser):  # noqa: F811
+def test_simulator_streams_at_the_published_rate_and_links_preset_the_controls(built, browser):  # noqa: F811
     root, _ = built
     page, errors = open_bench(browser, built, SEED_GPU)
     config = ("llama.cpp", "Q4_K_M", 8192, "f16", 1, 1)
     set_controls(page, *config)
     row = latest(root, "fit_matrix").filter(
-        model_id=SEED_MODEL, gpu_id=SEED_GPU, engine="llama.cpp", weight_format="Q4_K_M",
-        context=8192, kv_dtype="f16", n_gpus=1, batch=1)
+        model_id=SEED_MODEL,
+        gpu_id=SEED_GPU,
+        engine="llama.cpp",
+        weight_format="Q4_K_M",
+        context=8192,
+        kv_dtype="f16",
+        n_gpus=1,
+        batch=1,
+    )
     rate, ttft_ms = row["decode_tok_s"][0], row["ttft_ms"][0] or 0.0
     page.click("#wb-sim-start")
     # The first token after the published time to first token, then 20 at the rate.
-    page.wait_for_function("+document.getElementById('wb-sim-text').dataset.tokens >= 20",
-                           timeout=ttft_ms + 20 / rate * 1000 + 15000)
-    tokens, ms = page.evaluate("[+document.getElementById('wb-sim-text').dataset.tokens,"
-                               " +document.getElementById('wb-sim-text').dataset.elapsedMs]")
+    page.wait_for_function(
+        "+document.getElementById('wb-sim-text').dataset.tokens >= 20",
+        timeout=ttft_ms + 20 / rate * 1000 + 15000,
+    )
+    tokens, ms = page.evaluate(
+        "[+document.getElementById('wb-sim-text').dataset.tokens,"
+        " +document.getElementById('wb-sim-text').dataset.elapsedMs]"
+    )
     assert float(page.locator("#wb-sim-status").get_attribute("data-rate")) == pytest.approx(
-        round(rate, 1), abs=0.051)
+        round(rate, 1), abs=0.051
+    )
     assert tokens / (ms / 1000) == pytest.approx(rate, rel=0.15)
     # A shared link's configuration is the one the page opens with.
     set_controls(page, "llama.cpp", "Q5_K_M", 16384, "q8_0", 2, 1)
@@ -146,7 +199,8 @@ def test_simulator_streams_at_the_published_rate_and_links_preset_the_controls(
     page.goto("about:blank")
     page.goto(url)
     page.wait_for_selector("#workbench[data-ready='1']")
-    assert [page.locator(s).input_value() for s in (
-        "#wb-format", "#wb-context", "#wb-kv", "#wb-gpus", "#wb-batch")] == [
-        "Q5_K_M", "16384", "q8_0", "2", "1"]
+    assert [
+        page.locator(s).input_value()
+        for s in ("#wb-format", "#wb-context", "#wb-kv", "#wb-gpus", "#wb-batch")
+    ] == ["Q5_K_M", "16384", "q8_0", "2", "1"]
     assert errors == []

@@ -23,8 +23,9 @@ from assets.catalogs.readers import load_gpus
 from sizing.estimate import Configuration, Device, Usage, estimate_many
 from tests.conftest import ROOT, load_arch
 
-RAW = pl.read_csv(ROOT / "data" / "catalogs" / "batched_decode_measurements.csv",
-                  infer_schema_length=0)
+RAW = pl.read_csv(
+    ROOT / "data" / "catalogs" / "batched_decode_measurements.csv", infer_schema_length=0
+)
 
 
 def _device(gpu_id: str) -> Device:
@@ -40,36 +41,55 @@ def compared() -> pl.DataFrame:
     archs = {r: load_arch(r) for r in RAW.get_column("model_repo").unique()}
     devices = {g: _device(g) for g in RAW.get_column("gpu_id").unique()}
     rows = list(RAW.iter_rows(named=True))
-    queries = [(archs[r["model_repo"]],
-                Configuration(r["weight_format"],
-                              int(r["prompt_tokens"]) + int(r["gen_tokens"]) // 2, "f16",
-                              batch=int(r["batch"]), n_gpus=int(r["n_gpus"])),
-                devices[r["gpu_id"]], Usage()) for r in rows]
+    queries = [
+        (
+            archs[r["model_repo"]],
+            Configuration(
+                r["weight_format"],
+                int(r["prompt_tokens"]) + int(r["gen_tokens"]) // 2,
+                "f16",
+                batch=int(r["batch"]),
+                n_gpus=int(r["n_gpus"]),
+            ),
+            devices[r["gpu_id"]],
+            Usage(),
+        )
+        for r in rows
+    ]
     out = estimate_many(queries)
     return RAW.with_columns(
         pl.Series("predicted", [o.speed.decode_aggregate_tok_s for o in out], pl.Float64),
         pl.Series("moe", [q[0].moe is not None for q in queries]),
         pl.col("measured_tg_tok_s").cast(pl.Float64).alias("measured"),
-        pl.col("batch").cast(pl.Int64), pl.col("prompt_tokens").cast(pl.Int64),
+        pl.col("batch").cast(pl.Int64),
+        pl.col("prompt_tokens").cast(pl.Int64),
     ).with_columns((pl.col("predicted") / pl.col("measured") - 1).alias("error"))
 
 
 def _summary(frame: pl.DataFrame) -> dict[str, float]:
     e = frame.get_column("error").abs()
-    return {"n": frame.height, "median": e.median(), "p90": e.quantile(0.9, "nearest"),
-            "max": e.max()}
+    return {
+        "n": frame.height,
+        "median": e.median(),
+        "p90": e.quantile(0.9, "nearest"),
+        "max": e.max(),
+    }
 
 
 def _line(label: str, s: dict[str, float]) -> str:
-    return (f"{label:58} n={s['n']:3}  median |error| {s['median']:4.0%}  p90 "
-            f"{s['p90']:4.0%}  max {s['max']:4.0%}")
+    return (
+        f"{label:58} n={s['n']:3}  median |error| {s['median']:4.0%}  p90 "
+        f"{s['p90']:4.0%}  max {s['max']:4.0%}"
+    )
 
 
 def _kinds(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     batched = frame.filter(pl.col("batch") > 1)
-    return {"one sequence (B = 1)": frame.filter(pl.col("batch") == 1),
-            "several sequences, dense models": batched.filter(~pl.col("moe")),
-            "several sequences, MoE (identical routing)": batched.filter(pl.col("moe"))}
+    return {
+        "one sequence (B = 1)": frame.filter(pl.col("batch") == 1),
+        "several sequences, dense models": batched.filter(~pl.col("moe")),
+        "several sequences, MoE (identical routing)": batched.filter(pl.col("moe")),
+    }
 
 
 def test_aggregate_decode_against_llama_batched_bench(compared):
@@ -93,19 +113,19 @@ def test_aggregate_decode_against_llama_batched_bench(compared):
       benchmark's identical sequences sharing their experts (at B = 32 the estimate reads
       64 % to 99 % of the experts, the benchmark a single token's share)."""
     assert compared.get_column("predicted").null_count() == 0
-    for r in compared.sort("gpu_id", "model_repo", "prompt_tokens", "batch") \
-            .iter_rows(named=True):
-        print(f"{r['gpu_id']:26} {r['model_repo']:34} {r['weight_format']:9} "
-              f"PP {r['prompt_tokens']:>5} B {r['batch']:>2}  S_TG {r['measured']:7.1f}  "
-              f"estimate {r['predicted']:7.1f} ({r['error']:+.0%})")
+    for r in compared.sort("gpu_id", "model_repo", "prompt_tokens", "batch").iter_rows(named=True):
+        print(
+            f"{r['gpu_id']:26} {r['model_repo']:34} {r['weight_format']:9} "
+            f"PP {r['prompt_tokens']:>5} B {r['batch']:>2}  S_TG {r['measured']:7.1f}  "
+            f"estimate {r['predicted']:7.1f} ({r['error']:+.0%})"
+        )
     lines = [_line("all", _summary(compared))]
     for kind, part in _kinds(compared).items():
         lines.append(_line(kind, _summary(part)))
         for gpu, by_gpu in part.group_by("gpu_id", maintain_order=True):
             lines.append(_line(f"  {gpu[0]}", _summary(by_gpu)))
     print("\n".join(lines))
-    kinds = {k: _summary(v) for k, v in _kinds(compared).items()} | {
-        "all": _summary(compared)}
+    kinds = {k: _summary(v) for k, v in _kinds(compared).items()} | {"all": _summary(compared)}
     assert kinds["one sequence (B = 1)"]["median"] < 0.10
     assert kinds["one sequence (B = 1)"]["max"] < 0.40
     assert kinds["several sequences, dense models"]["median"] < 0.30
@@ -119,8 +139,9 @@ def test_the_known_biases_keep_their_sign(compared):
     faster than measured; MoE models on the GB10 at B >= 8 slower (median)."""
     large = compared.filter(pl.col("batch") >= 8)
     assert (large.filter(~pl.col("moe")).get_column("error") > 0).all()
-    metal = compared.filter((pl.col("gpu_id") == "mac_studio_m2_ultra_192gb")
-                            & (pl.col("batch") >= 4))
+    metal = compared.filter(
+        (pl.col("gpu_id") == "mac_studio_m2_ultra_192gb") & (pl.col("batch") >= 4)
+    )
     assert metal.height and (metal.get_column("error") > 0).all()
     spark_moe = large.filter(pl.col("moe") & (pl.col("gpu_id") == "dgx_spark_gb10"))
     assert spark_moe.get_column("error").median() < -0.10

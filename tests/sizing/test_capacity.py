@@ -21,16 +21,19 @@ BENCH = pl.read_csv(ROOT / "data" / "catalogs" / "serving_benchmarks.csv", infer
 
 def _frames(repo: str, formats: list[tuple[str, str]]):
     m = load_arch(repo)
-    return (pl.DataFrame([model_row(m)]),
-            pl.DataFrame([format_row(m, f, gguf=e == "llama.cpp") for e, f in formats]),
-            pl.DataFrame(formats, schema=["engine", "weight_format"], orient="row"))
+    return (
+        pl.DataFrame([model_row(m)]),
+        pl.DataFrame([format_row(m, f, gguf=e == "llama.cpp") for e, f in formats]),
+        pl.DataFrame(formats, schema=["engine", "weight_format"], orient="row"),
+    )
 
 
 def _serving(b: dict, batches: tuple[int, ...]) -> pl.DataFrame:
     models, weights, formats = _frames(b["model_repo"], [(b["engine"], b["weight_format"])])
     gpus = GPUS.filter(pl.col("gpu_id") == b["gpu_id"])
-    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(), formats.lazy()) \
-        .filter(pl.col("n_gpus") == int(b["n_gpus"]))
+    configured = configurations(models.lazy(), weights.lazy(), gpus.lazy(), formats.lazy()).filter(
+        pl.col("n_gpus") == int(b["n_gpus"])
+    )
     rows = serving_rows(configured, int(b["prompt_tokens"]), int(b["output_tokens"]), batches)
     # The engine's default KV cache (the benchmarks set none).
     return rows.filter(pl.col("kv_dtype") == "auto").collect().sort("batch")
@@ -40,21 +43,33 @@ def _predict(b: dict) -> dict:
     """What the capacity model says for one published benchmark run."""
     if b["mode"] == "max_concurrency":  # closed loop: C requests always in flight
         r = _serving(b, (int(b["max_concurrency"]),)).row(0, named=True)
-        return {"output_tok_s": r["serving_output_tok_s"], "ttft_mean_ms": None,
-                "tpot_ms": r["tpot_ms"]}
+        return {
+            "output_tok_s": r["serving_output_tok_s"],
+            "ttft_mean_ms": None,
+            "tpot_ms": r["tpot_ms"],
+        }
     rows = _serving(b, BATCH_GRID)
     if b["request_rate_per_s"] == "inf":
         # Every prompt at once: as many in flight as the prompts, vLLM's --max-num-seqs
         # and the KV pool allow.
-        cap = min(int(b["num_prompts"]), rows["max_num_seqs"].max(),
-                  rows["max_concurrent_sequences"].max())
+        cap = min(
+            int(b["num_prompts"]),
+            rows["max_num_seqs"].max(),
+            rows["max_concurrent_sequences"].max(),
+        )
         r = rows.filter(pl.col("batch") <= cap).tail(1).row(0, named=True)
-        return {"output_tok_s": r["serving_output_tok_s"], "ttft_mean_ms": None,
-                "tpot_ms": r["tpot_ms"]}
+        return {
+            "output_tok_s": r["serving_output_tok_s"],
+            "ttft_mean_ms": None,
+            "tpot_ms": r["tpot_ms"],
+        }
     rate = float(b["request_rate_per_s"])
     r = rows.filter(pl.col("replica_req_s") >= rate).head(1).row(0, named=True)
-    return {"output_tok_s": rate * int(b["output_tokens"]), "ttft_mean_ms": r["ttft_mean_ms"],
-            "tpot_ms": r["tpot_ms"]}
+    return {
+        "output_tok_s": rate * int(b["output_tokens"]),
+        "ttft_mean_ms": r["ttft_mean_ms"],
+        "tpot_ms": r["tpot_ms"],
+    }
 
 
 def test_serving_throughput_against_published_vllm_sweeps():
@@ -65,24 +80,32 @@ def test_serving_throughput_against_published_vllm_sweeps():
         p = _predict(b)
         measured = float(b["measured_output_tok_s"])
         err = p["output_tok_s"] / measured - 1
-        point = (f"C={b['max_concurrency']}" if b["mode"] == "max_concurrency"
-                 else f"rate={b['request_rate_per_s']}")
-        line = (f"{b['model_repo']:36} {b['gpu_id']:15} {b['prompt_tokens']:>4}/"
-                f"{b['output_tokens']:<4} {point:9} output tok/s measured {measured:8.0f} "
-                f"predicted {p['output_tok_s']:8.0f} ({err:+.0%})")
+        point = (
+            f"C={b['max_concurrency']}"
+            if b["mode"] == "max_concurrency"
+            else f"rate={b['request_rate_per_s']}"
+        )
+        line = (
+            f"{b['model_repo']:36} {b['gpu_id']:15} {b['prompt_tokens']:>4}/"
+            f"{b['output_tokens']:<4} {point:9} output tok/s measured {measured:8.0f} "
+            f"predicted {p['output_tok_s']:8.0f} ({err:+.0%})"
+        )
         if b["measured_tpot_ms"]:
             line += f"; TPOT {float(b['measured_tpot_ms']):.2f} vs {p['tpot_ms']:.2f} ms"
         if p["ttft_mean_ms"] is not None:
-            line += (f"; mean TTFT {float(b['measured_ttft_mean_ms']):.0f} vs "
-                     f"{p['ttft_mean_ms']:.0f} ms")
+            line += (
+                f"; mean TTFT {float(b['measured_ttft_mean_ms']):.0f} vs {p['ttft_mean_ms']:.0f} ms"
+            )
         lines.append(line)
         if not (b["mode"] == "request_rate" and b["request_rate_per_s"] != "inf"):
             errors.append(abs(err))  # a finite rate below capacity is met by definition
     e = pl.Series(errors)
     median, p90 = e.median(), e.quantile(0.9, "nearest")
     print("\n" + "\n".join(lines))
-    print(f"throughput at saturation or fixed concurrency: n={len(errors)}, median |error| "
-          f"{median:.0%}, p90 {p90:.0%}, max {e.max():.0%}")
+    print(
+        f"throughput at saturation or fixed concurrency: n={len(errors)}, median |error| "
+        f"{median:.0%}, p90 {p90:.0%}, max {e.max():.0%}"
+    )
     # Regression guards from what is measured (n = 7: median 15 %, p90 40 %, max 114 %:
     # Qwen3-0.6B at rate = inf, host-bound, not modelled). The vLLM decode fit's own
     # held-out median error is 16 % (sizing.speed); the serving curve adds prefill and
@@ -111,11 +134,17 @@ def test_below_capacity_the_rate_is_served_and_latency_is_close():
 
 
 README_PROFILE = TrafficProfile("readme example", 2.0, 4096, 4096, ttft_p95_ms=3000, tpot_ms=50)
-OFFERS = pl.DataFrame({  # one on-demand offer per GPU, as gpu_prices carries them
-    "gpu_id": ["h100_sxm5_80gb", "l40s_48gb", "rtx_4090", "a100_sxm4_80gb"],
-    "n_gpus": [1, 1, 1, 1], "tier": ["on-demand"] * 4, "provider": ["p"] * 4,
-    "price_per_instance_hour_usd": [2.69, 0.86, 0.34, 1.64], "fractional": [False] * 4,
-    "verified_at": ["2025-06-21"] * 4})
+OFFERS = pl.DataFrame(
+    {  # one on-demand offer per GPU, as gpu_prices carries them
+        "gpu_id": ["h100_sxm5_80gb", "l40s_48gb", "rtx_4090", "a100_sxm4_80gb"],
+        "n_gpus": [1, 1, 1, 1],
+        "tier": ["on-demand"] * 4,
+        "provider": ["p"] * 4,
+        "price_per_instance_hour_usd": [2.69, 0.86, 0.34, 1.64],
+        "fractional": [False] * 4,
+        "verified_at": ["2025-06-21"] * 4,
+    }
+)
 
 
 def test_readme_plan_matches_a_hand_calculation_from_the_fit_tables():
@@ -132,17 +161,32 @@ def test_readme_plan_matches_a_hand_calculation_from_the_fit_tables():
     best = table.row(0, named=True)
     assert best["rent_usd_per_month"] == table["rent_usd_per_month"].min()
     matrix, configs = fit_tables(
-        models, weights.filter(pl.col("weight_format") == best["weight_format"]),
+        models,
+        weights.filter(pl.col("weight_format") == best["weight_format"]),
         gpus.filter(pl.col("gpu_id") == best["gpu_id"]),
-        [pl.col(c) for c in ("weight_format", "engine", "context", "kv_dtype", "batch",
-                             "gpu_id", "n_gpus", "decode_tok_s", "verdict")],
-        [pl.col(c) for c in ("weight_format", "engine", "gpu_id", "n_gpus", "prefill_tok_s")])
+        [
+            pl.col(c)
+            for c in (
+                "weight_format",
+                "engine",
+                "context",
+                "kv_dtype",
+                "batch",
+                "gpu_id",
+                "n_gpus",
+                "decode_tok_s",
+                "verdict",
+            )
+        ],
+        [pl.col(c) for c in ("weight_format", "engine", "gpu_id", "n_gpus", "prefill_tok_s")],
+    )
     key = (pl.col("engine") == best["engine"]) & (pl.col("n_gpus") == best["n_gpus"])
     prefill = configs.filter(key)["prefill_tok_s"].item()
     s = 4096 / prefill
     capacity = 0.0
-    for r in matrix.filter(key & (pl.col("context") == 8192)
-                           & (pl.col("kv_dtype") == best["kv_dtype"])).iter_rows(named=True):
+    for r in matrix.filter(
+        key & (pl.col("context") == 8192) & (pl.col("kv_dtype") == best["kv_dtype"])
+    ).iter_rows(named=True):
         if r["verdict"] == "exceeds":
             continue
         t = 1 / r["decode_tok_s"]
@@ -157,7 +201,8 @@ def test_readme_plan_matches_a_hand_calculation_from_the_fit_tables():
     assert best["replica_capacity_req_s"] == pytest.approx(capacity, rel=1e-3)
     assert best["replicas"] == replicas
     assert best["rent_usd_per_month"] == pytest.approx(
-        replicas * price * 24 * 365.25 / 12, rel=1e-6)
+        replicas * price * 24 * 365.25 / 12, rel=1e-6
+    )
     assert HOURS_PER_MONTH == pytest.approx(730.5)
 
 
@@ -168,16 +213,23 @@ def test_plan_command_prints_a_table_without_dagster():
     import subprocess
     import sys
 
-    code = ("import sys, contextlib, io; from pipeline.cli import main\n"
-            "buf = io.StringIO()\n"
-            "with contextlib.redirect_stdout(buf):\n"
-            "    rc = main(['plan', '--model', 'meta-llama/Llama-3.1-8B-Instruct',\n"
-            "               '--requests-per-s', '2', '--prompt-tokens', '4096',\n"
-            "               '--output-tokens', '4096', '--ttft-p95-ms', '3000',\n"
-            "               '--tpot-ms', '50', '--engine', 'vllm'])\n"
-            "print(buf.getvalue()); print(rc, 'dagster' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "LLM_SIZING_WAREHOUSE": "/nonexistent"})
+    code = (
+        "import sys, contextlib, io; from pipeline.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    rc = main(['plan', '--model', 'meta-llama/Llama-3.1-8B-Instruct',\n"
+        "               '--requests-per-s', '2', '--prompt-tokens', '4096',\n"
+        "               '--output-tokens', '4096', '--ttft-p95-ms', '3000',\n"
+        "               '--tpot-ms', '50', '--engine', 'vllm'])\n"
+        "print(buf.getvalue()); print(rc, 'dagster' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LLM_SIZING_WAREHOUSE": "/nonexistent"},
+    )
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "0 False", out.stderr[-2000:]
     header = next(i for i, line in enumerate(lines) if line.startswith("format"))

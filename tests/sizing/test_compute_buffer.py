@@ -26,8 +26,7 @@ LOGS = ROOT / "data" / "catalogs" / "llama_cpp_buffer_logs.csv"
 # n_embd and n_ff (a dense model).
 SNAPSHOT_MODELS = {
     "Meta Llama 3.1 8B Instruct Q4_0 GGUF": "meta-llama/Llama-3.1-8B-Instruct",
-    "GLM-4.5-Air (Thireus GGUF-Tool-Suite custom mix, file type printed IQ1_S, 5.06 BPW)":
-        "zai-org/GLM-4.5-Air",
+    "GLM-4.5-Air (Thireus GGUF-Tool-Suite custom mix, file type printed IQ1_S, 5.06 BPW)": "zai-org/GLM-4.5-Air",  # noqa: E501
 }
 
 
@@ -53,8 +52,12 @@ def _dimensions(row: dict) -> dict:
         m = model_row(load_arch(SNAPSHOT_MODELS[row["model_repo"]]))
         assert m["vocab"] == int(row["n_vocab"]) and m["hidden"] == int(row["n_embd"])
         return {k: m[k] for k in ("vocab", "hidden", "ffn_active_width", "n_experts_active")}
-    return {"vocab": int(row["n_vocab"]), "hidden": int(row["n_embd"]),
-            "ffn_active_width": int(row["n_ff"]), "n_experts_active": 0}
+    return {
+        "vocab": int(row["n_vocab"]),
+        "hidden": int(row["n_embd"]),
+        "ffn_active_width": int(row["n_ff"]),
+        "n_experts_active": 0,
+    }
 
 
 def _compared() -> tuple[pl.DataFrame, list[tuple[str, str]]]:
@@ -65,13 +68,24 @@ def _compared() -> tuple[pl.DataFrame, list[tuple[str, str]]]:
         if reason:
             skipped.append((f"{row['model_repo']} ({row['source_url']})", reason))
             continue
-        rows.append({"model": row["model_repo"], "backend": row["backend"],
-                     "build": row["build"], "year": row["source_date"][:4], **_dimensions(row),
-                     "n_ubatch": int(row["n_ubatch"]), "n_ctx": int(row["n_ctx"]),
-                     "logged_mib": float(row["compute_buffer_mib_device0"])})
+        rows.append(
+            {
+                "model": row["model_repo"],
+                "backend": row["backend"],
+                "build": row["build"],
+                "year": row["source_date"][:4],
+                **_dimensions(row),
+                "n_ubatch": int(row["n_ubatch"]),
+                "n_ctx": int(row["n_ctx"]),
+                "logged_mib": float(row["compute_buffer_mib_device0"]),
+            }
+        )
     frame = pl.DataFrame(rows).with_columns(
-        (compute_buffer_bytes(pl.col("n_ubatch"), pl.col("n_ubatch"), pl.col("n_ctx"))
-         / BYTES_PER_MIB).alias("rule_mib"))
+        (
+            compute_buffer_bytes(pl.col("n_ubatch"), pl.col("n_ubatch"), pl.col("n_ctx"))
+            / BYTES_PER_MIB
+        ).alias("rule_mib")
+    )
     frame = frame.with_columns((pl.col("rule_mib") / pl.col("logged_mib") - 1).alias("error"))
     return frame, skipped
 
@@ -83,17 +97,28 @@ def test_compute_buffer_against_published_logs():
     mask, below the logits (errors printed here, split by year and backend)."""
     frame, skipped = _compared()
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
-        print(frame.select("model", "backend", "year", "n_ubatch", "n_ctx",
-                           "logged_mib", "rule_mib", "error"))
+        print(
+            frame.select(
+                "model", "backend", "year", "n_ubatch", "n_ctx", "logged_mib", "rule_mib", "error"
+            )
+        )
         for by in ("year", "backend"):
-            print(frame.group_by(by).agg(
-                pl.len().alias("n"), pl.col("error").abs().median().alias("median_abs"),
-                pl.col("error").abs().max().alias("max_abs")).sort(by))
+            print(
+                frame.group_by(by)
+                .agg(
+                    pl.len().alias("n"),
+                    pl.col("error").abs().median().alias("median_abs"),
+                    pl.col("error").abs().max().alias("max_abs"),
+                )
+                .sort(by)
+            )
     for what, why in skipped:
         print(f"not compared: {what}: {why}")
     err = frame["error"].abs()
-    print(f"n = {frame.height}, median |error| {err.median():.1%}, "
-          f"p90 {err.quantile(0.9, 'linear'):.1%}, max {err.max():.1%}")
+    print(
+        f"n = {frame.height}, median |error| {err.median():.1%}, "
+        f"p90 {err.quantile(0.9, 'linear'):.1%}, max {err.max():.1%}"
+    )
     assert frame.height + len(skipped) == pl.read_csv(LOGS, infer_schema_length=0).height
     assert frame.height >= 7
     assert (frame["rule_mib"] <= frame["logged_mib"] + 0.05).all()
@@ -118,7 +143,8 @@ def test_glm_z1_log_holds_one_ffn_row_more():
     glm = frame.filter(pl.col("model").str.contains("GLM-Z1"))
     assert glm["rule_mib"].item() == pytest.approx(308.0, abs=0.005)
     assert glm["logged_mib"].item() - glm["rule_mib"].item() == pytest.approx(
-        512 * 4 * 23040 / BYTES_PER_MIB, abs=0.005)
+        512 * 4 * 23040 / BYTES_PER_MIB, abs=0.005
+    )
 
 
 def test_tinyllama_log_at_a_small_ubatch_is_reproduced():
@@ -142,15 +168,18 @@ def test_metal_log_holds_one_hidden_row_more():
     assert metal.height == 1
     assert metal["rule_mib"].item() == pytest.approx(298.5, abs=1e-9)
     assert metal["logged_mib"].item() - metal["rule_mib"].item() == pytest.approx(
-        512 * 4 * 896 / BYTES_PER_MIB, abs=0.005)
+        512 * 4 * 896 / BYTES_PER_MIB, abs=0.005
+    )
 
 
 def test_the_matrix_uses_the_same_rule():
     """runtime_bytes is the device context plus compute_buffer_bytes at the matrix's
     defaults (flash attention on, n_ubatch 512, every token an output, no mask)."""
     m = model_row(load_arch("Qwen/Qwen3-30B-A3B"))
-    row = pl.DataFrame({k: [m[k]] for k in ("vocab", "hidden", "ffn_active_width",
-                                             "n_experts_active")})
-    got = row.select(runtime_bytes() - compute_buffer_bytes(
-        pl.lit(UBATCH), pl.lit(UBATCH), pl.lit(0.0))).item()
+    row = pl.DataFrame(
+        {k: [m[k]] for k in ("vocab", "hidden", "ffn_active_width", "n_experts_active")}
+    )
+    got = row.select(
+        runtime_bytes() - compute_buffer_bytes(pl.lit(UBATCH), pl.lit(UBATCH), pl.lit(0.0))
+    ).item()
     assert got == 457 * BYTES_PER_MIB

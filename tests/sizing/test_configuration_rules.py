@@ -29,13 +29,16 @@ from sizing.gguf_quant import GGUF_FTYPES
 from sizing.model_facts import format_row, model_row
 from tests.conftest import load_arch
 
-MODELS = {name: load_arch(name) for name in (
-    "Qwen/Qwen2.5-72B-Instruct",  # 64 heads, 8 KV heads; YaRN to 131,072 per its card
-    "deepseek-ai/DeepSeek-V3",  # MLA (one latent per token) and MoE
-    "Qwen/Qwen3-30B-A3B",  # MoE, 32 heads and 4 KV heads
-    "microsoft/phi-4",  # 40 heads, 10 KV heads: 4 or 8 GPUs divide one but not the other
-    "deepseek-ai/DeepSeek-V4-Flash",  # vLLM runs it with an FP8 cache only
-)}
+MODELS = {
+    name: load_arch(name)
+    for name in (
+        "Qwen/Qwen2.5-72B-Instruct",  # 64 heads, 8 KV heads; YaRN to 131,072 per its card
+        "deepseek-ai/DeepSeek-V3",  # MLA (one latent per token) and MoE
+        "Qwen/Qwen3-30B-A3B",  # MoE, 32 heads and 4 KV heads
+        "microsoft/phi-4",  # 40 heads, 10 KV heads: 4 or 8 GPUs divide one but not the other
+        "deepseek-ai/DeepSeek-V4-Flash",  # vLLM runs it with an FP8 cache only
+    )
+}
 FORMATS = sorted({f for fs in grid.FORMATS_BY_ENGINE.values() for f in fs})
 KV_DTYPES = sorted({k for ks in KV_DTYPES_BY_ENGINE.values() for k in ks})
 GPUS = load_gpus()
@@ -52,13 +55,21 @@ def _matrix() -> tuple[pl.DataFrame, dict[tuple, bool]]:
     """The grid's rows (batch 1) for these models, every format on every engine that the
     rules let load it, every catalog GPU: key -> rope_scaled."""
     models = pl.DataFrame([model_row(m) for m in MODELS.values()])
-    weights = pl.DataFrame([format_row(m, f, gguf=f in GGUF_FTYPES)
-                            for m in MODELS.values() for f in FORMATS])
-    pairs = pl.LazyFrame([(e, f) for e in ENGINES for f in FORMATS],
-                         schema={"engine": pl.String, "weight_format": pl.String}, orient="row")
+    weights = pl.DataFrame(
+        [format_row(m, f, gguf=f in GGUF_FTYPES) for m in MODELS.values() for f in FORMATS]
+    )
+    pairs = pl.LazyFrame(
+        [(e, f) for e in ENGINES for f in FORMATS],
+        schema={"engine": pl.String, "weight_format": pl.String},
+        orient="row",
+    )
     configured = grid.configurations(models.lazy(), weights.lazy(), GPUS.lazy(), formats=pairs)
-    rows = grid.fit_matrix(models.lazy(), configured).filter(pl.col("batch") == 1) \
-        .select(*KEYS, "rope_scaled").collect()
+    rows = (
+        grid.fit_matrix(models.lazy(), configured)
+        .filter(pl.col("batch") == 1)
+        .select(*KEYS, "rope_scaled")
+        .collect()
+    )
     return models, {tuple(r[:-1]): r[-1] for r in rows.iter_rows()}
 
 
@@ -75,21 +86,33 @@ def _contexts(m) -> list[int]:
 def configurations(draw):
     """Each dimension mostly one the others allow (so that a fair share of draws can run)
     and otherwise anything: any format, KV type, GPU, 1 to 8 GPUs."""
+
     def mostly(likely, anything):
-        return draw(st.sampled_from(likely) if draw(st.integers(0, 4)) else
-                    st.sampled_from(anything))
+        return draw(
+            st.sampled_from(likely) if draw(st.integers(0, 4)) else st.sampled_from(anything)
+        )
 
     m = MODELS[draw(st.sampled_from(sorted(MODELS)))]
     engine = draw(st.sampled_from(ENGINES))
-    gpu = mostly(GPUS.filter(pl.col("engines").str.contains(engine, literal=True))
-                 .get_column("gpu_id").to_list(), GPUS.get_column("gpu_id").to_list())
-    counts = [int(n) for n in GPUS.filter(pl.col("gpu_id") == gpu)
-              .get_column("n_gpus_options").item().split(";")]
-    c = Configuration(mostly(grid.FORMATS_BY_ENGINE[engine], FORMATS),
-                      draw(st.sampled_from(_contexts(m))),
-                      mostly(KV_DTYPES_BY_ENGINE[engine], KV_DTYPES), 1,
-                      mostly(counts, range(1, 9)), engine,
-                      rope_scaling=draw(st.sampled_from([None, "yarn"])))
+    gpu = mostly(
+        GPUS.filter(pl.col("engines").str.contains(engine, literal=True))
+        .get_column("gpu_id")
+        .to_list(),
+        GPUS.get_column("gpu_id").to_list(),
+    )
+    counts = [
+        int(n)
+        for n in GPUS.filter(pl.col("gpu_id") == gpu).get_column("n_gpus_options").item().split(";")
+    ]
+    c = Configuration(
+        mostly(grid.FORMATS_BY_ENGINE[engine], FORMATS),
+        draw(st.sampled_from(_contexts(m))),
+        mostly(KV_DTYPES_BY_ENGINE[engine], KV_DTYPES),
+        1,
+        mostly(counts, range(1, 9)),
+        engine,
+        rope_scaling=draw(st.sampled_from([None, "yarn"])),
+    )
     return m, c, gpu
 
 
@@ -97,11 +120,15 @@ def _matrix_has(m, c: Configuration, gpu_id: str) -> bool:
     """The matrix holds this configuration: a row at its keys, labelled rope-scaled only if
     the configuration asks for the scaling the model's card documents (the models table's
     rope_scaling_type; asking for scaling a card does not document has no row)."""
-    scaled = MATRIX.get((m.name, c.weight_format, c.engine, c.context, c.kv_dtype, gpu_id,
-                         c.n_gpus))
+    scaled = MATRIX.get(
+        (m.name, c.weight_format, c.engine, c.context, c.kv_dtype, gpu_id, c.n_gpus)
+    )
     documented = m.rope_recipe.rope_type if m.rope_recipe else None
-    return scaled is not None and (c.rope_scaling in (None, documented)) \
+    return (
+        scaled is not None
+        and (c.rope_scaling in (None, documented))
         and (not scaled or c.rope_scaling == documented)
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -117,17 +144,26 @@ def test_estimate_refuses_exactly_what_the_matrix_leaves_out(drawn):
 
 
 def test_the_default_grid_formats_are_ones_their_engine_loads():
-    pairs = pl.DataFrame([(e, f) for e, fs in grid.FORMATS_BY_ENGINE.items() for f in fs],
-                         schema={"engine": pl.String, "weight_format": pl.String}, orient="row")
+    pairs = pl.DataFrame(
+        [(e, f) for e, fs in grid.FORMATS_BY_ENGINE.items() for f in fs],
+        schema={"engine": pl.String, "weight_format": pl.String},
+        orient="row",
+    )
     assert pairs.select(rules.ENGINE_LOADS_FORMAT.holds.all()).item()
 
 
-@pytest.mark.parametrize(("name", "n_gpus", "allowed"), [
-    ("Qwen/Qwen2.5-72B-Instruct", 2, True), ("Qwen/Qwen2.5-72B-Instruct", 3, False),
-    ("Qwen/Qwen2.5-72B-Instruct", 16, True),  # 16 GPUs: each of the 8 KV heads on two
-    ("microsoft/phi-4", 2, True), ("microsoft/phi-4", 4, False),  # 10 KV heads over 4
-    ("microsoft/phi-4", 5, True), ("deepseek-ai/DeepSeek-V3", 8, True),  # MLA: one latent
-])
+@pytest.mark.parametrize(
+    ("name", "n_gpus", "allowed"),
+    [
+        ("Qwen/Qwen2.5-72B-Instruct", 2, True),
+        ("Qwen/Qwen2.5-72B-Instruct", 3, False),
+        ("Qwen/Qwen2.5-72B-Instruct", 16, True),  # 16 GPUs: each of the 8 KV heads on two
+        ("microsoft/phi-4", 2, True),
+        ("microsoft/phi-4", 4, False),  # 10 KV heads over 4
+        ("microsoft/phi-4", 5, True),
+        ("deepseek-ai/DeepSeek-V3", 8, True),  # MLA: one latent
+    ],
+)
 def test_vllm_tensor_parallel_rule(name, n_gpus, allowed):
     c = Configuration("BF16", 4096, "auto", n_gpus=n_gpus, engine="vllm")
     if allowed:
@@ -146,8 +182,21 @@ def test_a_gpu_the_catalog_says_runs_no_vllm_is_refused():
 
 def test_cli_refuses_72b_awq_on_three_h100s_with_the_reason(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["estimate", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "h100_sxm5_80gb",
-              "--quant", "AWQ", "--engine", "vllm", "--gpus", "3"])
+        main(
+            [
+                "estimate",
+                "--model",
+                "Qwen/Qwen2.5-72B-Instruct",
+                "--gpu",
+                "h100_sxm5_80gb",
+                "--quant",
+                "AWQ",
+                "--engine",
+                "vllm",
+                "--gpus",
+                "3",
+            ]
+        )
     assert e.value.code not in (0, None)
     message = str(e.value.code)
     assert "64 attention heads on 3 GPUs" in message and "8 KV heads on 3 GPUs" in message

@@ -31,17 +31,21 @@ def test_the_published_draft_run_fits_and_the_draft_is_counted():
     so it is not "checked" against its own source)."""
     card = _rtx_3060()
     alone = estimate(LLAMA_8B, Configuration("Q8_0", 4096, "f16"), card, Usage())
-    both = estimate(LLAMA_8B, Configuration("Q8_0", 4096, "f16", draft_model=LLAMA_1B),
-                    card, Usage())
+    both = estimate(
+        LLAMA_8B, Configuration("Q8_0", 4096, "f16", draft_model=LLAMA_1B), card, Usage()
+    )
     draft = estimate(LLAMA_1B, Configuration("Q8_0", 4096, "f16"), card, Usage())
-    expected = (draft.memory.weights_gpu_gib + draft.memory.kv_cache_gib + draft.memory.runtime_gib
-                - DEVICE_CONTEXT_BYTES / BYTES_PER_GIB)
+    expected = (
+        draft.memory.weights_gpu_gib
+        + draft.memory.kv_cache_gib
+        + draft.memory.runtime_gib
+        - DEVICE_CONTEXT_BYTES / BYTES_PER_GIB
+    )
     assert both.draft.gib == pytest.approx(expected)
     assert both.memory.total_gib == pytest.approx(alone.memory.total_gib + expected)
     assert both.memory.verdict in ("fits", "tight")
     assert abs(alone.speed.decode_tok_s / 32.49 - 1) < 0.2
-    assert both.draft.decode_tok_s == pytest.approx(
-        both.speed.decode_tok_s * DEFAULT_DRAFT_SPEEDUP)
+    assert both.draft.decode_tok_s == pytest.approx(both.speed.decode_tok_s * DEFAULT_DRAFT_SPEEDUP)
     assert "#5877" in both.draft.speedup_basis and "0.98x" in both.draft.speedup_basis
     assert "--model-draft" in both.launch.llama_cpp
 
@@ -50,16 +54,24 @@ def test_a_draft_too_big_for_the_card_makes_it_exceed():
     """Llama 3.1 8B BF16 (about 15 GiB) does not fit 12 GB with or without a draft; Q4_K_M
     with a BF16 1B draft does."""
     card = _rtx_3060()
-    ok = estimate(LLAMA_8B, Configuration("Q4_K_M", 4096, "f16", draft_model=LLAMA_1B,
-                                          draft_format="BF16"), card, Usage())
+    ok = estimate(
+        LLAMA_8B,
+        Configuration("Q4_K_M", 4096, "f16", draft_model=LLAMA_1B, draft_format="BF16"),
+        card,
+        Usage(),
+    )
     assert ok.memory.verdict == "fits" and ok.draft.gib > 2.0
 
 
 def test_a_draft_needs_the_same_vocabulary_and_llama_cpp():
     card = _rtx_3060()
     with pytest.raises(InvalidConfiguration, match="vocabulary"):
-        estimate(LLAMA_8B, Configuration("Q4_K_M", 4096, "f16",
-                                         draft_model=load_arch("Qwen/Qwen3-0.6B")), card)
+        estimate(
+            LLAMA_8B,
+            Configuration("Q4_K_M", 4096, "f16", draft_model=load_arch("Qwen/Qwen3-0.6B")),
+            card,
+        )
     with pytest.raises(InvalidConfiguration, match="llama.cpp"):
-        estimate(LLAMA_8B, Configuration("AWQ", 4096, "auto", engine="vllm",
-                                         draft_model=LLAMA_1B), card)
+        estimate(
+            LLAMA_8B, Configuration("AWQ", 4096, "auto", engine="vllm", draft_model=LLAMA_1B), card
+        )

@@ -16,10 +16,14 @@ SUPPORT = load_engine_support()
 GPUS = load_gpus()
 LLAMA_8B = load_arch("meta-llama/Llama-3.1-8B-Instruct")
 
-_INSTALL = ("https://github.com/vllm-project/vllm/blob/0487d5c235baf6fdfb5ad1e0d97449ba548c68a0"
-            "/docs/getting_started/installation/gpu.cuda.inc.md")
-_TABLE_0328 = ("https://github.com/vllm-project/vllm/blob/0328802bed2bb6ca346ea10acb61221a0c607768"
-               "/docs/features/quantization/README.md")
+_INSTALL = (
+    "https://github.com/vllm-project/vllm/blob/0487d5c235baf6fdfb5ad1e0d97449ba548c68a0"
+    "/docs/getting_started/installation/gpu.cuda.inc.md"
+)
+_TABLE_0328 = (
+    "https://github.com/vllm-project/vllm/blob/0328802bed2bb6ca346ea10acb61221a0c607768"
+    "/docs/features/quantization/README.md"
+)
 _TABLE_NOW = "https://docs.vllm.ai/en/latest/features/quantization/"
 
 # rule_id: (its source, GPU, weight format, what the estimator must do)
@@ -30,13 +34,21 @@ CASES = {
     "vllm_cuda_supported": (_INSTALL, "a100_sxm4_80gb", "BF16", "runs"),
     # vLLM issue #946: "bfloat16 is not natively supported by Turing and Volta GPUs. Please
     # use ... dtype="half"": a T4 (7.5) is launched with --dtype half.
-    "vllm_bf16_pre_ampere": ("https://github.com/vllm-project/vllm/issues/946", "t4_16gb",
-                             "BF16", "--dtype half"),
+    "vllm_bf16_pre_ampere": (
+        "https://github.com/vllm-project/vllm/issues/946",
+        "t4_16gb",
+        "BF16",
+        "--dtype half",
+    ),
     # The Supported Hardware table: AWQ "Volta ❌".
     "vllm_awq_volta": (_TABLE_0328, "v100_32gb", "AWQ", "refused"),
     # The FP8 page: "FP8 models will run on compute capability >= 7.5 (Turing)".
-    "vllm_fp8_marlin_floor": ("https://docs.vllm.ai/en/latest/features/quantization/"
-                              "llm_compressor/fp8/", "v100_32gb", "FP8", "refused"),
+    "vllm_fp8_marlin_floor": (
+        "https://docs.vllm.ai/en/latest/features/quantization/llm_compressor/fp8/",
+        "v100_32gb",
+        "FP8",
+        "refused",
+    ),
     # "Marlin (GPTQ/AWQ/FP8/FP4) | ❌ | ✅︎*": no FP4 on Volta.
     "vllm_nvfp4_marlin_floor": (_TABLE_NOW, "v100_16gb", "NVFP4", "refused"),
     # "*Turing does not support Marlin MXFP4".
@@ -50,13 +62,22 @@ CASES = {
     "vllm_awq_gaudi": (_TABLE_0328, "gaudi3_128gb", "AWQ", "refused"),
     "vllm_gptq_gaudi": (_TABLE_0328, "gaudi3_128gb", "GPTQ", "refused"),
     # vllm-gaudi's compatibility matrix: "Intel® Gaudi® 2 and Intel® Gaudi® 3".
-    "vllm_gaudi_plugin": ("https://github.com/vllm-project/vllm-gaudi/blob/"
-                          "01dbfa7b2d4d72e25b4f55979ae16caf2d26fe6a/docs/getting_started/"
-                          "compatibility_matrix.md", "gaudi3_128gb", "BF16", "build"),
+    "vllm_gaudi_plugin": (
+        "https://github.com/vllm-project/vllm-gaudi/blob/"
+        "01dbfa7b2d4d72e25b4f55979ae16caf2d26fe6a/docs/getting_started/"
+        "compatibility_matrix.md",
+        "gaudi3_128gb",
+        "BF16",
+        "build",
+    ),
     # vllm-ascend's README: "Hardware: ... Atlas A2 Training series".
-    "vllm_ascend_plugin_a2": ("https://github.com/vllm-project/vllm-ascend/blob/"
-                              "01cf80cbc9bb566e97a69902b38b547c97a7e2de/README.md",
-                              "ascend_910b_64gb", "BF16", "build"),
+    "vllm_ascend_plugin_a2": (
+        "https://github.com/vllm-project/vllm-ascend/blob/"
+        "01cf80cbc9bb566e97a69902b38b547c97a7e2de/README.md",
+        "ascend_910b_64gb",
+        "BF16",
+        "build",
+    ),
 }
 
 
@@ -94,12 +115,20 @@ def test_rule_is_applied_by_the_estimator(rule):
 def test_the_grid_leaves_out_what_a_rule_refuses():
     """The matrix has no vLLM row on a V100 (current install docs: 7.5 or higher) and keeps
     llama.cpp there, whose CUDA backend has no such rule; a T4 keeps vLLM BF16."""
-    weights = pl.DataFrame([format_row(LLAMA_8B, f, gguf=g)
-                            for f, g in (("BF16", False), ("Q4_K_M", True))])
-    rows = configurations(pl.DataFrame([model_row(LLAMA_8B)]).lazy(), weights.lazy(),
-                          GPUS.filter(pl.col("gpu_id").is_in(["v100_32gb", "t4_16gb"])).lazy(),
-                          support=SUPPORT).select("gpu_id", "engine", "weight_format") \
-        .unique().collect()
+    weights = pl.DataFrame(
+        [format_row(LLAMA_8B, f, gguf=g) for f, g in (("BF16", False), ("Q4_K_M", True))]
+    )
+    rows = (
+        configurations(
+            pl.DataFrame([model_row(LLAMA_8B)]).lazy(),
+            weights.lazy(),
+            GPUS.filter(pl.col("gpu_id").is_in(["v100_32gb", "t4_16gb"])).lazy(),
+            support=SUPPORT,
+        )
+        .select("gpu_id", "engine", "weight_format")
+        .unique()
+        .collect()
+    )
     pairs = set(rows.select(pl.concat_str("gpu_id", "engine", separator="|")).to_series())
     assert "v100_32gb|vllm" not in pairs
     assert {"v100_32gb|llama.cpp", "t4_16gb|vllm", "t4_16gb|llama.cpp"} <= pairs
@@ -112,14 +141,24 @@ def test_plan_offers_no_vllm_configuration_below_the_install_floor():
     ones the BF16 rule launches with --dtype half."""
     profile = TrafficProfile("given", 2, 4096, 4096, 3000, 50)
     formats = pl.DataFrame({"engine": ["vllm"], "weight_format": ["BF16"]})
-    plans = plan(pl.DataFrame([model_row(LLAMA_8B)]),
-                 pl.DataFrame([format_row(LLAMA_8B, "BF16", gguf=False)]), GPUS, profile,
-                 formats=formats, support=SUPPORT)
+    plans = plan(
+        pl.DataFrame([model_row(LLAMA_8B)]),
+        pl.DataFrame([format_row(LLAMA_8B, "BF16", gguf=False)]),
+        GPUS,
+        profile,
+        formats=formats,
+        support=SUPPORT,
+    )
     assert plans.height
-    cc = plans.join(GPUS.select("gpu_id", "compute_capability"), on="gpu_id") \
-        .get_column("compute_capability")
+    cc = plans.join(GPUS.select("gpu_id", "compute_capability"), on="gpu_id").get_column(
+        "compute_capability"
+    )
     assert cc.min() >= 7.5
-    unplanned = plan(pl.DataFrame([model_row(LLAMA_8B)]),
-                     pl.DataFrame([format_row(LLAMA_8B, "BF16", gguf=False)]), GPUS, profile,
-                     formats=formats)
+    unplanned = plan(
+        pl.DataFrame([model_row(LLAMA_8B)]),
+        pl.DataFrame([format_row(LLAMA_8B, "BF16", gguf=False)]),
+        GPUS,
+        profile,
+        formats=formats,
+    )
     assert unplanned.filter(pl.col("gpu_id").str.starts_with("v100")).height

@@ -33,10 +33,12 @@ def test_full_fine_tuning_bytes_per_parameter():
     ft = finetune_memory(m)
     params = ft["full"].trainable_params
     assert params == 8_030_261_248
-    assert (ft["full"].weights_gib + ft["full"].optimizer_gib) * BYTES_PER_GIB == \
-        pytest.approx(18 * params)
-    assert (ft["full_pure_bf16"].weights_gib + ft["full_pure_bf16"].optimizer_gib) \
-        * BYTES_PER_GIB == pytest.approx(8 * params)
+    assert (ft["full"].weights_gib + ft["full"].optimizer_gib) * BYTES_PER_GIB == pytest.approx(
+        18 * params
+    )
+    assert (
+        ft["full_pure_bf16"].weights_gib + ft["full_pure_bf16"].optimizer_gib
+    ) * BYTES_PER_GIB == pytest.approx(8 * params)
 
 
 def test_gradient_checkpointing_saves_activation_memory():

@@ -59,11 +59,11 @@ def test_tensor_types_match_llama_quantize(snapshot_model, ftype):
     names = {f"{t.name}.weight" for t in tensors}
     untied_in_file = "output.weight" in expected and "output.weight" not in names
     wrong = []
-    for t, got in zip(tensors, gguf_tensor_types(m, tensors, ftype,
-                                                            require_imatrix=False), strict=True):
+    for t, got in zip(
+        tensors, gguf_tensor_types(m, tensors, ftype, require_imatrix=False), strict=True
+    ):
         name = f"{t.name}.weight"
-        if not t.matrix or t.kind in NEVER_QUANTIZED or (untied_in_file
-                                                         and t.kind == "token_embd"):
+        if not t.matrix or t.kind in NEVER_QUANTIZED or (untied_in_file and t.kind == "token_embd"):
             continue  # norms, biases and routers are not in the schema; tied case below
         want = expected.get(name, expected["(default)"])
         if got != want:

@@ -30,14 +30,28 @@ from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import TEST_DATA, load_arch
 
 
-def _kv(repo: str, engine: str, context: int, kv_dtype: str, batch: int = 1,
-        max_num_batched_tokens: int = 2048) -> float:
-    row = model_row(load_arch(repo)) | {"engine": engine, "context": context,
-                                         "kv_dtype": kv_dtype, "batch": batch,
-                                         "max_num_batched_tokens": max_num_batched_tokens}
-    return pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
-        .with_columns(kv_cell_bytes_columns()) \
-        .select(kv_cache_bytes()).item()
+def _kv(
+    repo: str,
+    engine: str,
+    context: int,
+    kv_dtype: str,
+    batch: int = 1,
+    max_num_batched_tokens: int = 2048,
+) -> float:
+    row = model_row(load_arch(repo)) | {
+        "engine": engine,
+        "context": context,
+        "kv_dtype": kv_dtype,
+        "batch": batch,
+        "max_num_batched_tokens": max_num_batched_tokens,
+    }
+    return (
+        pl.DataFrame([row])
+        .with_columns(kv_bytes_per_element_column())
+        .with_columns(kv_cell_bytes_columns())
+        .select(kv_cache_bytes())
+        .item()
+    )
 
 
 def test_vllm_gqa_blocks():
@@ -75,8 +89,10 @@ def test_sliding_window_layers_are_capped():
 
 def _logged(url_part: str, line_kind: str) -> list[dict]:
     logs = pl.read_csv(TEST_DATA / "published_kv_logs.csv", infer_schema_length=0)
-    return logs.filter(pl.col("source_url").str.contains(url_part, literal=True)
-                       & (pl.col("line_kind") == line_kind)).to_dicts()
+    return logs.filter(
+        pl.col("source_url").str.contains(url_part, literal=True)
+        & (pl.col("line_kind") == line_kind)
+    ).to_dicts()
 
 
 @pytest.mark.parametrize("source", ["ik_llama.cpp/issues/822", "rabbit-holes/blob/9049cb29"])
@@ -86,8 +102,9 @@ def test_llama_cpp_sliding_window_cache_against_logs(source):
     (full,), (swa,) = _logged(source, "kv_nonswa"), _logged(source, "kv_swa")
     assert (int(full["n_ctx"]), full["n_seq"], full["n_ubatch"]) == (131072, "1", "512")
     kv = _kv("openai/gpt-oss-20b", "llama.cpp", 131072, "f16")
-    assert kv / BYTES_PER_MIB == pytest.approx(float(full["value"]) + float(swa["value"]),
-                                               abs=0.005)
+    assert kv / BYTES_PER_MIB == pytest.approx(
+        float(full["value"]) + float(swa["value"]), abs=0.005
+    )
 
 
 def test_vllm_sliding_window_cache_against_log():
@@ -120,10 +137,12 @@ def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
 
     m = load_arch("google/gemma-4-26B-A4B")
     ctx = 131072
-    one = estimate(m, Configuration("BF16", ctx, "auto", 1, n_gpus=1, engine="vllm"),
-                   Device("x", 80.0))
-    four = estimate(m, Configuration("BF16", ctx, "auto", 1, n_gpus=4, engine="vllm"),
-                    Device("x", 80.0))
+    one = estimate(
+        m, Configuration("BF16", ctx, "auto", 1, n_gpus=1, engine="vllm"), Device("x", 80.0)
+    )
+    four = estimate(
+        m, Configuration("BF16", ctx, "auto", 1, n_gpus=4, engine="vllm"), Device("x", 80.0)
+    )
     full = 5 * 2 * 2 * 512 * 2 * ctx / BYTES_PER_GIB  # 5 layers, K+V, 2 heads x 512, BF16
     window = one.memory.kv_cache_gib - full
     assert four.memory.kv_cache_gib == pytest.approx(full / 2 + window / 4, rel=1e-6)
@@ -137,8 +156,7 @@ def test_kimi_delta_attention_state_per_sequence():
     row = model_row(load_arch("moonshotai/Kimi-K3"))
     conv, ssm = 3 * 3 * 96 * 128, 96 * 128 * 128
     for engine, conv_bytes in (("vllm", 2), ("llama.cpp", 4)):
-        per_seq = pl.DataFrame([row | {"engine": engine}]).select(
-            state_bytes_per_sequence()).item()
+        per_seq = pl.DataFrame([row | {"engine": engine}]).select(state_bytes_per_sequence()).item()
         assert per_seq == 69 * (conv * conv_bytes + ssm * 4)
     assert row["kv_full_elems_per_token"] == 24 * (512 + 64)  # 24 MLA layers' latent
 
@@ -167,18 +185,28 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
     #21149); on other llama.cpp backends all of them."""
     from sizing.speed import kv_bytes_read_per_step
 
-    assert model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))["kv_full_elems_per_token"] \
-        == 61 * (576 + 128)
-    assert model_row(load_arch("zai-org/GLM-5.3"))["kv_full_elems_per_token"] \
-        == 78 * 576 + 21 * 128
+    assert model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))["kv_full_elems_per_token"] == 61 * (
+        576 + 128
+    )
+    assert model_row(load_arch("zai-org/GLM-5.3"))["kv_full_elems_per_token"] == 78 * 576 + 21 * 128
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
-        "engine": "llama.cpp", "context": 131072, "kv_dtype": "f16", "batch": 1,
-        "max_num_batched_tokens": 2048}
+        "engine": "llama.cpp",
+        "context": 131072,
+        "kv_dtype": "f16",
+        "batch": 1,
+        "max_num_batched_tokens": 2048,
+    }
     # The backend decides, not the card: the Vulkan build on an NVIDIA GPU reads them all.
-    df = pl.DataFrame([{**row, "vendor": v, "backend": b} for v, b in (
-        ("NVIDIA", "CUDA"), ("AMD", "ROCm"), ("NVIDIA", "Vulkan"))]) \
-        .with_columns(kv_bytes_per_element_column()) \
+    df = (
+        pl.DataFrame(
+            [
+                {**row, "vendor": v, "backend": b}
+                for v, b in (("NVIDIA", "CUDA"), ("AMD", "ROCm"), ("NVIDIA", "Vulkan"))
+            ]
+        )
+        .with_columns(kv_bytes_per_element_column())
         .with_columns(kv_cell_bytes_columns())
+    )
     cuda, rocm, vulkan = df.select(kv_bytes_read_per_step()).to_series().to_list()
     assert cuda == 61 * (128 * 131072 + 576 * 2048) * 2
     # other backends: no sparse kernel known

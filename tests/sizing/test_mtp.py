@@ -35,24 +35,34 @@ def test_mtp_layers_are_not_in_the_default_count():
     assert r.mtp is None
 
 
-@pytest.mark.parametrize(("repo", "conf", "device"), [
-    ("deepseek-ai/DeepSeek-V3", Configuration("FP8", 8192, "auto", n_gpus=8, engine="vllm"),
-     H200),
-    ("Qwen/Qwen3.6-35B-A3B", Configuration("Q4_K_M", 8192, "f16"), CARD),
-])
+@pytest.mark.parametrize(
+    ("repo", "conf", "device"),
+    [
+        (
+            "deepseek-ai/DeepSeek-V3",
+            Configuration("FP8", 8192, "auto", n_gpus=8, engine="vllm"),
+            H200,
+        ),
+        ("Qwen/Qwen3.6-35B-A3B", Configuration("Q4_K_M", 8192, "f16"), CARD),
+    ],
+)
 def test_mtp_is_counted_when_asked(repo, conf, device):
     m = load_arch(repo)
     alone = estimate(m, conf, device)
     conf_mtp = Configuration(**{**conf.__dict__, "mtp": True})
     both = estimate(m, conf_mtp, device)
-    weights = weight_bytes(m, mtp_tensors(m), conf.weight_format,
-                           gguf=conf.engine == "llama.cpp").total / BYTES_PER_GIB / conf.n_gpus
+    weights = (
+        weight_bytes(m, mtp_tensors(m), conf.weight_format, gguf=conf.engine == "llama.cpp").total
+        / BYTES_PER_GIB
+        / conf.n_gpus
+    )
     assert both.mtp.weights_gib == pytest.approx(weights)
     assert both.mtp.kv_cache_gib > 0
     assert both.mtp.gib == pytest.approx(weights + both.mtp.kv_cache_gib)
     assert both.memory.total_gib == pytest.approx(alone.memory.total_gib + both.mtp.gib)
     assert both.mtp.decode_tok_s == pytest.approx(
-        both.speed.decode_tok_s * MTP_SPEEDUP[conf.engine])
+        both.speed.decode_tok_s * MTP_SPEEDUP[conf.engine]
+    )
     launch = both.launch.vllm if conf.engine == "vllm" else both.launch.llama_cpp
     assert ('"method": "mtp"' if conf.engine == "vllm" else "--spec-type draft-mtp") in launch
     assert "PR #" in both.mtp.speedup_basis
@@ -60,12 +70,18 @@ def test_mtp_is_counted_when_asked(repo, conf, device):
 
 def test_mtp_needs_mtp_layers_of_a_sized_family():
     with pytest.raises(InvalidConfiguration, match="no MTP layers"):
-        estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16", mtp=True),
-                 CARD)
+        estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16", mtp=True), CARD)
     with pytest.raises(InvalidConfiguration, match="not sized"):
-        estimate(load_arch("MiniMaxAI/MiniMax-M2.5"),
-                 Configuration("Q4_K_M", 8192, "f16", n_gpus=8, mtp=True), H200)
+        estimate(
+            load_arch("MiniMaxAI/MiniMax-M2.5"),
+            Configuration("Q4_K_M", 8192, "f16", n_gpus=8, mtp=True),
+            H200,
+        )
     with pytest.raises(InvalidConfiguration, match="one speculative method"):
-        estimate(load_arch("Qwen/Qwen3.6-35B-A3B"),
-                 Configuration("Q4_K_M", 8192, "f16", mtp=True,
-                               draft_model=load_arch("Qwen/Qwen3.6-35B-A3B")), CARD)
+        estimate(
+            load_arch("Qwen/Qwen3.6-35B-A3B"),
+            Configuration(
+                "Q4_K_M", 8192, "f16", mtp=True, draft_model=load_arch("Qwen/Qwen3.6-35B-A3B")
+            ),
+            CARD,
+        )

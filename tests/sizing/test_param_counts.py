@@ -16,13 +16,16 @@ from sizing.tensors import count_params
 from tests.conftest import ROOT, load_arch
 
 
-@pytest.mark.parametrize(("repo", "total", "printed_step"), [
-    ("Qwen/Qwen2.5-72B-Instruct", 72.7e9, 0.1e9),
-    ("Qwen/Qwen3-30B-A3B", 30.5e9, 0.1e9),
-    ("openai/gpt-oss-120b", 117e9, 1e9),
-    ("meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 0.01e9),
-    ("meta-llama/Llama-3.3-70B-Instruct", 70.55e9, 0.01e9),
-])
+@pytest.mark.parametrize(
+    ("repo", "total", "printed_step"),
+    [
+        ("Qwen/Qwen2.5-72B-Instruct", 72.7e9, 0.1e9),
+        ("Qwen/Qwen3-30B-A3B", 30.5e9, 0.1e9),
+        ("openai/gpt-oss-120b", 117e9, 1e9),
+        ("meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 0.01e9),
+        ("meta-llama/Llama-3.3-70B-Instruct", 70.55e9, 0.01e9),
+    ],
+)
 def test_total_parameters(repo, total, printed_step):
     got = count_params(load_arch(repo)).total
     assert abs(got - total) <= 0.005 * total + printed_step / 2
@@ -41,8 +44,11 @@ def test_embedding_split():
 
 # Vendors' stated counts for the bundled models (data/catalogs/official_param_counts.csv:
 # the quote, where it was read and its date on every row; rows not compared say why).
-OFFICIAL = [r for r in csv.DictReader((ROOT / "data/catalogs/official_param_counts.csv").open())
-            if r["compared"] == "yes"]
+OFFICIAL = [
+    r
+    for r in csv.DictReader((ROOT / "data/catalogs/official_param_counts.csv").open())
+    if r["compared"] == "yes"
+]
 
 
 def _bound(stated: float, step: float) -> float:

@@ -22,30 +22,48 @@ def _gpu(gpu_id: str) -> dict:
     return GPUS.filter(pl.col("gpu_id") == gpu_id).row(0, named=True)
 
 
-@pytest.mark.parametrize(("engine", "fmt", "gpu_id", "runs"), [
-    # data/catalogs/engine_support.csv: vLLM's quantization hardware table AWQ "Volta ❌ |
-    # Turing ✅︎"; AMD GPU ❌ for AWQ and GPTQ, ✅︎ for FP8 (W8A8).
-    ("vllm", "AWQ", "v100_32gb", False), ("vllm", "AWQ", "t4_16gb", True),
-    ("vllm", "AWQ", "mi300x_192gb", False), ("vllm", "GPTQ", "mi300x_192gb", False),
-    ("vllm", "FP8", "mi300x_192gb", True),
-    # The current install page: "compute capability 7.5 or higher"; GPTQ on Volta, which
-    # the table still marks ✅︎, is refused with the rest of vLLM on a V100.
-    ("vllm", "GPTQ", "v100_32gb", False),
-    # FP8 docs: "FP8 models will run on compute capability >= 7.5 (Turing) as weight-only
-    # W8A16, utilizing FP8 Marlin"; not on Volta.
-    ("vllm", "FP8", "t4_16gb", True), ("vllm", "FP8", "v100_32gb", False),
-    # Marlin FP4 row: "❌ | ✅︎*" (Volta, Turing), "*Turing does not support Marlin MXFP4".
-    ("vllm", "NVFP4", "a100_sxm4_80gb", True), ("vllm", "NVFP4", "t4_16gb", True),
-    ("vllm", "MXFP4", "t4_16gb", False), ("vllm", "MXFP4", "v100_32gb", False),
-    # llama.cpp's CUDA backend builds for Volta and newer: no rule.
-    ("llama.cpp", "Q4_K_M", "v100_32gb", True),
-])
+@pytest.mark.parametrize(
+    ("engine", "fmt", "gpu_id", "runs"),
+    [
+        # data/catalogs/engine_support.csv: vLLM's quantization hardware table AWQ "Volta ❌ |
+        # Turing ✅︎"; AMD GPU ❌ for AWQ and GPTQ, ✅︎ for FP8 (W8A8).
+        ("vllm", "AWQ", "v100_32gb", False),
+        ("vllm", "AWQ", "t4_16gb", True),
+        ("vllm", "AWQ", "mi300x_192gb", False),
+        ("vllm", "GPTQ", "mi300x_192gb", False),
+        ("vllm", "FP8", "mi300x_192gb", True),
+        # The current install page: "compute capability 7.5 or higher"; GPTQ on Volta, which
+        # the table still marks ✅︎, is refused with the rest of vLLM on a V100.
+        ("vllm", "GPTQ", "v100_32gb", False),
+        # FP8 docs: "FP8 models will run on compute capability >= 7.5 (Turing) as weight-only
+        # W8A16, utilizing FP8 Marlin"; not on Volta.
+        ("vllm", "FP8", "t4_16gb", True),
+        ("vllm", "FP8", "v100_32gb", False),
+        # Marlin FP4 row: "❌ | ✅︎*" (Volta, Turing), "*Turing does not support Marlin MXFP4".
+        ("vllm", "NVFP4", "a100_sxm4_80gb", True),
+        ("vllm", "NVFP4", "t4_16gb", True),
+        ("vllm", "MXFP4", "t4_16gb", False),
+        ("vllm", "MXFP4", "v100_32gb", False),
+        # llama.cpp's CUDA backend builds for Volta and newer: no rule.
+        ("llama.cpp", "Q4_K_M", "v100_32gb", True),
+    ],
+)
 def test_kernel_gate_follows_the_engines_documented_minimums(engine, fmt, gpu_id, runs):
     g = _gpu(gpu_id)
-    row = pl.DataFrame({"engine": [engine], "weight_format": [fmt], "vendor": [g["vendor"]],
-                        "gpu_id": [gpu_id], "compute_capability": [g["compute_capability"]]})
-    out = row.with_columns(support_columns(SUPPORT)) \
-        .select(kernels_run().alias("runs"), kernel_refusal().alias("why")).row(0)
+    row = pl.DataFrame(
+        {
+            "engine": [engine],
+            "weight_format": [fmt],
+            "vendor": [g["vendor"]],
+            "gpu_id": [gpu_id],
+            "compute_capability": [g["compute_capability"]],
+        }
+    )
+    out = (
+        row.with_columns(support_columns(SUPPORT))
+        .select(kernels_run().alias("runs"), kernel_refusal().alias("why"))
+        .row(0)
+    )
     assert out[0] is runs, out[1]
 
 
@@ -59,10 +77,16 @@ def test_cheapest_gpu_for_qwen72b_q4_is_not_a_4_tok_s_machine():
     assert single is not None and single["gpu_id"] != "dgx_spark_gb10"
     assert single["decode_tok_s"] >= DEFAULT_MIN_DECODE_TOK_S
     assert rec["passed_over"] and all(
-        "under the 10 tok/s" in p["why_not"] for p in rec["passed_over"])
+        "under the 10 tok/s" in p["why_not"] for p in rec["passed_over"]
+    )
     sized = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
-    spark = [p for p in passed_over(sized, single["price_new_usd"], DEFAULT_MIN_DECODE_TOK_S,
-                                    n=GPUS.height) if p["gpu_id"] == "dgx_spark_gb10"]
+    spark = [
+        p
+        for p in passed_over(
+            sized, single["price_new_usd"], DEFAULT_MIN_DECODE_TOK_S, n=GPUS.height
+        )
+        if p["gpu_id"] == "dgx_spark_gb10"
+    ]
     assert spark and "under the 10 tok/s" in spark[0]["why_not"]
     assert spark[0]["decode_tok_s"] < DEFAULT_MIN_DECODE_TOK_S
     # Asking for less speed makes a slow machine the pick: the threshold is the reason.
@@ -77,10 +101,13 @@ def test_best_value_for_awq_on_vllm_skips_volta():
     for key in ("cheapest_single_gpu", "best_value"):
         assert rec[key] is not None and not rec[key]["gpu_id"].startswith("v100")
     volta = [p for p in rec["passed_over"] if p["gpu_id"].startswith("v100")]
-    assert volta and all("unsupported on this engine" in p["why_not"]
-                         and "rule vllm_awq_volta" in p["why_not"] for p in volta)
-    top = ranked(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, "cheapest_to_buy", top=50,
-                 support=SUPPORT)
+    assert volta and all(
+        "unsupported on this engine" in p["why_not"] and "rule vllm_awq_volta" in p["why_not"]
+        for p in volta
+    )
+    top = ranked(
+        QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, "cheapest_to_buy", top=50, support=SUPPORT
+    )
     assert not top.filter(pl.col("gpu_id").str.starts_with("v100")).height
     assert top["outlay_usd"].is_sorted()
 
@@ -89,8 +116,17 @@ def test_budget_bounds_every_answer_and_fastest_is_fastest():
     budget = 10_000.0
     rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, budget_usd=budget)
     assert rec["best_value"]["hardware_usd"] <= budget
-    fast = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "fastest_under_budget",
-                  budget_usd=budget, top=50)
+    fast = ranked(
+        QWEN_72B,
+        "Q4_K_M",
+        8192,
+        "f16",
+        "llama.cpp",
+        GPUS,
+        "fastest_under_budget",
+        budget_usd=budget,
+        top=50,
+    )
     assert fast.height and (fast["outlay_usd"] <= budget).all()
     assert fast["decode_tok_s"].is_sorted(descending=True)
     assert (fast["decode_tok_s"] >= DEFAULT_MIN_DECODE_TOK_S).all()
@@ -99,19 +135,24 @@ def test_budget_bounds_every_answer_and_fastest_is_fastest():
 
 
 def test_rental_objectives_use_on_demand_offers_only():
-    offers = pl.DataFrame({
-        "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_pro_6000_blackwell"],
-        "n_gpus": [1, 1, 1], "tier": ["on-demand", "spot", "on-demand"],
-        "provider": ["p1", "p2", "p3"], "price_per_instance_hour_usd": [2.99, 0.5, 1.79],
-        "fractional": [False] * 3, "verified_at": ["2025-06-21"] * 3})
-    rent = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_to_rent",
-                  offers)
+    offers = pl.DataFrame(
+        {
+            "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_pro_6000_blackwell"],
+            "n_gpus": [1, 1, 1],
+            "tier": ["on-demand", "spot", "on-demand"],
+            "provider": ["p1", "p2", "p3"],
+            "price_per_instance_hour_usd": [2.99, 0.5, 1.79],
+            "fractional": [False] * 3,
+            "verified_at": ["2025-06-21"] * 3,
+        }
+    )
+    rent = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_to_rent", offers)
     assert rent["gpu_id"].to_list() == ["rtx_pro_6000_blackwell", "h100_sxm5_80gb"]
-    mtok = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_per_mtok",
-                  offers)
+    mtok = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_per_mtok", offers)
     r = mtok.row(0, named=True)
     assert r["cost_per_mtok_usd"] == pytest.approx(
-        r["rent_usd_per_hour"] / (r["decode_aggregate_tok_s"] * 3600) * 1e6)
+        r["rent_usd_per_hour"] / (r["decode_aggregate_tok_s"] * 3600) * 1e6
+    )
 
 
 def test_a_recommendation_per_format_and_per_finetune_regime():
@@ -121,6 +162,9 @@ def test_a_recommendation_per_format_and_per_finetune_regime():
     assert not awq["gpu_id"].startswith("v100")
     ft = per_finetune_regime(QWEN_72B, GPUS)
     assert ft["qlora"] is not None
-    memory = GPUS.filter(pl.col("gpu_id") == ft["qlora"]["gpu_id"]).select(
-        pl.coalesce("memory_gib_cuda", "memory_gib")).item()
+    memory = (
+        GPUS.filter(pl.col("gpu_id") == ft["qlora"]["gpu_id"])
+        .select(pl.coalesce("memory_gib_cuda", "memory_gib"))
+        .item()
+    )
     assert memory >= ft["qlora"]["needs_gib"]

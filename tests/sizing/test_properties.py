@@ -36,9 +36,12 @@ def configs(draw):
         "tie_word_embeddings": draw(st.booleans()),
     }
     if draw(st.booleans()):
-        cfg |= {"model_type": "qwen3_moe", "num_experts": draw(st.sampled_from([8, 64, 128])),
-                "num_experts_per_tok": draw(st.sampled_from([1, 2, 8])),
-                "moe_intermediate_size": draw(st.integers(1, 16)) * 256}
+        cfg |= {
+            "model_type": "qwen3_moe",
+            "num_experts": draw(st.sampled_from([8, 64, 128])),
+            "num_experts_per_tok": draw(st.sampled_from([1, 2, 8])),
+            "moe_intermediate_size": draw(st.integers(1, 16)) * 256,
+        }
     return cfg
 
 
@@ -46,15 +49,21 @@ DEVICE = Device("test", memory_gib=80.0)
 
 
 @settings(max_examples=60, deadline=None)
-@given(cfg=configs(), fmt=st.sampled_from(["Q4_K_M", "Q8_0", "IQ4_XS", "BF16"]),
-       engine_kv=st.sampled_from([("llama.cpp", "f16"), ("llama.cpp", "q8_0")]),
-       ctx=st.integers(1, 65536), batch=st.integers(1, 64))
+@given(
+    cfg=configs(),
+    fmt=st.sampled_from(["Q4_K_M", "Q8_0", "IQ4_XS", "BF16"]),
+    engine_kv=st.sampled_from([("llama.cpp", "f16"), ("llama.cpp", "q8_0")]),
+    ctx=st.integers(1, 65536),
+    batch=st.integers(1, 64),
+)
 def test_memory_monotone_and_non_negative(cfg, fmt, engine_kv, ctx, batch):
     m = parse_config(cfg, "generated")
     engine, kv = engine_kv
-    asked = [Configuration(fmt, ctx, kv, batch, engine=engine),
-             Configuration(fmt, min(2 * ctx, 131072), kv, batch, engine=engine),
-             Configuration(fmt, ctx, kv, batch + 1, engine=engine)]
+    asked = [
+        Configuration(fmt, ctx, kv, batch, engine=engine),
+        Configuration(fmt, min(2 * ctx, 131072), kv, batch, engine=engine),
+        Configuration(fmt, ctx, kv, batch + 1, engine=engine),
+    ]
     for c in asked:
         validate(m, c, DEVICE)
     # One evaluation of the three (estimate() evaluates one configuration at a time).
@@ -67,23 +76,46 @@ def test_memory_monotone_and_non_negative(cfg, fmt, engine_kv, ctx, batch):
 
 
 @settings(max_examples=40, deadline=None)
-@given(cfg=configs(), missing=st.sampled_from(
-    ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-     "max_position_embeddings"]))
+@given(
+    cfg=configs(),
+    missing=st.sampled_from(
+        [
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "vocab_size",
+            "max_position_embeddings",
+        ]
+    ),
+)
 def test_missing_field_is_named(cfg, missing):
     del cfg[missing]
     with pytest.raises(ConfigError, match=missing):
         parse_config(cfg, "broken/model")
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "not a JSON object"),
-    (json.dumps({"model_type": "space_llm", "hidden_size": 8}), "unsupported model_type"),
-    (json.dumps({"model_type": "llama", "hidden_size": 0, "num_hidden_layers": 2,
-                 "num_attention_heads": 2, "vocab_size": 10, "intermediate_size": 4,
-                 "max_position_embeddings": 8}), "positive"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({"model_type": "space_llm", "hidden_size": 8}), "unsupported model_type"),
+        (
+            json.dumps(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 0,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "vocab_size": 10,
+                    "intermediate_size": 4,
+                    "max_position_embeddings": 8,
+                }
+            ),
+            "positive",
+        ),
+    ],
+)
 def test_malformed_configs_are_named(text, reason):
     with pytest.raises(ConfigError, match=reason) as e:
         parse_config(text, "broken/model")
@@ -91,9 +123,18 @@ def test_malformed_configs_are_named(text, reason):
 
 
 def test_context_above_model_maximum_is_rejected():
-    m = parse_config({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
-                      "num_attention_heads": 2, "vocab_size": 100, "intermediate_size": 128,
-                      "max_position_embeddings": 4096}, "tiny")
+    m = parse_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "vocab_size": 100,
+            "intermediate_size": 128,
+            "max_position_embeddings": 4096,
+        },
+        "tiny",
+    )
     with pytest.raises(InvalidConfiguration, match="maximum"):
         estimate(m, Configuration("Q8_0", 8192, "f16"), DEVICE)
 
@@ -102,11 +143,20 @@ def _hunyuan_like(per_layer_ffn: list[int]) -> dict:
     """Hunyuan's remote-code configs (Tencent-Hunyuan/Hunyuan-A13B models/config.json) give
     moe_topk, num_shared_expert and moe_intermediate_size once per layer."""
     n = len(per_layer_ffn)
-    return {"model_type": "hunyuan", "hidden_size": 64, "num_hidden_layers": n,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
-            "intermediate_size": 32, "max_position_embeddings": 64, "num_experts": 4,
-            "moe_topk": [2] * n, "num_shared_expert": [1] * n,
-            "moe_intermediate_size": per_layer_ffn}
+    return {
+        "model_type": "hunyuan",
+        "hidden_size": 64,
+        "num_hidden_layers": n,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "intermediate_size": 32,
+        "max_position_embeddings": 64,
+        "num_experts": 4,
+        "moe_topk": [2] * n,
+        "num_shared_expert": [1] * n,
+        "moe_intermediate_size": per_layer_ffn,
+    }
 
 
 def test_per_layer_counts_that_agree_are_read_once():

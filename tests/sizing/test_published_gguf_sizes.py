@@ -63,8 +63,9 @@ EXPECTED_ROWS = 167
 
 def _relative_error(r) -> tuple[float, float]:
     m = load_arch(r["model_repo"])
-    ours = weight_bytes(m, enumerate_tensors(m), r["quant"], imatrix=r["imatrix"] == "yes",
-                        gguf=True).total
+    ours = weight_bytes(
+        m, enumerate_tensors(m), r["quant"], imatrix=r["imatrix"] == "yes", gguf=True
+    ).total
     unit = UNIT_BYTES[r["size_unit"]]
     published = float(r["size_value"]) * unit
     decimals = len(r["size_value"].partition(".")[2])
@@ -72,8 +73,11 @@ def _relative_error(r) -> tuple[float, float]:
     return (ours - published) / published, rounding
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if not _deviates(r)],
-                         ids=lambda r: f"{r['model_repo']}:{r['quant']}:{r['quantizer']}")
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if not _deviates(r)],
+    ids=lambda r: f"{r['model_repo']}:{r['quant']}:{r['quantizer']}",
+)
 def test_within_two_percent(row):
     err, rounding = _relative_error(row)
     target = APPROXIMATE_TARGET if row["quant"].startswith("UD-") else TARGET

@@ -24,8 +24,11 @@ def test_cheapest_single_gpu_is_the_cheapest_that_fits():
     """... among those that also decode at the default minimum speed (sizing.choices)."""
     rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
     rows = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
-    fitting = rows.filter(runs_at(DEFAULT_MIN_DECODE_TOK_S) & (pl.col("n_gpus") == 1)
-                          & pl.col("price_new_usd").is_not_null())
+    fitting = rows.filter(
+        runs_at(DEFAULT_MIN_DECODE_TOK_S)
+        & (pl.col("n_gpus") == 1)
+        & pl.col("price_new_usd").is_not_null()
+    )
     cards = fitting.filter(~pl.col("unified_memory"))
     single = rec["cheapest_single_gpu"]
     assert single["price_new_usd"] == cards["price_new_usd"].min()
@@ -33,7 +36,9 @@ def test_cheapest_single_gpu_is_the_cheapest_that_fits():
     assert not GPUS.filter(pl.col("gpu_id") == single["gpu_id"])["unified_memory"].item()
     g = GPUS.filter(pl.col("gpu_id") == single["gpu_id"]).row(0, named=True)
     assert (single["price_new_basis"], single["price_new_date"]) == (
-        g["price_new_basis"], str(g["price_new_date"]))
+        g["price_new_basis"],
+        str(g["price_new_date"]),
+    )
     unified = rec["smallest_unified_memory"]
     machine = GPUS.filter(pl.col("gpu_id") == unified["gpu_id"]).row(0, named=True)
     assert machine["unified_memory"] and unified["price_new_usd"] == machine["price_new_usd"]
@@ -41,13 +46,17 @@ def test_cheapest_single_gpu_is_the_cheapest_that_fits():
 
 def test_cheapest_cloud_offer_fits_and_is_on_demand():
     # gpu_prices rows (its documented columns); the fourth a fractional slice of an H100.
-    offers = pl.DataFrame({
-        "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090", "h100_sxm5_80gb"],
-        "n_gpus": [1, 1, 1, 1],
-        "tier": ["secure on-demand", "secure spot", "on-demand", "on-demand"],
-        "provider": ["p1", "p2", "p3", "p4"],
-        "price_per_instance_hour_usd": [2.99, 0.9, 0.3, 0.5],
-        "fractional": [False, False, False, True], "verified_at": ["2025-06-21"] * 4})
+    offers = pl.DataFrame(
+        {
+            "gpu_id": ["h100_sxm5_80gb", "a100_sxm4_80gb", "rtx_4090", "h100_sxm5_80gb"],
+            "n_gpus": [1, 1, 1, 1],
+            "tier": ["secure on-demand", "secure spot", "on-demand", "on-demand"],
+            "provider": ["p1", "p2", "p3", "p4"],
+            "price_per_instance_hour_usd": [2.99, 0.9, 0.3, 0.5],
+            "fractional": [False, False, False, True],
+            "verified_at": ["2025-06-21"] * 4,
+        }
+    )
     cloud = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, offers)["cheapest_cloud"]
     # The A100 is spot, the 4090 does not fit, the cheaper H100 offer is a slice of one.
     assert cloud["gpu_id"] == "h100_sxm5_80gb" and cloud["provider"] == "p1"
@@ -61,8 +70,12 @@ def test_best_format_is_the_most_faithful_that_fits():
     assert best == "IQ4_XS"
     for better in order[: order.index(best)]:
         rows = fit_over_gpus(QWEN_72B, better, 8192, "f16", "llama.cpp", GPUS)
-        assert rows.filter((pl.col("gpu_id") == "mtt_s4000_48gb")
-                           & (pl.col("n_gpus") == 1))["verdict"].item() != "fits"
+        assert (
+            rows.filter((pl.col("gpu_id") == "mtt_s4000_48gb") & (pl.col("n_gpus") == 1))[
+                "verdict"
+            ].item()
+            != "fits"
+        )
 
 
 def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
@@ -70,10 +83,14 @@ def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
     lowest-listing average, 2026-07: $305) is the lowest outlay among the cards that fit."""
     m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
     value = recommend(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)["best_value"]
-    rows = fit_over_gpus(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS) \
-        .filter(pl.col("verdict") == "fits")
-    outlays = rows.select(pl.min_horizontal("price_new_usd", "price_used_usd")
-                          * pl.col("n_gpus")).to_series().drop_nulls()
+    rows = fit_over_gpus(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS).filter(
+        pl.col("verdict") == "fits"
+    )
+    outlays = (
+        rows.select(pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus"))
+        .to_series()
+        .drop_nulls()
+    )
     assert value["hardware_usd"] == outlays.min() == 305.0
     assert value["gpu_id"] == "rtx_3080" and value["price_basis"] == "used, 305 USD (2026-07)"
 
@@ -82,6 +99,10 @@ def test_used_price_shortens_break_even():
     from sizing.estimate import Configuration, Device, Usage, estimate
 
     card = Device("rtx_3090", 24.0, False, "NVIDIA", 936.0, 71.0, 350.0, 1499.0, 1207.0)
-    r = estimate(load_arch("meta-llama/Llama-3.1-8B-Instruct"),
-                 Configuration("Q4_K_M", 8192, "f16"), card, Usage(0.22, "given", 4.0))
+    r = estimate(
+        load_arch("meta-llama/Llama-3.1-8B-Instruct"),
+        Configuration("Q4_K_M", 8192, "f16"),
+        card,
+        Usage(0.22, "given", 4.0),
+    )
     assert r.cost.break_even_months_used == pytest.approx(r.cost.break_even_months * 1207 / 1499)

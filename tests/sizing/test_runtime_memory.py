@@ -39,7 +39,8 @@ def test_offload_moves_weights_and_cache_to_host():
     half = estimate(m, Configuration("Q4_K_M", 8192, "f16", offload_frac=0.5), gpu)
     assert half.memory.weights_gpu_gib == pytest.approx(full.memory.weights_gpu_gib / 2)
     assert half.memory.offload_gib == pytest.approx(
-        full.memory.weights_gib / 2 + full.memory.kv_cache_gib / 2)
+        full.memory.weights_gib / 2 + full.memory.kv_cache_gib / 2
+    )
     assert half.speed.decode_tok_s < full.speed.decode_tok_s / 4  # host RAM is ~11x slower
 
 
@@ -51,8 +52,7 @@ def test_vllm_offload_moves_weights_only():
     m = load_arch("Qwen/Qwen3-8B")
     gpu = Device("x", 24.0, False, "NVIDIA", 1008.0, 165.0)
     full = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
-    part = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm", offload_frac=0.25),
-                    gpu)
+    part = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm", offload_frac=0.25), gpu)
     assert part.memory.kv_cache_gib == pytest.approx(full.memory.kv_cache_gib)
     assert part.memory.weights_gpu_gib == pytest.approx(full.memory.weights_gpu_gib * 0.75)
     assert part.memory.offload_gib == pytest.approx(full.memory.weights_gpu_gib * 0.25)
@@ -68,10 +68,12 @@ def test_no_bandwidth_no_speed():
 def test_tensor_parallel_replicates_few_kv_heads():
     """vLLM gives each rank max(1, kv_heads // tp) heads (vllm/config/model.py)."""
     m = load_arch("Qwen/Qwen3-30B-A3B")  # 4 KV heads
-    c4 = estimate(m, Configuration("BF16", 32768, "auto", n_gpus=4, engine="vllm"),
-                  Device("x", 80.0))
-    c8 = estimate(m, Configuration("BF16", 32768, "auto", n_gpus=8, engine="vllm"),
-                  Device("x", 80.0))
+    c4 = estimate(
+        m, Configuration("BF16", 32768, "auto", n_gpus=4, engine="vllm"), Device("x", 80.0)
+    )
+    c8 = estimate(
+        m, Configuration("BF16", 32768, "auto", n_gpus=8, engine="vllm"), Device("x", 80.0)
+    )
     assert c8.memory.kv_cache_gib == pytest.approx(c4.memory.kv_cache_gib)
     assert c8.memory.weights_gpu_gib == pytest.approx(c4.memory.weights_gpu_gib / 2)
 
@@ -88,7 +90,8 @@ def test_vllm_holds_gemma4_k_proj_twice():
     gpu = Device("x", 141.0, False, "NVIDIA", 4800.0, 989.0)
     vllm = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), gpu)
     assert vllm.memory.weights_gpu_gib * BYTES_PER_GIB == pytest.approx(
-        vllm.memory.weights_bytes + copy_bytes)
+        vllm.memory.weights_bytes + copy_bytes
+    )
     assert format_row(load_arch("Qwen/Qwen3-8B"), "BF16")["vllm_copy_bytes"] == 0
 
 
@@ -120,10 +123,12 @@ def test_prefill_takes_its_backends_share_of_the_peak():
     vulkan = estimate(m, Configuration("Q4_K_M", 8192, "f16", backend="Vulkan"), amd)
     share = {b: llama_cpp.PREFILL_FIT[b]["efficiency"] for b in ("ROCm", "Vulkan")}
     assert rocm.speed.prefill_tok_s / vulkan.speed.prefill_tok_s == pytest.approx(
-        share["ROCm"] / share["Vulkan"], rel=1e-4)
+        share["ROCm"] / share["Vulkan"], rel=1e-4
+    )
     assert rocm.speed.prefill_error_band == speed.PREFILL_HELD_OUT_ERROR["llama.cpp|ROCm"]
-    apple = estimate(m, Configuration("Q4_K_M", 8192, "f16"), Device("mac", 64.0, True,
-                                                                     "Apple", 400.0))
+    apple = estimate(
+        m, Configuration("Q4_K_M", 8192, "f16"), Device("mac", 64.0, True, "Apple", 400.0)
+    )
     assert apple.speed.prefill_tok_s is None
     assert "no published dense FP16" in apple.speed.prefill_tok_s_reason
 

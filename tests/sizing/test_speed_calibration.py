@@ -23,8 +23,11 @@ DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
 
 
 def _compared(file: str) -> pl.DataFrame:
-    raw = pl.read_csv(CATALOG_DIR / file, infer_schema_length=0) \
-        .with_row_index("row", offset=1).with_columns(pl.lit(file).alias("file"))
+    raw = (
+        pl.read_csv(CATALOG_DIR / file, infer_schema_length=0)
+        .with_row_index("row", offset=1)
+        .with_columns(pl.lit(file).alias("file"))
+    )
     return checks.predicted(checks.measurements(raw, gpu_alias_map()), load_arch)
 
 
@@ -47,8 +50,9 @@ def test_enough_measurements(rows):
     assert rows.get_column("vendor").n_unique() >= 2
 
 
-@pytest.mark.parametrize(("kind", "table"), [("decode", speed.DECODE_FIT),
-                                             ("prefill", speed.PREFILL_FIT)])
+@pytest.mark.parametrize(
+    ("kind", "table"), [("decode", speed.DECODE_FIT), ("prefill", speed.PREFILL_FIT)]
+)
 def test_published_constants_are_the_fit(rows, kind, table):
     fitted = fit(rows, kind)
     assert fitted.keys() == table.keys()
@@ -57,12 +61,10 @@ def test_published_constants_are_the_fit(rows, kind, table):
             assert fitted[key][name] == pytest.approx(value, rel=0.01), (key, name)
 
 
-@pytest.mark.parametrize(("kind", "bound"), [("decode", DECODE_BOUND),
-                                             ("prefill", PREFILL_BOUND)])
+@pytest.mark.parametrize(("kind", "bound"), [("decode", DECODE_BOUND), ("prefill", PREFILL_BOUND)])
 def test_median_error_within_bound(rows, kind, bound):
     r = rows.filter(pl.col("kind") == kind)
-    err = median_abs_relative_error(r.get_column("measured_tok_s"),
-                                    r.get_column("predicted_tok_s"))
+    err = median_abs_relative_error(r.get_column("measured_tok_s"), r.get_column("predicted_tok_s"))
     assert err <= bound, f"{kind}: median error {err:.1%} over {r.height} measurements"
 
 
@@ -72,20 +74,34 @@ def test_decode_error_on_devices_left_out_of_the_fit(held_out):
     Issue bound on all of them, runs on several GPUs included: median 10 % or less, 90th
     percentile 30 % or less; each llama.cpp backend's median within DECODE_BOUND."""
     decode = held_out.filter(pl.col("kind") == "decode").with_columns(
-        error=pl.col("held_out_error").abs(), hbm=engines.memory_class().is_not_null())
+        error=pl.col("held_out_error").abs(), hbm=engines.memory_class().is_not_null()
+    )
     with pl.Config(tbl_rows=60):
-        print(decode.group_by("engine", "backend", "hbm", "gpu_id").agg(
-            n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median())
-            .sort("engine", "backend", "hbm", "gpu_id"))
-        print(decode.group_by("engine", "backend", "hbm").agg(
-            n=pl.len(), devices=pl.col("gpu_id").n_unique(), median=pl.col("error").median(),
-            p90=pl.col("error").quantile(0.9), max=pl.col("error").max())
-            .sort("engine", "backend", "hbm"))
+        print(
+            decode.group_by("engine", "backend", "hbm", "gpu_id")
+            .agg(
+                n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median()
+            )
+            .sort("engine", "backend", "hbm", "gpu_id")
+        )
+        print(
+            decode.group_by("engine", "backend", "hbm")
+            .agg(
+                n=pl.len(),
+                devices=pl.col("gpu_id").n_unique(),
+                median=pl.col("error").median(),
+                p90=pl.col("error").quantile(0.9),
+                max=pl.col("error").max(),
+            )
+            .sort("engine", "backend", "hbm")
+        )
     err, multi = decode.get_column("error"), decode.filter(pl.col("n_gpus") > 1)["error"]
-    print(f"\ndecode held out by device: n {err.len()} on "
-          f"{decode.get_column('gpu_id').n_unique()} devices, median {err.median():.1%}, "
-          f"p90 {err.quantile(0.9):.1%}; on several GPUs n {multi.len()}, median "
-          f"{multi.median():.1%}, p90 {multi.quantile(0.9):.1%}")
+    print(
+        f"\ndecode held out by device: n {err.len()} on "
+        f"{decode.get_column('gpu_id').n_unique()} devices, median {err.median():.1%}, "
+        f"p90 {err.quantile(0.9):.1%}; on several GPUs n {multi.len()}, median "
+        f"{multi.median():.1%}, p90 {multi.quantile(0.9):.1%}"
+    )
     assert err.len() >= 500 and multi.len() >= 150
     assert err.median() <= 0.10 and err.quantile(0.9) <= 0.30
     llama = decode.filter(pl.col("engine") == "llama.cpp")
@@ -129,27 +145,40 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
     from sizing import engines
 
     vllm = rows.filter(pl.col("engine") == "vllm")
-    weights = pl.when(pl.col("weight_format").is_in(speed.UNQUANTIZED)) \
-        .then(pl.lit("16-bit")).otherwise(pl.col("weight_format")).alias("weights")
+    weights = (
+        pl.when(pl.col("weight_format").is_in(speed.UNQUANTIZED))
+        .then(pl.lit("16-bit"))
+        .otherwise(pl.col("weight_format"))
+        .alias("weights")
+    )
 
     def errors(by: pl.Expr | None, runs: pl.DataFrame) -> pl.DataFrame:
         if by is None:  # predicted with the fit of all the fitted runs
             e = checks.refit(runs, "decode", fit(vllm, "decode")["vllm"]).with_columns(
-                held_out_error=pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1)
+                held_out_error=pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1
+            )
         else:
             e = checks.held_out_errors(runs, by).filter(pl.col("kind") == "decode")
         return e.with_columns(weights, error=pl.col("held_out_error").abs())
 
-    ways = {"in sample": (None, vllm.filter(pl.col("kind") == "decode")),
-            "held out by device": (pl.col("gpu_id"), vllm),
-            "held out by source": (checks.SOURCE, vllm)}
+    ways = {
+        "in sample": (None, vllm.filter(pl.col("kind") == "decode")),
+        "held out by device": (pl.col("gpu_id"), vllm),
+        "held out by source": (checks.SOURCE, vllm),
+    }
     split = {how: errors(*way) for how, way in ways.items()}
     for how, e in split.items():
         with pl.Config(tbl_rows=20):
             print(f"\nvLLM decode, {how}:")
-            print(e.group_by("gpu_id", "weights").agg(
-                n=pl.len(), median=pl.col("error").median(),
-                bias=pl.col("held_out_error").median()).sort("gpu_id", "weights"))
+            print(
+                e.group_by("gpu_id", "weights")
+                .agg(
+                    n=pl.len(),
+                    median=pl.col("error").median(),
+                    bias=pl.col("held_out_error").median(),
+                )
+                .sort("gpu_id", "weights")
+            )
     monkeypatch.setattr(engines, "DECODE_SPLIT_ENGINES", ())
     single = {how: errors(*way) for how, way in ways.items()}
     quantized = pl.col("weights") != "16-bit"
@@ -157,10 +186,12 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
         s, o = split[how].get_column("error"), single[how].get_column("error")
         sq = split[how].filter(quantized).get_column("error")
         oq = single[how].filter(quantized).get_column("error")
-        print(f"vLLM decode {how}, n {s.len()}: per kind median {s.median():.1%}"
-              f" p90 {s.quantile(0.9):.1%}; one efficiency median {o.median():.1%}"
-              f" p90 {o.quantile(0.9):.1%}; the {sq.len()} quantized runs: per kind median "
-              f"{sq.median():.1%}, one efficiency {oq.median():.1%}")
+        print(
+            f"vLLM decode {how}, n {s.len()}: per kind median {s.median():.1%}"
+            f" p90 {s.quantile(0.9):.1%}; one efficiency median {o.median():.1%}"
+            f" p90 {o.quantile(0.9):.1%}; the {sq.len()} quantized runs: per kind median "
+            f"{sq.median():.1%}, one efficiency {oq.median():.1%}"
+        )
         assert s.len() == o.len() >= 6
         # The split is for the quantized runs: it must predict them better, both ways out.
         pass  # TMP
@@ -172,9 +203,11 @@ def test_published_error_bands_are_the_held_out_errors(held_out):
     median held-out error of the runs its fit (engine, backend and memory class; or the
     engine pooled) gives the figures of."""
     errors = held_out.filter(pl.col("kind") == "decode").with_columns(
-        error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.DECODE_FIT))
-    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) \
-        | dict(errors.group_by("engine").agg(pl.col("error").median()).iter_rows())
+        error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.DECODE_FIT)
+    )
+    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
+        errors.group_by("engine").agg(pl.col("error").median()).iter_rows()
+    )
     assert set(speed.DECODE_HELD_OUT_ERROR) == set(measured)
     for key, band in speed.DECODE_HELD_OUT_ERROR.items():
         assert band == pytest.approx(measured[key], abs=0.001), key
@@ -191,14 +224,23 @@ def test_every_speed_says_what_it_rests_on():
 
     def device(gpu_id: str) -> Device:
         g = gpus[gpu_id]
-        return Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-                      g["fp16_dense_tflops"])
+        return Device(
+            g["gpu_id"],
+            g["memory_gib"],
+            False,
+            g["vendor"],
+            g["bandwidth_gb_s"],
+            g["fp16_dense_tflops"],
+        )
 
     mtt = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("mtt_s4000_48gb"))
     assert (mtt.speed.speed_basis, mtt.speed.decode_error_band) == (
-        "transferred", speed.DECODE_HELD_OUT_ERROR["llama.cpp"])
-    small = estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16"),
-                     device("rtx_4090"))
+        "transferred",
+        speed.DECODE_HELD_OUT_ERROR["llama.cpp"],
+    )
+    small = estimate(
+        load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16"), device("rtx_4090")
+    )
     assert small.speed.speed_basis == "calibrated" and small.speed.decode_tok_s > 0
     big = estimate(m, Configuration("Q4_K_M", 8192, "f16"), device("rtx_4090"))
     assert big.memory.verdict == "exceeds"
@@ -214,14 +256,19 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
     about 214 prompt and 92 output tokens, so the running context is about 306 tokens."""
     from sizing.estimate import Configuration, Device, estimate
 
-    raw = pl.read_csv(CATALOG_DIR / checks.MEASUREMENT_FILES[0], infer_schema_length=0) \
-        .filter((pl.col("test") == "serve_output_throughput")
-                & pl.col("notes").str.contains("Mean TPOT"))
+    raw = pl.read_csv(CATALOG_DIR / checks.MEASUREMENT_FILES[0], infer_schema_length=0).filter(
+        (pl.col("test") == "serve_output_throughput") & pl.col("notes").str.contains("Mean TPOT")
+    )
     phi4 = load_arch("microsoft/phi-4")
-    gpu = load_gpus().filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell") \
-        .row(0, named=True)
-    device = Device(gpu["gpu_id"], gpu["memory_gib"], False, gpu["vendor"],
-                    gpu["bandwidth_gb_s"], gpu["fp16_dense_tflops"])
+    gpu = load_gpus().filter(pl.col("gpu_id") == "rtx_pro_6000_blackwell").row(0, named=True)
+    device = Device(
+        gpu["gpu_id"],
+        gpu["memory_gib"],
+        False,
+        gpu["vendor"],
+        gpu["bandwidth_gb_s"],
+        gpu["fp16_dense_tflops"],
+    )
     errors = []
     for row in raw.iter_rows(named=True):
         batch = int(row["batch"].rsplit(" ", 1)[1])
@@ -234,9 +281,16 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
 
 def _by_subset(r: pl.DataFrame) -> pl.DataFrame:
     """Held-out decode errors by vendor, backend, dense or MoE, and GPU count."""
-    return r.group_by("vendor", "backend", "moe", "n_gpus").agg(
-        n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
-        p90=pl.col("error").quantile(0.9)).sort("vendor", "backend", "moe", "n_gpus")
+    return (
+        r.group_by("vendor", "backend", "moe", "n_gpus")
+        .agg(
+            n=pl.len(),
+            median=pl.col("error").median(),
+            bias=pl.col("held_out_error").median(),
+            p90=pl.col("error").quantile(0.9),
+        )
+        .sort("vendor", "backend", "moe", "n_gpus")
+    )
 
 
 def test_decode_error_on_sources_left_out_of_the_fit(rows):
@@ -244,25 +298,43 @@ def test_decode_error_on_sources_left_out_of_the_fit(rows):
     by subset. What the ROCm and Vulkan builds miss most (predicted too fast) is decoding at
     a running context of 2,048 tokens or more with flash attention off, a configuration
     the estimate does not size (its launch command sets `-fa on`)."""
-    r = checks.held_out_errors(rows, checks.SOURCE).filter(pl.col("kind") == "decode") \
-        .with_columns(error=pl.col("held_out_error").abs(), moe=pl.col("n_experts") > 0,
-                      fa=pl.col("flash_attn").str.starts_with("1"),
-                      long=pl.col("context") >= 2048, source=checks.SOURCE)
+    r = (
+        checks.held_out_errors(rows, checks.SOURCE)
+        .filter(pl.col("kind") == "decode")
+        .with_columns(
+            error=pl.col("held_out_error").abs(),
+            moe=pl.col("n_experts") > 0,
+            fa=pl.col("flash_attn").str.starts_with("1"),
+            long=pl.col("context") >= 2048,
+            source=checks.SOURCE,
+        )
+    )
     with pl.Config(tbl_rows=40, fmt_str_lengths=60):
-        print(r.group_by("source").agg(
-            n=pl.len(), median=pl.col("error").median(), bias=pl.col("held_out_error").median(),
-            p90=pl.col("error").quantile(0.9)).sort("n", descending=True))
+        print(
+            r.group_by("source")
+            .agg(
+                n=pl.len(),
+                median=pl.col("error").median(),
+                bias=pl.col("held_out_error").median(),
+                p90=pl.col("error").quantile(0.9),
+            )
+            .sort("n", descending=True)
+        )
         print(_by_subset(r))
     err = r.get_column("error")
-    print(f"\ndecode held out by source: n {err.len()}, median {err.median():.1%}, "
-          f"p90 {err.quantile(0.9):.1%}")
+    print(
+        f"\ndecode held out by source: n {err.len()}, median {err.median():.1%}, "
+        f"p90 {err.quantile(0.9):.1%}"
+    )
     assert err.median() <= DECODE_BOUND
     off_cuda = r.filter(pl.col("backend").is_in(["ROCm", "Vulkan"]))
     no_fa_long = off_cuda.filter(~pl.col("fa") & pl.col("long")).get_column("held_out_error")
     sized = off_cuda.filter(pl.col("fa") | ~pl.col("long")).get_column("error")
-    print(f"ROCm and Vulkan, flash attention off, context >= 2048: n {no_fa_long.len()}, "
-          f"bias {no_fa_long.median():+.0%}; the rest n {sized.len()}, median "
-          f"{sized.median():.1%}")
+    print(
+        f"ROCm and Vulkan, flash attention off, context >= 2048: n {no_fa_long.len()}, "
+        f"bias {no_fa_long.median():+.0%}; the rest n {sized.len()}, median "
+        f"{sized.median():.1%}"
+    )
     assert sized.median() <= DECODE_BOUND and no_fa_long.median() > 0
 
 
@@ -271,32 +343,48 @@ def test_decode_fitted_on_the_first_gathering_predicts_the_later_ones(rows):
     runs) predict every decode run gathered later (speed_measurements_more.csv: longer
     contexts, 2 to 8 GPUs, ROCm and Vulkan MoE runs, more HBM cards), printed by subset."""
     later = checks.MEASUREMENT_FILES[1]
-    r = checks.held_out_errors(rows.filter(pl.col("kind") == "decode"), pl.col("file")) \
-        .filter(pl.col("file") == later).with_columns(
-            error=pl.col("held_out_error").abs(), moe=pl.col("n_experts") > 0)
+    r = (
+        checks.held_out_errors(rows.filter(pl.col("kind") == "decode"), pl.col("file"))
+        .filter(pl.col("file") == later)
+        .with_columns(error=pl.col("held_out_error").abs(), moe=pl.col("n_experts") > 0)
+    )
     with pl.Config(tbl_rows=40):
         print(_by_subset(r))
     err = r.get_column("error")
-    print(f"\ndecode of the later gathering from the first one's fit: n {err.len()}, "
-          f"median {err.median():.1%}, p90 {err.quantile(0.9):.1%}")
+    print(
+        f"\ndecode of the later gathering from the first one's fit: n {err.len()}, "
+        f"median {err.median():.1%}, p90 {err.quantile(0.9):.1%}"
+    )
     assert err.len() >= 400 and err.median() <= 0.10 and err.quantile(0.9) <= 0.35
 
 
 def test_prefill_error_on_devices_left_out_of_the_fit(held_out):
     """Each GPU's prefill measurements predicted with the constants fitted without it.
     Issue bound for llama.cpp on NVIDIA: median 20 % or less, 90th percentile 60 % or less."""
-    e = held_out.filter(pl.col("kind") == "prefill", pl.col("engine") == "llama.cpp",
-                        pl.col("vendor") == "NVIDIA")
+    e = held_out.filter(
+        pl.col("kind") == "prefill", pl.col("engine") == "llama.cpp", pl.col("vendor") == "NVIDIA"
+    )
     with pl.Config(tbl_rows=40):
-        print(e.group_by("gpu_id").agg(n=pl.len(), bias=pl.col("held_out_error").median())
-              .sort("bias"))
-        print(e.group_by("n_gpus").agg(n=pl.len(), bias=pl.col("held_out_error").median(),
-                                        median=pl.col("held_out_error").abs().median())
-              .sort("n_gpus"))
+        print(
+            e.group_by("gpu_id")
+            .agg(n=pl.len(), bias=pl.col("held_out_error").median())
+            .sort("bias")
+        )
+        print(
+            e.group_by("n_gpus")
+            .agg(
+                n=pl.len(),
+                bias=pl.col("held_out_error").median(),
+                median=pl.col("held_out_error").abs().median(),
+            )
+            .sort("n_gpus")
+        )
     err = e.get_column("held_out_error").abs()
-    print(f"\nllama.cpp NVIDIA prefill, {err.len()} measurements on "
-          f"{e.get_column('gpu_id').n_unique()} GPUs held out one GPU at a time: median "
-          f"{err.median():.1%}, p90 {err.quantile(0.9):.1%}")
+    print(
+        f"\nllama.cpp NVIDIA prefill, {err.len()} measurements on "
+        f"{e.get_column('gpu_id').n_unique()} GPUs held out one GPU at a time: median "
+        f"{err.median():.1%}, p90 {err.quantile(0.9):.1%}"
+    )
     assert err.median() <= 0.20 and err.quantile(0.9) <= 0.60
 
 
@@ -307,9 +395,13 @@ def test_prefill_error_on_devices_left_out_of_the_fit(held_out):
 # (RDNA 3.5, 15 % and 10 % of its peak) and the discrete cards (RTX 3090 on Vulkan 47 %,
 # Radeon W7900 and RX 7900 XTX on ROCm 31-33 %, the MI300X 1.3 %) share a fit: each is far
 # off from the others; vLLM 22.2 % / 39.0 % on 3.
-PREFILL_BACKEND_BOUNDS = {"llama.cpp CUDA": (0.18, 0.58), "llama.cpp Metal": (0.27, 0.39),
-                          "llama.cpp ROCm": (0.70, 9.5), "llama.cpp Vulkan": (1.55, 3.1),
-                          "vllm CUDA": (0.23, 0.40)}
+PREFILL_BACKEND_BOUNDS = {
+    "llama.cpp CUDA": (0.18, 0.58),
+    "llama.cpp Metal": (0.27, 0.39),
+    "llama.cpp ROCm": (0.70, 9.5),
+    "llama.cpp Vulkan": (1.55, 3.1),
+    "vllm CUDA": (0.23, 0.40),
+}
 
 
 def test_prefill_error_per_backend_on_devices_left_out_of_the_fit(held_out):
@@ -318,17 +410,23 @@ def test_prefill_error_per_backend_on_devices_left_out_of_the_fit(held_out):
     per fit and GPU; median and 90th percentile within the bounds measured."""
     e = held_out.filter(pl.col("kind") == "prefill").with_columns(
         error=pl.col("held_out_error").abs(),
-        fit=pl.concat_str(["engine", "backend"], separator=" "))
+        fit=pl.concat_str(["engine", "backend"], separator=" "),
+    )
     with pl.Config(tbl_rows=40):
-        print(e.group_by("fit", "gpu_id").agg(n=pl.len(), bias=pl.col("held_out_error").median())
-              .sort("fit", "gpu_id"))
+        print(
+            e.group_by("fit", "gpu_id")
+            .agg(n=pl.len(), bias=pl.col("held_out_error").median())
+            .sort("fit", "gpu_id")
+        )
     measured = {}
     for (name,), r in e.group_by("fit"):
         err = r.get_column("error")
         measured[name] = (err.median(), err.quantile(0.9))
-        print(f"{name} prefill held out by GPU: n {err.len()} on "
-              f"{r.get_column('gpu_id').n_unique()} GPUs, median {err.median():.1%}, "
-              f"p90 {err.quantile(0.9):.1%}")
+        print(
+            f"{name} prefill held out by GPU: n {err.len()} on "
+            f"{r.get_column('gpu_id').n_unique()} GPUs, median {err.median():.1%}, "
+            f"p90 {err.quantile(0.9):.1%}"
+        )
     assert set(measured) == set(PREFILL_BACKEND_BOUNDS)
     for name, (median, p90) in PREFILL_BACKEND_BOUNDS.items():
         assert measured[name][0] <= median and measured[name][1] <= p90, name
@@ -339,9 +437,11 @@ def test_published_prefill_error_bands_are_the_held_out_errors(held_out):
     median held-out error of the runs its fit (engine and backend, or the engine pooled)
     gives the figures of."""
     errors = held_out.filter(pl.col("kind") == "prefill").with_columns(
-        error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.PREFILL_FIT))
-    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) \
-        | dict(errors.group_by("engine").agg(pl.col("error").median()).iter_rows())
+        error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.PREFILL_FIT)
+    )
+    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
+        errors.group_by("engine").agg(pl.col("error").median()).iter_rows()
+    )
     assert set(speed.PREFILL_HELD_OUT_ERROR) == set(measured)
     for key, band in speed.PREFILL_HELD_OUT_ERROR.items():
         assert band == pytest.approx(measured[key], abs=0.001), key
@@ -350,8 +450,10 @@ def test_published_prefill_error_bands_are_the_held_out_errors(held_out):
 def test_prefill_fits_cover_the_backends_decode_fits_do():
     """One `speed_basis` describes both figures of a row: every backend with a decode fit
     of its own has a prefill fit of its own and the reverse (memory classes aside)."""
+
     def backends(table: dict) -> set[str]:
         return {"|".join(k.split("|")[:2]) for k in table}
+
     assert backends(speed.DECODE_FIT) == backends(speed.PREFILL_FIT)
 
 
@@ -366,15 +468,25 @@ def test_backend_picks_its_own_fit():
 
     def device(gpu_id: str) -> Device:
         g = gpus[gpu_id]
-        return Device(g["gpu_id"], g["memory_gib"], False, g["vendor"], g["bandwidth_gb_s"],
-                      g["fp16_dense_tflops"])
+        return Device(
+            g["gpu_id"],
+            g["memory_gib"],
+            False,
+            g["vendor"],
+            g["bandwidth_gb_s"],
+            g["fp16_dense_tflops"],
+        )
 
     m = load_arch("Qwen/Qwen3-8B")
     rocm = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device("rx_7900_xtx"))
-    vulkan = estimate(m, Configuration("Q4_K_M", 4096, "f16", backend="Vulkan"),
-                      device("rx_7900_xtx"))
+    vulkan = estimate(
+        m, Configuration("Q4_K_M", 4096, "f16", backend="Vulkan"), device("rx_7900_xtx")
+    )
     assert (rocm.speed.backend, rocm.speed.speed_fit, rocm.speed.speed_basis) == (
-        "ROCm", "llama.cpp ROCm", "calibrated")
+        "ROCm",
+        "llama.cpp ROCm",
+        "calibrated",
+    )
     assert (vulkan.speed.backend, vulkan.speed.speed_fit) == ("Vulkan", "llama.cpp Vulkan")
     assert vulkan.launch.build == llama_cpp.BUILDS["Vulkan"]
     # Vulkan's smaller per-layer overhead: a small model decodes faster than on ROCm.
@@ -383,14 +495,18 @@ def test_backend_picks_its_own_fit():
     assert step["ROCm"] - step["Vulkan"] == pytest.approx(
         m.n_layers * (fits["ROCm"]["layer_seconds"] - fits["Vulkan"]["layer_seconds"])
         + (step["ROCm"] - m.n_layers * fits["ROCm"]["layer_seconds"])
-        * (1 - fits["ROCm"]["efficiency"] / fits["Vulkan"]["efficiency"]), rel=1e-3)
+        * (1 - fits["ROCm"]["efficiency"] / fits["Vulkan"]["efficiency"]),
+        rel=1e-3,
+    )
     with pytest.raises(InvalidConfiguration, match="Metal backend runs on Apple"):
-        estimate(m, Configuration("Q4_K_M", 4096, "f16", backend="Metal"),
-                 device("rx_7900_xtx"))
+        estimate(m, Configuration("Q4_K_M", 4096, "f16", backend="Metal"), device("rx_7900_xtx"))
     arc = next(g for g, r in gpus.items() if r["vendor"] == "Intel" and r["bandwidth_gb_s"])
     sycl = estimate(m, Configuration("Q4_K_M", 4096, "f16"), device(arc))
     assert (sycl.speed.backend, sycl.speed.speed_basis, sycl.speed.speed_fit) == (
-        "SYCL", "transferred", "llama.cpp pooled")
+        "SYCL",
+        "transferred",
+        "llama.cpp pooled",
+    )
     # Prefill likewise: ROCm's own fit on the Radeon; on SYCL the pooled one, given a peak
     # (the catalog has none for the Arc: a stand-in of 100 TFLOPS here), else none.
     assert rocm.speed.prefill_error_band == speed.PREFILL_HELD_OUT_ERROR["llama.cpp|ROCm"]
@@ -411,14 +527,26 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     from sizing.engines import vllm
     from sizing.estimate import Configuration, Device, estimate
 
-    tp = held_out.filter(pl.col("kind") == "decode", pl.col("engine") == "vllm",
-                         pl.col("n_gpus") > 1).with_columns(
-        error=pl.col("held_out_error").abs())
+    tp = held_out.filter(
+        pl.col("kind") == "decode", pl.col("engine") == "vllm", pl.col("n_gpus") > 1
+    ).with_columns(error=pl.col("held_out_error").abs())
     with pl.Config(tbl_rows=10):
-        print(tp.select("gpu_id", "n_gpus", "model", "fmt", "batch", "measured_tok_s",
-                        "held_out_tok_s", "held_out_error"))
-    print(f"\nvLLM tensor-parallel decode, {tp.height} runs held out by device: median "
-          f"{tp.get_column('error').median():.1%}, max {tp.get_column('error').max():.1%}")
+        print(
+            tp.select(
+                "gpu_id",
+                "n_gpus",
+                "model",
+                "fmt",
+                "batch",
+                "measured_tok_s",
+                "held_out_tok_s",
+                "held_out_error",
+            )
+        )
+    print(
+        f"\nvLLM tensor-parallel decode, {tp.height} runs held out by device: median "
+        f"{tp.get_column('error').median():.1%}, max {tp.get_column('error').max():.1%}"
+    )
     assert tp.height >= 6 and tp.get_column("error").median() <= DECODE_BOUND
 
     gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
@@ -449,12 +577,16 @@ def test_the_published_checks_hold_every_measurement_once():
     models = SNAPSHOT / "hub" / "models"
     known = {p.parent.relative_to(models).as_posix() for p in models.glob("*/*/config.json")}
     df = checks.speed_check_frame(CATALOG_DIR, load_arch, known)
-    n = {f: pl.read_csv(CATALOG_DIR / f, infer_schema_length=0).height
-         for f in checks.MEASUREMENT_FILES}
-    assert df.group_by("file").agg(pl.col("row").n_unique(), pl.len()).sort("file").rows() \
-        == [(f, k, k) for f, k in sorted(n.items())]
-    no_roofline = df.filter(pl.col("not_compared")
-                            == "no published dense FP16 tensor throughput for the GPU")
+    n = {
+        f: pl.read_csv(CATALOG_DIR / f, infer_schema_length=0).height
+        for f in checks.MEASUREMENT_FILES
+    }
+    assert df.group_by("file").agg(pl.col("row").n_unique(), pl.len()).sort("file").rows() == [
+        (f, k, k) for f, k in sorted(n.items())
+    ]
+    no_roofline = df.filter(
+        pl.col("not_compared") == "no published dense FP16 tensor throughput for the GPU"
+    )
     assert no_roofline.height > 0 and set(no_roofline.get_column("kind")) == {"prefill"}
     assert no_roofline.get_column("predicted_tok_s").is_null().all()
     # Every backend has a fit (its own or the engine's pooled one): each compared run has
@@ -462,7 +594,8 @@ def test_the_published_checks_hold_every_measurement_once():
     compared = df.filter(pl.col("not_compared").is_null())
     assert compared.get_column("predicted_tok_s").null_count() == 0
     assert {"ROCm", "Vulkan", "Metal"} <= set(
-        compared.filter(pl.col("kind") == "prefill").get_column("backend"))
+        compared.filter(pl.col("kind") == "prefill").get_column("backend")
+    )
 
 
 def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
@@ -476,10 +609,10 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
     from sizing.engines import llama_cpp
     from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
 
-    assert row_split_sync_seconds(rows) == pytest.approx(llama_cpp.ROW_SPLIT_SYNC_SECONDS,
-                                                         rel=0.01)
+    assert row_split_sync_seconds(rows) == pytest.approx(llama_cpp.ROW_SPLIT_SYNC_SECONDS, rel=0.01)
     runs = rows.filter(pl.col("kind") == "decode", row_split_runs()).with_columns(
-        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1)
+        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1
+    )
     print(runs.select("gpu_id", "n_gpus", "test", "measured_tok_s", "predicted_tok_s", "error"))
     assert runs.height >= 3 and runs.get_column("error").abs().max() <= 0.10
 
@@ -497,9 +630,13 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
     assert row.speed.speed_fit.endswith(llama_cpp.ROW_SPLIT_RIG)
     assert row.speed.prefill_tok_s is None and "row split" in row.speed.prefill_tok_s_reason
     assert "-sm row" in row.launch.llama_cpp and "-sm" not in layer.launch.llama_cpp
-    one = estimate(m, Configuration("Q4_K_M", 8192, "f16", split_mode="row"),
-                   Device("x", 200.0, False, "NVIDIA", 1008.0, 165.2))
+    one = estimate(
+        m,
+        Configuration("Q4_K_M", 8192, "f16", split_mode="row"),
+        Device("x", 200.0, False, "NVIDIA", 1008.0, 165.2),
+    )
     assert one.speed.speed_basis == "calibrated"  # one GPU: nothing is split
     with pytest.raises(InvalidConfiguration, match="llama.cpp's option"):
-        estimate(m, Configuration("BF16", 8192, "auto", n_gpus=4, engine="vllm",
-                                  split_mode="row"), d)
+        estimate(
+            m, Configuration("BF16", 8192, "auto", n_gpus=4, engine="vllm", split_mode="row"), d
+        )

@@ -20,23 +20,39 @@ def _gpu(bandwidth: float, tflops: float = 165.0) -> Device:
 
 
 def _dense(layers: int, hidden: int, ffn: int) -> dict:
-    return {"model_type": "llama", "hidden_size": hidden, "num_hidden_layers": layers,
-            "num_attention_heads": hidden // 128, "num_key_value_heads": 8,
-            "intermediate_size": ffn, "vocab_size": 32000, "max_position_embeddings": 32768,
-            "tie_word_embeddings": False}
+    return {
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": hidden // 128,
+        "num_key_value_heads": 8,
+        "intermediate_size": ffn,
+        "vocab_size": 32000,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+    }
 
 
 @settings(max_examples=40, deadline=None)
-@given(bw=st.floats(100, 8000), factor=st.floats(1.01, 4), ctx=st.integers(1, 32768),
-       batch=st.integers(1, 64), prompt=st.integers(1, 32000))
+@given(
+    bw=st.floats(100, 8000),
+    factor=st.floats(1.01, 4),
+    ctx=st.integers(1, 32768),
+    batch=st.integers(1, 64),
+    prompt=st.integers(1, 32000),
+)
 def test_monotone(bw, factor, ctx, batch, prompt):
     m = parse_config(_dense(32, 4096, 14336), "dense-8b")
     c = Configuration("Q4_K_M", ctx, "f16", batch, prompt_tokens=prompt)
     longer = Configuration("Q4_K_M", ctx, "f16", batch, prompt_tokens=min(2 * prompt, 64000))
     # One evaluation of the three (each valid: the test GPU holds any of them).
-    slow, fast, slow_longer = estimate_many([(m, c, _gpu(bw), Usage()),
-                                             (m, c, _gpu(bw * factor), Usage()),
-                                             (m, longer, _gpu(bw), Usage())])
+    slow, fast, slow_longer = estimate_many(
+        [
+            (m, c, _gpu(bw), Usage()),
+            (m, c, _gpu(bw * factor), Usage()),
+            (m, longer, _gpu(bw), Usage()),
+        ]
+    )
     assert fast.speed.decode_tok_s >= slow.speed.decode_tok_s
     assert slow_longer.speed.ttft_ms >= slow.speed.ttft_ms
 
@@ -45,8 +61,12 @@ def test_monotone(bw, factor, ctx, batch, prompt):
 @given(ffn=st.integers(8, 64).map(lambda k: k * 256), extra=st.integers(1, 32))
 def test_more_active_parameters_never_decode_faster(ffn, extra):
     c = Configuration("Q8_0", 4096, "f16")
-    small, large = estimate_many([(parse_config(_dense(32, 4096, f), n), c, _gpu(1000), Usage())
-                                  for f, n in ((ffn, "a"), (ffn + extra * 256, "b"))])
+    small, large = estimate_many(
+        [
+            (parse_config(_dense(32, 4096, f), n), c, _gpu(1000), Usage())
+            for f, n in ((ffn, "a"), (ffn + extra * 256, "b"))
+        ]
+    )
     assert large.speed.decode_tok_s <= small.speed.decode_tok_s
 
 
@@ -60,13 +80,20 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
     251.6 tok/s for Qwen3-30B-A3B Q4_K_M in data/catalogs/speed_measurements.csv)."""
     c = Configuration("Q4_K_M", 4096, "f16")
     moe_arch, dense_arch = load_arch("Qwen/Qwen3-30B-A3B"), load_arch("Qwen/Qwen3-32B")
-    speedup = (estimate(moe_arch, c, _gpu(bandwidth)).speed.decode_tok_s
-               / estimate(dense_arch, c, _gpu(bandwidth)).speed.decode_tok_s)
-    moe, dense = format_row(moe_arch, "Q4_K_M", gguf=True), format_row(dense_arch, "Q4_K_M",
-                                                                        gguf=True)
+    speedup = (
+        estimate(moe_arch, c, _gpu(bandwidth)).speed.decode_tok_s
+        / estimate(dense_arch, c, _gpu(bandwidth)).speed.decode_tok_s
+    )
+    moe, dense = (
+        format_row(moe_arch, "Q4_K_M", gguf=True),
+        format_row(dense_arch, "Q4_K_M", gguf=True),
+    )
     bytes_ratio = (dense["weights_bytes"] - dense["input_embd_bytes"]) / (
-        moe["weights_bytes"] - moe["input_embd_bytes"] - moe["expert_bytes"]
-        + moe["expert_bytes"] * 8 / 128)
+        moe["weights_bytes"]
+        - moe["input_embd_bytes"]
+        - moe["expert_bytes"]
+        + moe["expert_bytes"] * 8 / 128
+    )
     assert low * bytes_ratio <= speedup <= bytes_ratio
 
 
@@ -80,10 +107,12 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
     from sizing.speed import attention_flops
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
-        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
+        "engine": "vllm",
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+    }
     p = 8192
-    pairs = sum(43 * min(t, 128) + 21 * min(512, t // 4) + 20 * (t // 128)
-                for t in range(1, p + 1))
+    pairs = sum(43 * min(t, 128) + 21 * min(512, t // 4) + 20 * (t // 128) for t in range(1, p + 1))
     indexer = sum(21 * (t // 4) for t in range(1, p + 1)) * 2 * 64 * 128
     expected = 4 * 64 * 512 * pairs + indexer
     ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
@@ -97,13 +126,22 @@ def test_deepseek_v4_decode_reads_only_the_picked_entries():
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
-        "engine": "llama.cpp", "vendor": "NVIDIA", "backend": "CUDA", "context": 1_048_576,
+        "engine": "llama.cpp",
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+        "context": 1_048_576,
         "kv_dtype": "f16",
-        "batch": 1, "max_num_batched_tokens": 2048}
-    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        "batch": 1,
+        "max_num_batched_tokens": 2048,
+    }
+    df = (
+        pl.DataFrame([row])
+        .with_columns(kv_bytes_per_element_column())
         .with_columns(kv_cell_bytes_columns())
-    held, read = df.select(kv_cache_bytes().alias("held"),
-                           kv_bytes_read_per_step().alias("read")).row(0)
+    )
+    held, read = df.select(
+        kv_cache_bytes().alias("held"), kv_bytes_read_per_step().alias("read")
+    ).row(0)
     assert held - read == 21 * 512 * (1_048_576 // 4 - 512) * 2
 
 
@@ -114,11 +152,13 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
     from sizing.speed import attention_flops
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
-        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
+        "engine": "vllm",
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+    }
     p = 8192
     pairs = sum(min(t, 2048) for t in range(1, p + 1))
-    expected = 61 * (2 * 128 * (192 + 128) * pairs
-                     + sum(range(1, p + 1)) * 2 * 64 * 128)
+    expected = 61 * (2 * 128 * (192 + 128) * pairs + sum(range(1, p + 1)) * 2 * 64 * 128)
     ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
     assert ours == pytest.approx(expected, rel=0.01)
 
@@ -130,13 +170,22 @@ def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     from sizing.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
-        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA", "context": 131072,
+        "engine": "vllm",
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+        "context": 131072,
         "kv_dtype": "fp8",
-        "batch": 1, "max_num_batched_tokens": 2048}
-    df = pl.DataFrame([row]).with_columns(kv_bytes_per_element_column()) \
+        "batch": 1,
+        "max_num_batched_tokens": 2048,
+    }
+    df = (
+        pl.DataFrame([row])
+        .with_columns(kv_bytes_per_element_column())
         .with_columns(kv_cell_bytes_columns())
-    assert df.select(kv_bytes_read_per_step()).item() \
-        == pytest.approx(61 * (132 * 131072 + 656 * 2048))
+    )
+    assert df.select(kv_bytes_read_per_step()).item() == pytest.approx(
+        61 * (132 * 131072 + 656 * 2048)
+    )
 
 
 def test_chunked_attention_prefill_counts_each_query_like_the_reference():
@@ -145,12 +194,19 @@ def test_chunked_attention_prefill_counts_each_query_like_the_reference():
     from sizing.speed import attention_flops
 
     row = model_row(load_arch("meta-llama/Llama-4-Scout-17B-16E-Instruct")) | {
-        "engine": "vllm", "vendor": "NVIDIA", "backend": "CUDA"}
+        "engine": "vllm",
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+    }
     p = 32768
     chunked = sum((t - 1) % 8192 + 1 for t in range(1, p + 1))
     full = sum(range(1, p + 1))
     heads, width = row["n_heads"], row["attn_head_dim"]
-    expected = 4 * heads * width * (row["n_window_layers"] * chunked
-                                    + row["n_full_attention_layers"] * full)
+    expected = (
+        4
+        * heads
+        * width
+        * (row["n_window_layers"] * chunked + row["n_full_attention_layers"] * full)
+    )
     ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
     assert ours == pytest.approx(expected, rel=0.01)

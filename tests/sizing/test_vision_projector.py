@@ -25,10 +25,12 @@ CARD = Device("test_24gb", 24.0, vendor="NVIDIA", bandwidth_gb_s=1000.0)
 def _published_range(row: dict) -> tuple[float, float]:
     """The file's size in bytes, as a range for the unit and rounding it was printed in."""
     value = float(row["size_value"])
-    return {"B": (value, value),
-            "GB": ((value - 0.0005) * 1e9, (value + 0.0005) * 1e9),
-            # a listing's "858M": binary units rounded up (ls -h)
-            "MiB": ((value - 1) * 2**20, value * 2**20)}[row["size_unit"]]
+    return {
+        "B": (value, value),
+        "GB": ((value - 0.0005) * 1e9, (value + 0.0005) * 1e9),
+        # a listing's "858M": binary units rounded up (ls -h)
+        "MiB": ((value - 1) * 2**20, value * 2**20),
+    }[row["size_unit"]]
 
 
 def test_mmproj_files_match_the_published_sizes():
@@ -40,8 +42,10 @@ def test_mmproj_files_match_the_published_sizes():
         low, high = _published_range(r)
         assert low - HEADER_BYTES <= ours <= high, (r["mmproj_file"], ours, low, high)
         errors.append(ours / ((low + high) / 2) - 1)
-        print(f"{r['mmproj_file']}: {ours:,} tensor bytes, published {r['size_value']} "
-              f"{r['size_unit']} ({errors[-1]:+.4%})")
+        print(
+            f"{r['mmproj_file']}: {ours:,} tensor bytes, published {r['size_value']} "
+            f"{r['size_unit']} ({errors[-1]:+.4%})"
+        )
     print(f"n={len(errors)}, max |error| {max(map(abs, errors)):.4%}")
 
 
@@ -87,27 +91,40 @@ def test_the_estimate_adds_the_projector_before_the_verdict():
     assert "--mmproj" in both.launch.llama_cpp and "issue #44" in both.projector.basis
     # a card the text model fits and the projector tips over
     reserved = CARD.memory_gib - alone.memory.usable_gib
-    tight = Device("tight", alone.memory.total_gib + reserved + added / 2, vendor="NVIDIA",
-                   bandwidth_gb_s=1000.0)
+    tight = Device(
+        "tight",
+        alone.memory.total_gib + reserved + added / 2,
+        vendor="NVIDIA",
+        bandwidth_gb_s=1000.0,
+    )
     assert estimate(m, Configuration("Q4_K_M", 8192, "f16"), tight).memory.verdict != "exceeds"
-    assert estimate(m, Configuration("Q4_K_M", 8192, "f16", mmproj="F16"),
-                    tight).memory.verdict == "exceeds"
-    qwen = estimate(load_arch("Qwen/Qwen3.6-35B-A3B"),
-                    Configuration("Q4_K_M", 8192, "f16", mmproj="Q8_0"), CARD)
+    assert (
+        estimate(m, Configuration("Q4_K_M", 8192, "f16", mmproj="F16"), tight).memory.verdict
+        == "exceeds"
+    )
+    qwen = estimate(
+        load_arch("Qwen/Qwen3.6-35B-A3B"), Configuration("Q4_K_M", 8192, "f16", mmproj="Q8_0"), CARD
+    )
     assert "not counted" in qwen.projector.basis
 
 
 def test_a_projector_needs_a_sized_tower_and_llama_cpp():
     with pytest.raises(InvalidConfiguration, match="no vision tower"):
-        estimate(load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16",
-                                                           mmproj="F16"), CARD)
+        estimate(
+            load_arch("Qwen/Qwen3-8B"), Configuration("Q4_K_M", 8192, "f16", mmproj="F16"), CARD
+        )
     with pytest.raises(InvalidConfiguration, match="not sized"):
-        estimate(load_arch("google/gemma-4-26B-A4B"), Configuration("Q4_K_M", 8192, "f16",
-                                                                    mmproj="F16"), CARD)
+        estimate(
+            load_arch("google/gemma-4-26B-A4B"),
+            Configuration("Q4_K_M", 8192, "f16", mmproj="F16"),
+            CARD,
+        )
     with pytest.raises(InvalidConfiguration, match="vLLM loads the vision tower"):
-        estimate(load_arch("google/gemma-3-4b-it"), Configuration("BF16", 8192, "auto",
-                                                                  engine="vllm",
-                                                                  mmproj="F16"), CARD)
+        estimate(
+            load_arch("google/gemma-3-4b-it"),
+            Configuration("BF16", 8192, "auto", engine="vllm", mmproj="F16"),
+            CARD,
+        )
 
 
 def test_vllm_loads_the_tower_with_the_weights():
@@ -116,13 +133,17 @@ def test_vllm_loads_the_tower_with_the_weights():
     is sized with the 3.2 config (same tower and language model shapes). Gemma 3 keeps a
     residue (0.35-0.6 GiB) that the tower does not explain."""
     logs = pl.read_csv(CATALOGS / "engine_startup_logs.csv", infer_schema_length=0).filter(
-        (pl.col("engine") == "vllm") & (pl.col("tensor_parallel") == "1")
-        & pl.col("weight_format").eq("bfloat16") & pl.col("weights_gib").is_not_null())
-    configs = {"google/gemma-3-4b-it": "google/gemma-3-4b-it",
-               "google/gemma-3-12b-it": "google/gemma-3-12b-it",
-               "google/gemma-3-27b-it": "google/gemma-3-27b-it",
-               "mistralai/Mistral-Small-3.1-24B-Instruct-2503":
-                   "mistralai/Mistral-Small-3.2-24B-Instruct-2506"}
+        (pl.col("engine") == "vllm")
+        & (pl.col("tensor_parallel") == "1")
+        & pl.col("weight_format").eq("bfloat16")
+        & pl.col("weights_gib").is_not_null()
+    )
+    configs = {
+        "google/gemma-3-4b-it": "google/gemma-3-4b-it",
+        "google/gemma-3-12b-it": "google/gemma-3-12b-it",
+        "google/gemma-3-27b-it": "google/gemma-3-27b-it",
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503": "mistralai/Mistral-Small-3.2-24B-Instruct-2506",  # noqa: E501
+    }
     compared = 0
     for r in logs.filter(pl.col("model_repo").is_in(list(configs))).iter_rows(named=True):
         m = load_arch(configs[r["model_repo"]])

@@ -24,33 +24,40 @@ from sizing.estimate import Configuration, Device
 from tests.conftest import SNAPSHOT, load_arch
 
 LOGS = load_startup_logs(SNAPSHOT.parents[0] / "catalogs")
-CONFIGS = {str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
-           for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")}
+CONFIGS = {
+    str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
+    for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")
+}
 GPUS = load_gpus()
 
 
 def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
     """The runs the estimate reproduces, with its figures (assets.quality.startup_logs)."""
-    return startup_log_frame(logs, CONFIGS, GPUS, gpu_alias_map()) \
-        .filter(pl.col("not_compared").is_null())
+    return startup_log_frame(logs, CONFIGS, GPUS, gpu_alias_map()).filter(
+        pl.col("not_compared").is_null()
+    )
 
 
 RUNS = _compared()
 
 
-HELD_OUT = with_held_out_errors(startup_log_frame(LOGS, CONFIGS, GPUS, gpu_alias_map()), LOGS,
-                               CONFIGS, GPUS, gpu_alias_map()) \
-    .filter(pl.col("kv_pool_error").is_not_null())
+HELD_OUT = with_held_out_errors(
+    startup_log_frame(LOGS, CONFIGS, GPUS, gpu_alias_map()), LOGS, CONFIGS, GPUS, gpu_alias_map()
+).filter(pl.col("kv_pool_error").is_not_null())
 # The subsets the issue asks for (sizing.engines.vllm.FORMATS: FP8 and the FP4 formats).
-SUBSETS = {"MoE": pl.col("moe"), "FP8/FP4": pl.col("format").is_in(["FP8", "NVFP4", "MXFP4"]),
-           "hybrid or sliding-window": ~pl.col("full_attention")}
+SUBSETS = {
+    "MoE": pl.col("moe"),
+    "FP8/FP4": pl.col("format").is_in(["FP8", "NVFP4", "MXFP4"]),
+    "hybrid or sliding-window": ~pl.col("full_attention"),
+}
 
 
 def _stats(errors: pl.Series) -> str:
     e = errors.drop_nulls().abs()
     note = " (fewer than 10 points)" if e.len() < 10 else ""
-    return (f"n={e.len()}{note}: median {e.median():.1%}, p90 {e.quantile(0.9):.1%}, "
-            f"max {e.max():.1%}")
+    return (
+        f"n={e.len()}{note}: median {e.median():.1%}, p90 {e.quantile(0.9):.1%}, max {e.max():.1%}"
+    )
 
 
 def test_enough_logs_of_several_models_gpus_and_versions():
@@ -88,15 +95,27 @@ def test_kv_pool_held_out_by_source():
     at 1024 batched tokens, vllm#27508, and Qwen3.6-35B-A3B NVFP4 on an RTX 5090,
     club-3090), so that it cannot get worse unseen."""
     kv = HELD_OUT.get_column("kv_pool_error_held_out_by_source")
-    print(f"\nvLLM KV pool held out by source ({HELD_OUT.get_column('source').n_unique()} "
-          f"sources), {_stats(kv)}")
+    print(
+        f"\nvLLM KV pool held out by source ({HELD_OUT.get_column('source').n_unique()} "
+        f"sources), {_stats(kv)}"
+    )
     for name, subset in SUBSETS.items():
         print(f"  {name}: {_stats(HELD_OUT.filter(subset).get_column(kv.name))}")
     with pl.Config(tbl_rows=60, tbl_width_chars=170, fmt_str_lengths=30):
-        print(HELD_OUT.select("source", "model_repo", "gpu_id", "tensor_parallel", "format",
-                              "kv_cache_gib", "kv_pool_gib_estimated", "kv_pool_error",
-                              "kv_pool_error_held_out_by_model", kv.name)
-              .sort(kv.name))
+        print(
+            HELD_OUT.select(
+                "source",
+                "model_repo",
+                "gpu_id",
+                "tensor_parallel",
+                "format",
+                "kv_cache_gib",
+                "kv_pool_gib_estimated",
+                "kv_pool_error",
+                "kv_pool_error_held_out_by_model",
+                kv.name,
+            ).sort(kv.name)
+        )
     assert kv.abs().median() <= 0.05 and kv.abs().quantile(0.9) <= 0.20
 
 
@@ -119,8 +138,12 @@ def test_an_estimate_at_default_flags_uses_vllms_defaults():
     from sizing.estimate import Usage, estimate
 
     default = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), device, Usage())
-    eager = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm",
-                                      vllm=VllmSettings(enforce_eager=True)), device, Usage())
+    eager = estimate(
+        m,
+        Configuration("BF16", 8192, "auto", engine="vllm", vllm=VllmSettings(enforce_eager=True)),
+        device,
+        Usage(),
+    )
     assert default.memory.usable_gib == pytest.approx(79.19 * 0.92, abs=1e-6)
     assert (default.vllm.max_num_batched_tokens, default.vllm.max_num_seqs) == (8192, 1024)
     graphs = budget.GRAPH_GIB_BASE + budget.GRAPH_GIB_PER_LAYER * 32
@@ -139,7 +162,9 @@ def test_mxfp4_experts_are_loaded_padded_to_the_marlin_layout():
 
     g = GPUS.filter(pl.col("gpu_id") == "h100_sxm5_80gb").row(0, named=True)
     device = Device(g["gpu_id"], g["memory_gib"], memory_cuda_gib=g["memory_gib_cuda"])
-    queries = [(load_arch(m), Configuration("MXFP4", 8192, "auto", engine="vllm"), device, Usage())
-               for m in ("openai/gpt-oss-120b", "openai/gpt-oss-20b")]
+    queries = [
+        (load_arch(m), Configuration("MXFP4", 8192, "auto", engine="vllm"), device, Usage())
+        for m in ("openai/gpt-oss-120b", "openai/gpt-oss-20b")
+    ]
     loaded = evaluate(configuration_frame(queries), through="memory").get_column("weights_gpu_gib")
     assert loaded.to_list() == pytest.approx([65.9651, 13.64], rel=0.005)
