@@ -5,7 +5,9 @@ wrapper is not kept). Every such signal is also written by the interpreter to a 
 pipe, read by a thread that Dagster's own handlers cannot replace: it marks the stop
 (warehouse.stop: no release is committed after it) and, when the command has not ended
 within the grace period, ends the process with `on_timeout`'s words and exit 130 (a kill
-at any point leaves a whole release current: the fault suite)."""
+at any point leaves a whole release current: the fault suite). The words go to the
+standard error the command started with: inside a step, Dagster's compute-log capture has
+put a file in its place."""
 
 from __future__ import annotations
 
@@ -45,7 +47,10 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
         os.set_blocking(write, False)
         previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         threading.Thread(
-            target=_watch, args=(read, ended, on_timeout), daemon=True, name="stop-watch"
+            target=_watch,
+            args=(read, os.dup(sys.stderr.fileno()), ended, on_timeout),
+            daemon=True,
+            name="stop-watch",
         ).start()
     try:
         yield
@@ -59,14 +64,14 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
             os.close(write)  # the watcher reads the end of the pipe and returns
 
 
-def _watch(read: int, ended: threading.Event, on_timeout: Callable[[], str]) -> None:
+def _watch(read: int, err: int, ended: threading.Event, on_timeout: Callable[[], str]) -> None:
     wanted = {int(s) for s in STOP_SIGNALS}
-    with os.fdopen(read, "rb", buffering=0) as pipe:
+    with os.fdopen(read, "rb", buffering=0) as pipe, os.fdopen(err, "w") as stderr:
         while not wanted & set(got := pipe.read(64)):
             if not got:  # the block ended: the pipe was closed
                 return
-    stop.REQUESTED.set()
-    if ended.wait(GRACE_S):
-        return
-    print(on_timeout(), file=sys.stderr, flush=True)
-    os._exit(EXIT_INTERRUPTED)
+        stop.REQUESTED.set()
+        if ended.wait(GRACE_S):
+            return
+        print(on_timeout(), file=stderr, flush=True)
+        os._exit(EXIT_INTERRUPTED)

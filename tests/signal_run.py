@@ -4,7 +4,9 @@ its job (`python -m tests.signal_run <root> <n>`).
 
 LLM_SIZING_HOLD_AT=<step> makes that step say `holding <step>` on stderr and wait 20 s,
 so the suite can send a signal while it runs; LLM_SIZING_HOLD_MODE=swallow makes the wait
-swallow every interruption, as a step busy in native code or catching too much would."""
+swallow every interruption, as a step busy in native code or catching too much would.
+The run captures each step's output to compute logs, as the refresh's instance does, so
+the words of a stop must reach the standard error the run started with."""
 
 import datetime as dt
 import os
@@ -19,13 +21,15 @@ from warehouse import stop, store
 
 BASE, N = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
 STARTED = dt.datetime.now(dt.UTC)
+# The run's own standard error: inside a step, Dagster's capture puts a file in its place.
+TERMINAL = os.fdopen(os.dup(sys.stderr.fileno()), "w")
 
 
 def _hold(step: str) -> None:
-    print(f"step {step}", file=sys.stderr, flush=True)
+    print(f"step {step}", file=TERMINAL, flush=True)
     if os.environ.get("LLM_SIZING_HOLD_AT") != step:
         return
-    print(f"holding {step}", file=sys.stderr, flush=True)
+    print(f"holding {step}", file=TERMINAL, flush=True)
     until = time.monotonic() + 20
     while time.monotonic() < until:
         try:
@@ -71,7 +75,11 @@ if __name__ == "__main__":
     stopped = False
     with signals.stopping(lambda: f"interrupted: {_words(before)}"):
         try:
-            result = dg.materialize([tables, release, site], raise_on_error=False)
+            os.makedirs(home := os.path.join(BASE, "dagster"), exist_ok=True)
+            with dg.DagsterInstance.local_temp(home) as instance:
+                result = dg.materialize(
+                    [tables, release, site], instance=instance, raise_on_error=False
+                )
             stopped = stop.REQUESTED.is_set()
         except KeyboardInterrupt:
             stopped = True

@@ -92,18 +92,8 @@ def test_without_a_signal_the_run_finishes(tmp_path):
         ("models", 0),
         ("fit_matrix", 0),
         ("release", 0),
-        # Known defect (2026-12-02): a second into the now longer site step, exit 130 and
-        # release 2 current hold, but the words are missing from stderr (only Dagster's
-        # orphan-watcher tracebacks reach it); not yet understood.
-        pytest.param(
-            "release",
-            1.0,
-            marks=pytest.mark.xfail(
-                reason="the interruption's words are missing when SIGINT lands inside the site "
-                "step",
-                strict=False,
-            ),
-        ),
+        # a second into the site step: the words must pass Dagster's compute-log capture
+        ("release", 1.0),
     ],
 )
 def test_a_refresh_stops_at_each_step(tmp_path, after, wait_s):
