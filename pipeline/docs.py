@@ -8,6 +8,7 @@ import io
 import os
 import re
 from pathlib import Path
+from unittest import mock
 
 import polars as pl
 
@@ -267,17 +268,10 @@ def example_block(base: str | None) -> str:
     """`llm-sizing estimate` of EXAMPLE as it prints on the release, its first lines."""
     from pipeline.cli import main
 
-    out, before = io.StringIO(), os.environ.get("LLM_SIZING_WAREHOUSE")
-    if base is not None:
-        os.environ["LLM_SIZING_WAREHOUSE"] = base
-    try:
-        with contextlib.redirect_stdout(out):
-            main(EXAMPLE)
-    finally:
-        if base is not None:
-            os.environ.pop("LLM_SIZING_WAREHOUSE")
-            if before is not None:
-                os.environ["LLM_SIZING_WAREHOUSE"] = before
+    out = io.StringIO()
+    chosen = {} if base is None else {"LLM_SIZING_WAREHOUSE": base}
+    with mock.patch.dict(os.environ, chosen), contextlib.redirect_stdout(out):
+        main(EXAMPLE)
     shown = out.getvalue().splitlines()[:EXAMPLE_LINES]
     return "\n".join(
         [

@@ -175,9 +175,11 @@ def recommend(
     if budget_usd is not None:
         priced = priced.filter(pl.col("hardware_usd") <= budget_usd)
 
-    def card(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
+    def card(row: dict[str, Any] | None, *columns: str, **renamed: str) -> dict[str, Any] | None:
+        """The pick's GPU and speed, and its own `columns` of the row (`renamed`: key=column)."""
         if row is None:
             return None
+        keep = {c: c for c in columns} | renamed
         return {
             "gpu_id": row["gpu_id"],
             "name": row["name"],
@@ -185,7 +187,7 @@ def recommend(
             "total_gib": row["total_gib"],
             "usable_gib": row["usable_gib"],
             "decode_tok_s": row["decode_tok_s"],
-            **extra,
+            **{key: row[column] for key, column in keep.items()},
         }
 
     # A card for a workstation or server: unified-memory machines have their own pick.
@@ -224,17 +226,16 @@ def recommend(
     if offers is not None and offers.height:
         cheapest = cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
         rentable = fits.join(cheapest, on=["gpu_id", "n_gpus"])
-        row = _first(rentable, "price_per_instance_hour_usd")
-        cloud = (
-            card(
-                row,
-                provider=row["provider"],
-                tier=row["tier"],
-                price_per_hour_usd=row["price_per_instance_hour_usd"],
-                verified_at=str(row["verified_at"]),
-            )
-            if row
-            else None
+        row = _first(
+            rentable.with_columns(pl.col("verified_at").cast(pl.String)),
+            "price_per_instance_hour_usd",
+        )
+        cloud = card(
+            row,
+            "provider",
+            "tier",
+            price_per_hour_usd="price_per_instance_hour_usd",
+            verified_at="verified_at",
         )
     return {
         "criteria": {"min_decode_tok_s": min_decode_tok_s, "budget_usd": budget_usd},
@@ -245,23 +246,13 @@ def recommend(
             min_decode_tok_s,
         ),
         "cheapest_single_gpu": card(
-            single,
-            price_new_usd=single and single["hardware_usd"],
-            price_new_date=single and single["price_new_date"],
-            price_new_basis=single and single["price_new_basis"],
+            single, "price_new_date", "price_new_basis", price_new_usd="hardware_usd"
         ),
         "best_value": card(
-            value,
-            hardware_usd=value and value["outlay_usd"],
-            price_basis=value and value["price_basis"],
-            value_basis=value and value["value_basis"],
-            value_date=value and value["value_date"],
+            value, "price_basis", "value_basis", "value_date", hardware_usd="outlay_usd"
         ),
         "smallest_unified_memory": card(
-            unified,
-            price_new_usd=unified and unified["price_new_usd"],
-            price_new_date=unified and unified["price_new_date"],
-            price_new_basis=unified and unified["price_new_basis"],
+            unified, "price_new_usd", "price_new_date", "price_new_basis"
         ),
         "cheapest_cloud": cloud,
     }

@@ -155,7 +155,7 @@ class Draft(_Part):
     weights_gib: float
     kv_cache_gib: float
     decode_tok_s: float | None = field(metadata=_key("decode_tok_s_with_draft"))
-    speedup_basis: str = ""
+    speedup_basis: str
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ class Mtp(_Part):
     weights_gib: float
     kv_cache_gib: float
     decode_tok_s: float | None = field(metadata=_key("decode_tok_s_with_mtp"))
-    speedup_basis: str = ""
+    speedup_basis: str
 
 
 @dataclass(frozen=True)

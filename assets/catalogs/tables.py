@@ -1,4 +1,4 @@
-"""The GPU catalog: curated, sourced facts versioned in data/catalogs/gpus.csv."""
+"""The curated catalogs (data/catalogs) and the sizing library's format and engine tables."""
 
 import datetime as dt
 
@@ -56,20 +56,50 @@ def gpus(
     )
 
 
-@table_asset(
+def _catalog_table(table: str, load, csv: str, description: str) -> dg.AssetsDefinition:
+    """The asset that publishes one curated catalog file as it is read (`load`)."""
+
+    @table_asset(table, group="catalogs", eager=False, description=description)
+    def _asset(
+        context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:
+        df = load(catalog.path)
+        return warehouse.publish(context, table, df, CATALOGS_VERIFIED, f"data/catalogs/{csv}")
+
+    return _asset
+
+
+quantized_releases = _catalog_table(
     "quantized_releases",
-    group="catalogs",
-    eager=False,
-    description="Public checkpoints of a model in a vLLM weight format (AWQ, GPTQ): the "
-    "repository vLLM loads, each named by a sourced benchmark or report.",
+    load_quantized_releases,
+    "quantized_releases.csv",
+    "Public checkpoints of a model in a vLLM weight format (AWQ, GPTQ): the repository vLLM "
+    "loads, each named by a sourced benchmark or report.",
 )
-def quantized_releases(
-    context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    df = load_quantized_releases(catalog.path)
-    return warehouse.publish(
-        context, "quantized_releases", df, CATALOGS_VERIFIED, "data/catalogs/quantized_releases.csv"
-    )
+format_quality = _catalog_table(
+    "format_quality",
+    load_format_quality,
+    "format_quality.csv",
+    "Published measurements of each weight format's and KV-cache type's loss against the "
+    "16-bit model (KL divergence, perplexity ratio, top-token agreement, accuracy recovery), "
+    "each with its source, quote and tier (sizing.quality).",
+)
+format_quality_tiers = _catalog_table(
+    "format_quality_tiers",
+    load_quality_tiers,
+    "format_quality.csv",
+    "Each weight format and KV-cache type the engines offer with its quality tier, per model "
+    "where a measurement names one of ours, and the measurement it rests on; 'unmeasured' "
+    "where none was published.",
+)
+engine_support = _catalog_table(
+    "engine_support",
+    load_engine_support,
+    "engine_support.csv",
+    "Which engine runs which weight format on which hardware (vendor, compute-capability "
+    "range or card): supported, supported with a flag, or unsupported, each rule with its "
+    "source, quote and the versions it applies to (sizing.support).",
+)
 
 
 @table_asset(
@@ -97,56 +127,3 @@ def engines(
 ) -> dg.MaterializeResult:
     df = pl.DataFrame(engine_catalog_rows())
     return warehouse.publish(context, "engines", df, CATALOGS_VERIFIED, "sizing")
-
-
-@table_asset(
-    "format_quality",
-    group="catalogs",
-    eager=False,
-    description="Published measurements of each weight format's and KV-cache type's "
-    "loss against the 16-bit model (KL divergence, perplexity ratio, "
-    "top-token agreement, accuracy recovery), each with its source, quote "
-    "and tier (sizing.quality).",
-)
-def format_quality(
-    context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    df = load_format_quality(catalog.path)
-    return warehouse.publish(
-        context, "format_quality", df, CATALOGS_VERIFIED, "data/catalogs/format_quality.csv"
-    )
-
-
-@table_asset(
-    "format_quality_tiers",
-    group="catalogs",
-    eager=False,
-    description="Each weight format and KV-cache type the engines offer with its quality "
-    "tier, per model where a measurement names one of ours, and the "
-    "measurement it rests on; 'unmeasured' where none was published.",
-)
-def format_quality_tiers(
-    context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    df = load_quality_tiers(catalog.path)
-    return warehouse.publish(
-        context, "format_quality_tiers", df, CATALOGS_VERIFIED, "data/catalogs/format_quality.csv"
-    )
-
-
-@table_asset(
-    "engine_support",
-    group="catalogs",
-    eager=False,
-    description="Which engine runs which weight format on which hardware (vendor, "
-    "compute-capability range or card): supported, supported with a flag, "
-    "or unsupported, each rule with its source, quote and the versions it "
-    "applies to (sizing.support).",
-)
-def engine_support(
-    context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    df = load_engine_support(catalog.path)
-    return warehouse.publish(
-        context, "engine_support", df, CATALOGS_VERIFIED, "data/catalogs/engine_support.csv"
-    )

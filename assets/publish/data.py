@@ -19,7 +19,7 @@ import polars as pl
 
 from assets.publish import heads as hd
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
-from sizing.quality import FLOOR_CHOICES
+from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
 from sizing.runs_on import candidates, site_rows
 from warehouse import store
 
@@ -363,39 +363,10 @@ _QUALITY = ("quality_tier", "meets_quality_floor")
 
 
 def _with_tiers(rows: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
-    """Rows with the configuration's quality tier (the worse of its weights', the model's
-    own where measured, and its KV cache's: format_quality_tiers) and whether both meet
-    the default floor; null tier and False where either is unmeasured."""
-    t = tiers.lazy()
-    w = t.filter(pl.col("kind") == "weights")
-    cols = [pl.col("tier_rank"), pl.col("meets_default_floor")]
-    own = w.filter(pl.col("model_id").is_not_null()).select(
-        "model_id", pl.col("format").alias("weight_format"), *(c.name.prefix("own_") for c in cols)
-    )
-    gen = w.filter(pl.col("model_id").is_null()).select(
-        pl.col("format").alias("weight_format"), *(c.name.prefix("gen_") for c in cols)
-    )
-    kv = t.filter((pl.col("kind") == "kv_cache") & pl.col("model_id").is_null()).select(
-        pl.col("format").alias("kv_dtype"), *(c.name.prefix("kv_") for c in cols)
-    )
-    names = dict(tiers.drop_nulls("tier").select("tier_rank", "tier").unique().iter_rows())
-    weight_rank = pl.coalesce("own_tier_rank", "gen_tier_rank")
-    worst = pl.when(weight_rank.is_not_null() & pl.col("kv_tier_rank").is_not_null()).then(
-        pl.max_horizontal(weight_rank, "kv_tier_rank")
-    )
-    return (
-        rows.join(own, on=["model_id", "weight_format"], how="left")
-        .join(gen, on="weight_format", how="left")
-        .join(kv, on="kv_dtype", how="left")
-        .with_columns(
-            worst.replace_strict(names, default=None, return_dtype=pl.String).alias("quality_tier"),
-            (
-                pl.coalesce("own_meets_default_floor", "gen_meets_default_floor")
-                & pl.col("kv_meets_default_floor")
-            )
-            .fill_null(False)
-            .alias("meets_quality_floor"),
-        )
+    """Rows with the configuration's quality tier (sizing.quality.with_quality) and whether
+    it meets the default floor; null tier and False where either part is unmeasured."""
+    return with_quality(rows, tiers).with_columns(
+        at_least(DEFAULT_MIN_QUALITY).alias("meets_quality_floor")
     )
 
 
