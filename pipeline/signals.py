@@ -48,7 +48,7 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
         previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         threading.Thread(
             target=_watch,
-            args=(read, os.dup(sys.stderr.fileno()), ended, on_timeout),
+            args=(read, _terminal(), ended, on_timeout),
             daemon=True,
             name="stop-watch",
         ).start()
@@ -64,14 +64,27 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
             os.close(write)  # the watcher reads the end of the pipe and returns
 
 
-def _watch(read: int, err: int, ended: threading.Event, on_timeout: Callable[[], str]) -> None:
+def _terminal() -> int | None:
+    """A copy of file descriptor 2 as the command starts (None where it is closed)."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
+def _watch(
+    read: int, err: int | None, ended: threading.Event, on_timeout: Callable[[], str]
+) -> None:
     wanted = {int(s) for s in STOP_SIGNALS}
-    with os.fdopen(read, "rb", buffering=0) as pipe, os.fdopen(err, "w") as stderr:
+    stderr = sys.stderr if err is None else os.fdopen(err, "w")
+    with os.fdopen(read, "rb", buffering=0) as pipe:
         while not wanted & set(got := pipe.read(64)):
             if not got:  # the block ended: the pipe was closed
+                if err is not None:
+                    stderr.close()
                 return
-        stop.REQUESTED.set()
-        if ended.wait(GRACE_S):
-            return
-        print(on_timeout(), file=stderr, flush=True)
-        os._exit(EXIT_INTERRUPTED)
+    stop.REQUESTED.set()
+    if ended.wait(GRACE_S):
+        return
+    print(on_timeout(), file=stderr, flush=True)
+    os._exit(EXIT_INTERRUPTED)
