@@ -132,7 +132,7 @@ def test_memory_types_agree_with_techpowerup():
 
 
 # At least this many GPUs carry each fact (the counts the sourced catalog reaches).
-FACT_FLOORS = {"fp16_dense_tflops": 62, "bandwidth_gb_s": 74}
+FACT_FLOORS = {"fp16_dense_tflops": 66, "bandwidth_gb_s": 75}
 # Chips whose tensor cores run FP16 at another rate per core and clock (GA100, Hopper),
 # or an older architecture: left out of the per-architecture comparison.
 OTHER_TENSOR_RATE = {"GA100", "GH100"}
@@ -212,6 +212,7 @@ QUOTED_FP16 = [
     ("rx_7900_xtx", r"Peak Half Precision Compute Performance \| ([\d.]+) TFLOPs"),
     ("radeon_ai_pro_r9700", r"Peak Half Precision \(FP16 Matrix\) Performance: ([\d.]+) TFLOPs'"),
     ("ryzen_ai_max_395_128gb", r"'FP16 TFLOPS \| ([\d.]+)'"),
+    ("mi355x_288gb", r"\| AMD MI355X +\| [\d.]+ \| +\? \| +(\d+) \|"),
     ("macbook_pro_m1_max_64gb", r"\| M1M \| 7 \| 1\.296 \| 32 \| \d+ \| (\d+) \|"),
     (
         "mac_studio_m2_ultra_192gb",
