@@ -32,16 +32,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from assets.catalogs.readers import load_gpus  # noqa: E402
+from assets.catalogs.tables import engine_support  # noqa: E402
 from assets.catalogs.tables import gpus as gpus_asset  # noqa: E402
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource  # noqa: E402
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
+from benchmarks.results import figure, record  # noqa: E402
 from sizing.architecture import ConfigError, parse_config  # noqa: E402
 from sizing.engines import FORMATS_BY_ENGINE  # noqa: E402
 from sizing.estimate import Configuration, Device, estimate  # noqa: E402
 from sizing.model_facts import format_row, model_row  # noqa: E402
 from sizing.units import BYTES_PER_GIB  # noqa: E402
 from warehouse import store  # noqa: E402
+
+# Models per frame when the write floor streams the tables back (the shards' slices hold
+# a few models each).
+FLOOR_MODELS_PER_FRAME = 4
 
 
 def _dimension_tables(n_models: int):
@@ -94,7 +100,7 @@ def run(n_models: int) -> dict:
         resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=tmp)}
         store.publish("models", models, verified_at=today, commit_info={}, base=tmp)
         store.publish("weights", weights, verified_at=today, commit_info={}, base=tmp)
-        assert dg.materialize([gpus_asset], resources=resources).success
+        assert dg.materialize([gpus_asset, engine_support], resources=resources).success
         start = time.perf_counter()
         result = dg.materialize(
             [fit_matrix_shards, fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS
@@ -103,22 +109,51 @@ def run(n_models: int) -> dict:
         assert result.success
         rows = store.row_count("fit_matrix", base=tmp)
         disk = _du(Path(tmp) / "delta" / "fit_matrix")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        floor_s = _write_floor(tmp, today)
+    steps = _step_seconds(result)
+    matrix_s = steps["fit_matrix_shards"] + steps["fit_matrix"]
     return {
         "models": n_models,
         "rows": rows,
         "wall_s": round(wall, 2),
         "rows_per_s": round(rows / wall),
-        "steps_s": _step_seconds(result),
+        "steps_s": steps,
+        "write_floor_s": round(floor_s, 2),
+        "steps_over_floor": round(matrix_s / floor_s, 2),
         "bytes_on_disk": disk,
-        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "peak_rss_gib": round(peak, 2),
         "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus()), 1),
     }
+
+
+def _write_floor(base: str, today: dt.date) -> float:
+    """Seconds to publish the matrix step's two tables again from memory into an empty
+    warehouse beside `base` (reading them is not timed)."""
+    from assets.sizing.fit_matrix import SLICED_TABLES
+
+    tables = {
+        t: pl.read_parquet(store.export_uri(t, store.history(t, base=base)[0]["version"], base))
+        for t in SLICED_TABLES
+    }
+    with tempfile.TemporaryDirectory(dir=base) as floor:
+        start = time.perf_counter()
+        for table, df in tables.items():
+            ids = df.get_column("model_id").unique().sort()
+            groups = [
+                ids[i : i + FLOOR_MODELS_PER_FRAME]
+                for i in range(0, ids.len(), FLOOR_MODELS_PER_FRAME)
+            ]
+            frames = (df.filter(pl.col("model_id").is_in(g.implode())) for g in groups)
+            store.publish(table, frames, verified_at=today, commit_info={}, base=floor)
+        return time.perf_counter() - start
 
 
 def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
     """Rows per second through sizing.estimate, one configuration at a time."""
     rng = random.Random(0)
-    devices = [Device.from_catalog(g) for g in gpus.iter_rows(named=True)]
+    catalog = (Device.from_catalog(g) for g in gpus.iter_rows(named=True))
+    devices = [d for d in catalog if d.engines is None or "llama.cpp" in d.engines]
     start = time.perf_counter()
     for _ in range(rows):
         m = rng.choice(archs)
@@ -152,17 +187,18 @@ def main() -> None:
         )
         print(out, flush=True)
         results.append(json.loads(out))
+    _record(args.sweep, results)
     print(
-        "\n| models | rows | wall s (shards + publish) | rows/s | peak RSS GiB | on disk MB | "
-        "single-estimate rows/s | vectorised / single |"
+        "\n| models | rows | wall s (shards + publish) | rows/s | write floor s | steps / floor "
+        "| peak RSS GiB | on disk MB | single-estimate rows/s | vectorised / single |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         steps = r["steps_s"]
         print(
             f"| {r['models']} | {r['rows']:,} | {r['wall_s']} ({steps['fit_matrix_shards']}"
-            f" + {steps['fit_matrix']}) | {r['rows_per_s']:,} | "
-            f"{r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
+            f" + {steps['fit_matrix']}) | {r['rows_per_s']:,} | {r['write_floor_s']} | "
+            f"{r['steps_over_floor']}x | {r['peak_rss_gib']} | {r['bytes_on_disk'] / 1e6:,.0f} | "
             f"{r['single_estimate_rows_per_s']} | "
             f"{r['rows_per_s'] / r['single_estimate_rows_per_s']:,.0f}x |"
         )
@@ -170,3 +206,52 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _record(sweep: str, results: list[dict]) -> None:
+    """The sweep's figures against issue 31's targets (at most 3x the write floor, at least
+    2 M rows/s, at most 1.5 GiB, linear in the number of models)."""
+    figures = []
+    for r in results:
+        n = r["models"]
+        figures += [
+            figure(
+                f"{n} models: matrix steps / write floor",
+                r["steps_over_floor"],
+                "x",
+                "at most 3",
+                r["steps_over_floor"] <= 3,
+            ),
+            figure(
+                f"{n} models: rows per second",
+                r["rows_per_s"],
+                "rows/s",
+                "at least 2,000,000",
+                r["rows_per_s"] >= 2_000_000,
+            ),
+            figure(
+                f"{n} models: peak resident memory",
+                r["peak_rss_gib"],
+                "GiB",
+                "at most 1.5",
+                r["peak_rss_gib"] <= 1.5,
+            ),
+        ]
+    if len(results) > 1:
+        a, b = results[-2], results[-1]
+        growth = (b["wall_s"] / a["wall_s"]) / (b["rows"] / a["rows"])
+        figures.append(
+            figure(
+                f"time per row, {b['models']} vs {a['models']} models",
+                round(growth, 2),
+                "x",
+                "about 1 (linear)",
+                growth <= 1.15,
+            )
+        )
+    record(
+        "matrix",
+        f"uv run --frozen python benchmarks/matrix.py --sweep {sweep}",
+        figures,
+        {"runs": results},
+    )
