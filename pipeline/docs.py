@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PICKS_DOC = ROOT / "docs" / "picks.md"
 ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+# What benchmarks/*.py record (benchmarks/results.py).
+BENCHMARK_RESULTS = ROOT / "benchmarks" / "results"
 REFERENCE_PICKS = ROOT / "data" / "catalogs" / "reference_picks.csv"
 # The figures the front page shows, headline evaluation first (issue 32: by source).
 ACCURACY_ROWS = (
@@ -308,7 +311,36 @@ def render(base: str | None = None) -> dict[Path, str]:
         store.read("gpu_prices", base=base),
     )
     accuracy = _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc))
-    return {README: readme, PICKS_DOC: picks + "\n", ACCURACY_DOC: accuracy}
+    performance = _fill(PERFORMANCE_DOC.read_text(), "performance", performance_block())
+    return {
+        README: _fill(readme, "performance", performance_block()),
+        PICKS_DOC: picks + "\n",
+        ACCURACY_DOC: accuracy,
+        PERFORMANCE_DOC: performance,
+    }
+
+
+def performance_block(results: Path = BENCHMARK_RESULTS) -> str:
+    """Every recorded benchmark figure against its target, with when and on what load it
+    was measured (benchmarks/results/*.json)."""
+    import json
+
+    lines = [
+        "| benchmark | figure | measured | target | met | measured on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for path in sorted(results.glob("*.json")):
+        r = json.loads(path.read_text())
+        m = r["machine"]
+        when = f"{r['measured_at'][:10]}, {m['cpus']} cores, load {m['load_average_1m']}"
+        for f in r["figures"]:
+            met = {True: "yes", False: "**no**", None: ""}[f["met"]]
+            value = f"{f['value']:,}" if isinstance(f["value"], int) else f"{f['value']:g}"
+            lines.append(
+                f"| `{r['benchmark']}` | {f['figure']} | {value} {f['unit']} | "
+                f"{f['target']} | {met} | {when} |"
+            )
+    return "\n".join(lines)
 
 
 def write(base: str | None = None) -> list[Path]:
