@@ -193,8 +193,11 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
             f"{sq.median():.1%}, one efficiency {oq.median():.1%}"
         )
         assert s.len() == o.len() >= 6
-        # The split is for the quantized runs: it must predict them better, both ways out.
-        pass  # TMP
+        # Per kind has the smaller tail every way; on the quantized runs, the smaller median
+        # in sample and by source (by device it does not: the docstring says why).
+        assert s.quantile(0.9) <= o.quantile(0.9), how
+        if how != "held out by device":
+            assert sq.median() <= oq.median(), how
     assert split["held out by device"].height >= 40
 
 
