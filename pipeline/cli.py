@@ -115,6 +115,29 @@ def fit(args: argparse.Namespace) -> int:
     return fit_command(args, find)
 
 
+def calibrate(args: argparse.Namespace) -> int:
+    """Refit the speed constants on the public measurements; with --write, into
+    sizing/engines/fits.json (then refresh: the matrix is fingerprinted with it)."""
+    from assets.quality.calibrate import FITS_FILE, calibrated, measured, write
+
+    content = calibrated(measured())
+    for kind in ("decode", "prefill"):
+        for key, constants in content[kind].items():
+            runs = content[f"{kind}_runs"].get(key, {"runs": 0, "gpus": 0})
+            band = content[f"{kind}_held_out_error"].get(key)
+            print(
+                f"{kind:7} {key:20} {runs['runs']:4} runs on {runs['gpus']:2} GPUs, held out "
+                f"{'-' if band is None else f'{band:.1%}':>6}: "
+                + ", ".join(f"{k} {v:g}" for k, v in constants.items())
+            )
+    if not args.write:
+        stale = json.loads(FITS_FILE.read_text()) != content
+        print(f"{FITS_FILE} is {'stale: run with --write' if stale else 'this fit'}")
+        return 1 if stale else 0
+    print(f"{'wrote' if write(content) else 'unchanged'} {FITS_FILE}")
+    return 0
+
+
 def docs(args: argparse.Namespace) -> int:
     """Render README's and docs/'s figures from the current release's tables."""
     _use_project_instance()
@@ -1182,6 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=prices)
     d = sub.add_parser("docs", help="render README's and docs/'s figures from the tables")
     d.set_defaults(func=docs)
+    cal = sub.add_parser("calibrate", help="refit the speed constants on the measurements")
+    cal.add_argument("--write", action="store_true", help="write sizing/engines/fits.json")
+    cal.set_defaults(func=calibrate)
     site = sub.add_parser("site", help="the static compatibility site").add_subparsers(
         dest="site_command", required=True
     )

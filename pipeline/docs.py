@@ -310,7 +310,9 @@ def render(base: str | None = None) -> dict[Path, str]:
         _reference_case_sized(reference, gpus, base),
         store.read("gpu_prices", base=base),
     )
-    accuracy = _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc))
+    accuracy = _fill(
+        _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc)), "fits", fits_block()
+    )
     performance = _fill(PERFORMANCE_DOC.read_text(), "performance", performance_block())
     return {
         README: _fill(readme, "performance", performance_block()),
@@ -318,6 +320,26 @@ def render(base: str | None = None) -> dict[Path, str]:
         ACCURACY_DOC: accuracy,
         PERFORMANCE_DOC: performance,
     }
+
+
+def fits_block() -> str:
+    """The speed fits of sizing/engines/fits.json: constants, runs, GPUs, held-out band."""
+    from sizing.engines.base import FITS
+
+    lines = [
+        "| figure | fit | runs | GPUs | held out by GPU | constants |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in ("decode", "prefill"):
+        for key, constants in FITS[kind].items():
+            runs = FITS[f"{kind}_runs"].get(key, {"runs": 0, "gpus": 0})
+            band = FITS[f"{kind}_held_out_error"].get(key)
+            shown = ", ".join(f"{k} {v:g}" for k, v in constants.items())
+            lines.append(
+                f"| {kind} | {key.replace('|', ' / ')} | {runs['runs']} | {runs['gpus']} | "
+                f"{'' if band is None else f'{band:.1%}'} | {shown} |"
+            )
+    return "\n".join(lines)
 
 
 def performance_block(results: Path = BENCHMARK_RESULTS) -> str:

@@ -26,6 +26,7 @@ import polars as pl
 
 import sizing
 from assets.resources import WarehouseResource
+from sizing.engines.base import FITS_FILE
 from warehouse.store import frame_fingerprint
 from warehouse.tables import FIT_CONFIGURATIONS, FIT_MATRIX, TableContract
 
@@ -55,12 +56,14 @@ def fingerprinted_sources() -> list[Path]:
 
 
 def code_fingerprint() -> str:
-    """The sizing library's code, this module's and the published schemas: any change to a
-    formula, an engine's constant, the grid or a column's type is a new slice; a comment or
+    """The sizing library's code, its fitted constants (sizing/engines/fits.json), this
+    module's and the published schemas: any change to a formula, an engine's constant, a
+    refit, the grid or a column's type is a new slice; a comment or
     docstring edited is not (each module hashed as its syntax tree without docstrings)."""
     sources = fingerprinted_sources()
     schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
-    return hashlib.sha256(b"".join(code_of(p.read_text()) for p in sources) + schemas).hexdigest()
+    code = b"".join(code_of(p.read_text()) for p in sources)
+    return hashlib.sha256(code + FITS_FILE.read_bytes() + schemas).hexdigest()
 
 
 def code_of(source: str) -> bytes:

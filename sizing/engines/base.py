@@ -11,9 +11,27 @@ picks the row's engine's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
+
+# The speed fits, written by `llm-sizing calibrate --write` (assets.quality.calibrate) from
+# the public measurements: constants per "engine|backend[|class]" and "engine" (pooled),
+# their held-out error bands and the runs and GPUs each rests on.
+FITS_FILE = Path(__file__).with_name("fits.json")
+FITS = json.loads(FITS_FILE.read_text())
+
+
+def fitted(engine: str, table: str) -> dict:
+    """One engine's part of a fits.json table, keyed by backend ("" pooled)."""
+    return {
+        key.partition("|")[2]: value
+        for key, value in FITS[table].items()
+        if key.partition("|")[0] == engine
+    }
+
 
 # The per-row expressions each engine module defines.
 TERMS = (

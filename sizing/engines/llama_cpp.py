@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from sizing.columns import col
-from sizing.engines.base import ceil_to
+from sizing.engines.base import FITS, ceil_to, fitted
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 
 if TYPE_CHECKING:
@@ -101,12 +101,13 @@ BACKEND_VENDORS = {
 # runs attention (llama.cpp's README, "--split-mode").
 LAYER, ROW = "layer", "row"
 SPLIT_MODES = (LAYER, ROW)
-# The row split's gathers cost 157 us per layer and extra GPU (sizing.calibration.
-# row_split_sync_seconds): fitted on the one public rig with row- and layer-split runs of
-# the same build, 4x RTX 4090 over PCIe decoding Llama 3 70B Q4_K_M at 0, 32K and 64K
-# tokens of context (llama.cpp PR #19378); the extra time is the same at every context
-# (the cache is read once either way). Its figures say they are transferred from that rig.
-ROW_SPLIT_SYNC_SECONDS = 156.6e-6
+# The row split's gathers cost a fixed time per layer and extra GPU (sizing.calibration.
+# row_split_sync_seconds, in fits.json): fitted on the one public rig with row- and
+# layer-split runs of the same build, 4x RTX 4090 over PCIe decoding Llama 3 70B Q4_K_M at
+# 0, 32K and 64K tokens of context (llama.cpp PR #19378); the extra time is the same at
+# every context (the cache is read once either way). Its figures say they are transferred
+# from that rig.
+ROW_SPLIT_SYNC_SECONDS = FITS["row_split_sync_seconds"]
 ROW_SPLIT_RIG = "4x RTX 4090, PCIe"
 BUILDS = {
     "CUDA": "CUDA build (ghcr.io/ggml-org/llama.cpp:server-cuda)",
@@ -117,67 +118,29 @@ BUILDS = {
     "Vulkan": "Vulkan build (ghcr.io/ggml-org/llama.cpp:server-vulkan)",
 }
 
-# Speed fits (sizing.calibration on data/catalogs/speed_measurements*.csv), per backend; ""
-# is the engine's fit pooled over backends, which a backend without a fit of its own
-# (SYCL, MUSA: no measurement) is transferred. Decode on 527 layer-split runs (2023-2026
-# builds): CUDA 369 on 16 GPUs, ROCm 60 on 4, Metal 52 on 3, Vulkan 46 on 3 (RTX 3090,
-# Radeon PRO W7900, Strix Halo), 30 of the ROCm and Vulkan ones at 32K and 64K tokens of
-# context. The per-layer overhead is the backend's: ROCm pays 1.7x CUDA's, Metal 2.5x.
-# One decode efficiency for every weight format (its quantized matrix-vector kernels are
-# the norm, not the exception: most of its runs are Q4_K_M and Q8_0).
+# Speed fits (`llm-sizing calibrate --write` on data/catalogs/speed_measurements*.csv,
+# in fits.json with the runs and GPUs each rests on), per backend; "" is the engine's fit
+# pooled over backends, which a backend without a fit of its own (SYCL, MUSA: no
+# measurement) is transferred. Decode: a share of the bandwidth and a per-layer overhead
+# per backend (ROCm's and Metal's overheads are well above CUDA's), one efficiency for
+# every weight format (its quantized matrix-vector kernels are the norm, not the
+# exception: most of its runs are Q4_K_M and Q8_0).
 DECODE_WEIGHT_KINDS: dict[str, str] = {}
 # Its CUDA decode on HBM cards has a fit of its own (sizing.engines.memory_class): on the
-# A100 PCIe, A100 SXM4 and H100 PCIe it reaches 0.38 to 0.52 of the bandwidth where GDDR
-# cards on the same build reach 0.6 to 0.87 (XiongjieDai/GPU-Benchmarks-on-LLM-Inference,
-# build 2824; ggerganov's A100 80GB PCIe and RTX 4090 runs in llama.cpp PRs #6017 and
-# #4766): 83 runs, efficiency 0.62 and 131 us a layer against 0.86 and 85 us.
+# A100 PCIe, A100 SXM4 and H100 PCIe it reaches a smaller share of the bandwidth than GDDR
+# cards on the same build (XiongjieDai/GPU-Benchmarks-on-LLM-Inference, build 2824;
+# ggerganov's A100 80GB PCIe and RTX 4090 runs in llama.cpp PRs #6017 and #4766).
 DECODE_MEMORY_CLASSES = ("HBM",)
-DECODE_FIT = {
-    "CUDA": {"efficiency": 0.863, "layer_seconds": 85.7e-6},
-    "CUDA|HBM": {"efficiency": 0.615, "layer_seconds": 130.6e-6},
-    "Metal": {"efficiency": 0.793, "layer_seconds": 217.5e-6},
-    "ROCm": {"efficiency": 0.833, "layer_seconds": 146.4e-6},
-    "Vulkan": {"efficiency": 0.797, "layer_seconds": 64.4e-6},
-    "": {"efficiency": 0.846, "layer_seconds": 114.7e-6},
-}
-# Prefill is fitted per backend on 467 llama-bench runs of 512 to 8,192-token prompts on
-# 1 to 8 GPUs. CUDA, with a power cap per kind of weights, on 349 runs on 15 GPUs (most
-# from XiongjieDai/GPU-Benchmarks-on-LLM-Inference): 16-bit weights reach 35 % of the dense
-# FP16 peak, quantized ones 30 %, and no card more than 0.39 (16-bit) / 0.26 (quantized)
-# TFLOPS per watt of its TDP. The others as the median share of the peak (too few GPUs
-# for a cap): Metal 54 % of the FP16 ALU rate (M1 Max, M2 Ultra), ROCm 18 % (Strix Halo's
-# 28 runs; discrete RDNA 3 cards reach 31-33 %, the MI300X 1.3 %), Vulkan 9.6 % (Strix
-# Halo again; an RTX 3090 47 %). SYCL and MUSA, unmeasured, take the pooled fit.
-PREFILL_FIT = {
-    "CUDA": {
-        "efficiency": 0.35,
-        "efficiency_quantized": 0.30,
-        "tflops_per_watt": 0.39,
-        "tflops_per_watt_quantized": 0.26,
-    },
-    "Metal": {"efficiency": 0.542},
-    "ROCm": {"efficiency": 0.185},
-    "Vulkan": {"efficiency": 0.0963},
-    "": {
-        "efficiency": 0.345,
-        "efficiency_quantized": 0.275,
-        "tflops_per_watt": 0.39,
-        "tflops_per_watt_quantized": 0.30,
-    },
-}
-# The median decode error of each fit on devices left out of it
-# (tests/sizing/test_speed_calibration.py recomputes them).
-DECODE_HELD_OUT_ERROR = {
-    "CUDA": 0.056,
-    "CUDA|HBM": 0.129,
-    "ROCm": 0.186,
-    "Vulkan": 0.093,
-    "Metal": 0.155,
-    "": 0.077,
-}
-# Prefill's, per backend: Strix Halo and the discrete cards share ROCm's and Vulkan's fits
-# and differ by 2 to 5x, so each is far off with the other left out (Metal: two Macs).
-PREFILL_HELD_OUT_ERROR = {"CUDA": 0.173, "ROCm": 0.661, "Vulkan": 1.500, "Metal": 0.259, "": 0.212}
+DECODE_FIT = fitted(NAME, "decode")
+# Prefill: a share of the dense FP16 peak per backend on llama-bench runs of 512 to
+# 8,192-token prompts on 1 to 8 GPUs; CUDA with a cap in TFLOPS per watt of TDP per kind of
+# weights (16-bit, quantized), the others as the median share of the peak (too few GPUs for
+# a cap: Strix Halo and discrete Radeons share ROCm's and Vulkan's). SYCL and MUSA,
+# unmeasured, take the pooled fit.
+PREFILL_FIT = fitted(NAME, "prefill")
+# The median error of each fit on devices left out of it: the band its figures carry.
+DECODE_HELD_OUT_ERROR = fitted(NAME, "decode_held_out_error")
+PREFILL_HELD_OUT_ERROR = fitted(NAME, "prefill_held_out_error")
 
 
 # Memory -----------------------------------------------------------------------------

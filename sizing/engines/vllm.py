@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from sizing.columns import VLLM_SETTINGS, col
-from sizing.engines.base import Rule, ceil_to
+from sizing.engines.base import Rule, ceil_to, fitted
 from sizing.units import BYTES_PER_GIB
 
 NAME = "vllm"
@@ -81,40 +81,26 @@ ALLREDUCES_PER_LAYER = 2
 ALLREDUCE_SECONDS = {"fabric": 9e-6, "pcie": 22e-6}
 FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 
-# Speed fits (sizing.calibration), per backend; "" is the engine's pooled fit. Decode on
-# 82 batch-1 to 64 runs (data/catalogs/speed_measurements*.csv) on 13 GPUs from 8 sources:
-# 49 in 16 bits (the Qwen2 and Qwen2.5 speed benchmarks, silybench, vLLM PR #23197, vLLM's
-# CI latency tests on an A100, H100 and H200; AccelMark's serial runs of Llama 3 8B on 10
-# GPUs from the L4 to the H20, vLLM 0.7.3 and 0.19; inference-bench on an L4 and an A100
-# 40GB; Neural Magic's model cards, vLLM 0.7.2, on an RTX A6000, A100 and H100), 25 AWQ,
-# GPTQ and W4A16 4-bit (the Qwen2 and Qwen2.5 speed benchmarks: vLLM 0.4.2 and 0.6.3, A100
-# 80GB; inference-bench's AWQ Marlin run: vLLM 0.20.1, A100 40GB; Neural Magic's cards on
-# the three GPUs) and 8 FP8 (silybench: vLLM 0.30.0, and Neural Magic's cards: H100). The
-# per-layer overhead is fitted on all of them, then at that overhead one efficiency per
-# kind of weights (DECODE_WEIGHT_KINDS): 4-bit integer runs reach 0.77 of the bandwidth
-# where 16-bit ones reach 0.94 (their dequantizing kernels at batch 1). FP8's own optimum
-# is over 1 at that overhead and is held at 1 (sizing.calibration.MAX_SHARE); FP4
-# formats, never measured, take the pooled quantized efficiency.
-# Prefill at half the dense FP16 peak (its FP8 runs are timed at the FP16 peak: on the
-# H100 they prefill 1.2x faster than BF16, not 2x).
+# Speed fits (`llm-sizing calibrate --write`, in fits.json with the runs and GPUs each
+# rests on), per backend; "" is the engine's pooled fit. Decode on batch-1 to 64 runs
+# (data/catalogs/speed_measurements*.csv) in 16 bits, AWQ, GPTQ and W4A16 4-bit, and FP8
+# (the Qwen2 and Qwen2.5 speed benchmarks, silybench, vLLM PR #23197, vLLM's CI latency
+# tests, AccelMark, inference-bench, Neural Magic's model cards). The per-layer overhead is
+# fitted on all of them, then at that overhead one efficiency per kind of weights
+# (DECODE_WEIGHT_KINDS): 4-bit integer runs reach a smaller share of the bandwidth than
+# 16-bit ones (their dequantizing kernels at batch 1). FP8's own optimum is over 1 at that
+# overhead and is held at 1 (sizing.calibration.MAX_SHARE); FP4 formats, never measured,
+# take the pooled quantized efficiency. Prefill as a share of the dense FP16 peak (its FP8
+# runs are timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
 DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp4", "MXFP4": "fp4"}
 # Its decode is not fitted apart by memory class: its 16-bit runs on HBM cards reach the
 # same share of the bandwidth as on GDDR ones, and its quantized kinds were measured on
 # HBM cards only.
 DECODE_MEMORY_CLASSES: tuple[str, ...] = ()
-DECODE_FIT = {
-    k: {
-        "efficiency": 0.944,
-        "layer_seconds": 98.6e-6,
-        "efficiency_quantized": 0.875,
-        "efficiency_fp8": 1.0,
-        "efficiency_int4": 0.770,
-    }
-    for k in ("CUDA", "")
-}
-PREFILL_FIT = {"CUDA": {"efficiency": 0.496}, "": {"efficiency": 0.496}}
-DECODE_HELD_OUT_ERROR = {"CUDA": 0.157, "": 0.157}
-PREFILL_HELD_OUT_ERROR = {"CUDA": 0.222, "": 0.222}
+DECODE_FIT = fitted(NAME, "decode")
+PREFILL_FIT = fitted(NAME, "prefill")
+DECODE_HELD_OUT_ERROR = fitted(NAME, "decode_held_out_error")
+PREFILL_HELD_OUT_ERROR = fitted(NAME, "prefill_held_out_error")
 # The platform vLLM runs on per vendor (docs: CUDA, ROCm, XPU for Intel); other vendors'
 # GPUs run its hardware plugins, named by the vendor.
 DEFAULT_BACKENDS = {"NVIDIA": "CUDA", "AMD": "ROCm", "Intel": "XPU"}

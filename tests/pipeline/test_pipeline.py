@@ -230,6 +230,21 @@ def test_a_change_anywhere_in_the_sizing_library_recomputes_the_matrix():
     assert library <= fingerprinted
 
 
+def test_a_refit_recomputes_the_matrix(tmp_path, monkeypatch):
+    """The fitted constants live in sizing/engines/fits.json, not in code: a refit written
+    there is a new fingerprint too."""
+    import assets.sizing.shards as shards
+
+    before = shards.code_fingerprint()
+    refit = tmp_path / "fits.json"
+    refit.write_text(
+        shards.FITS_FILE.read_text().replace('"efficiency": 0.8626', '"efficiency": 0.8627')
+    )
+    assert refit.read_text() != shards.FITS_FILE.read_text()
+    monkeypatch.setattr(shards, "FITS_FILE", refit)
+    assert shards.code_fingerprint() != before
+
+
 def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
     """A typo fixed in a comment or docstring of sizing/ recomputes nothing (issue 29: the
     fingerprint hashed raw source); a constant changed, a renamed name or a string that is
