@@ -207,10 +207,6 @@ def main() -> None:
         )
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _record(sweep: str, results: list[dict]) -> None:
     """The sweep's figures against issue 31's targets (at most 3x the write floor, at least
     2 M rows/s, at most 1.5 GiB, linear in the number of models)."""
@@ -261,3 +257,7 @@ def _record(sweep: str, results: list[dict]) -> None:
         figures,
         {"runs": results},
     )
+
+
+if __name__ == "__main__":
+    main()
