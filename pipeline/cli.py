@@ -50,12 +50,10 @@ def prices(args: argparse.Namespace) -> int:
 
     from sizing.cost import DAYS_PER_MONTH, cheapest_on_demand
     from sizing.engines import vllm
-    from warehouse import store
 
-    try:
-        offers = store.read("gpu_prices")
-    except store.TABLE_MISSING:
-        raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
+    offers = _published_offers()
+    if offers is None:
+        raise SystemExit("error: no published prices; run `llm-sizing refresh` first")
     offers = offers.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
         (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb")
     )
@@ -824,13 +822,18 @@ def _finite(value):
 
 
 def _published_offers():
-    """The latest published cloud offers, or None before the first refresh."""
-    from warehouse import store
+    """The latest published cloud offers, or None before the first refresh: the current
+    release's Parquet export where it provably is that (warehouse.latest), no Delta Lake."""
+    from warehouse import latest
 
     try:
-        return store.read("gpu_prices")
-    except store.TABLE_MISSING:
-        return None
+        return latest.read("gpu_prices")
+    except Exception as e:  # from store.read, which it falls back on
+        from warehouse import store
+
+        if isinstance(e, store.TABLE_MISSING):
+            return None
+        raise
 
 
 def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | None, str]:
