@@ -50,12 +50,10 @@ def prices(args: argparse.Namespace) -> int:
 
     from sizing.cost import DAYS_PER_MONTH, cheapest_on_demand
     from sizing.engines import vllm
-    from warehouse import store
 
-    try:
-        offers = store.read("gpu_prices")
-    except store.TABLE_MISSING:
-        raise SystemExit("error: no published prices; run `llm-sizing refresh` first") from None
+    offers = _published_offers()
+    if offers is None:
+        raise SystemExit("error: no published prices; run `llm-sizing refresh` first")
     offers = offers.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
         (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb")
     )
@@ -237,23 +235,34 @@ def _failed_sources(result) -> list[str]:
     return lines
 
 
-def _catalog_gpu(query: str, cache: dict) -> dict:
+@functools.cache
+def _gpu_catalog():
+    """data/catalogs/gpus.csv and its aliases, read once per command."""
     from assets.catalogs.readers import load_gpu_aliases, load_gpus
+
+    return load_gpus(), load_gpu_aliases()
+
+
+def _catalog_gpu(query: str, cache: dict) -> dict:
+    """The catalog row a GPU name resolves to; `cache` keeps each name's across the
+    queries of one command."""
     from pipeline.names import find_gpu
 
-    if "gpus" not in cache:
-        cache["gpus"], cache["aliases"] = load_gpus(), load_gpu_aliases()
-    return find_gpu(query, cache["gpus"], cache["aliases"])
+    found = cache.setdefault("gpu", {})
+    if query not in found:
+        found[query] = find_gpu(query, *_gpu_catalog())
+    return dict(found[query])
 
 
 class QueryError(ValueError):
     """One estimate that cannot be answered; the message is the one-line reason."""
 
 
-def _query(args: argparse.Namespace, offers, cache: dict):
+def _query(args: argparse.Namespace, offers, cache: dict, check: bool = True):
     """The model, configuration, device and usage an estimate's options describe, each
-    name resolved and range checked (QueryError otherwise). `cache` keeps parsed configs
-    and the GPU catalog across the queries of one process."""
+    name resolved and range checked (QueryError otherwise) and, with `check`, the
+    configuration validated (sizing.estimate.validate). `cache` keeps resolved names,
+    parsed configs, devices and prices across the queries of one process."""
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, find_format, model_config_path
     from sizing.architecture import ConfigError, parse_config
@@ -268,12 +277,14 @@ def _query(args: argparse.Namespace, offers, cache: dict):
     )
     from sizing.weights import WEIGHT_FORMATS
 
+    models = cache.setdefault("model", {})
     try:
-        name, path = (
-            (str(args.config), Path(args.config))
-            if args.config is not None
-            else model_config_path(args.model)
-        )
+        if args.config is not None:
+            name, path = str(args.config), Path(args.config)
+        else:
+            if args.model not in models:
+                models[args.model] = model_config_path(args.model)
+            name, path = models[args.model]
         quant = find_format(args.quant, WEIGHT_FORMATS)
         gpu = _catalog_gpu(args.gpu, cache)
     except UnknownName as e:
@@ -301,7 +312,10 @@ def _query(args: argparse.Namespace, offers, cache: dict):
             draft_quant = find_format(args.draft_quant, WEIGHT_FORMATS)
         except UnknownName as e:
             raise QueryError(str(e)) from None
-    device = Device.from_catalog(gpu)
+    devices = cache.setdefault("device", {})
+    if gpu["gpu_id"] not in devices:
+        devices[gpu["gpu_id"]] = Device.from_catalog(gpu)
+    device = devices[gpu["gpu_id"]]
     kv = args.kv_dtype or default_kv_dtype(m, args.engine)
     backend = getattr(args, "backend", None)
     if backend is not None:  # any case: vulkan, VULKAN -> Vulkan
@@ -337,11 +351,16 @@ def _query(args: argparse.Namespace, offers, cache: dict):
         backend=backend,
         split_mode=getattr(args, "split_mode", None),
     )
-    price, source = _price_for(args, gpu["gpu_id"], offers)
-    try:
-        validate(m, conf, device, _engine_support())
-    except InvalidConfiguration as e:
-        raise QueryError(str(e)) from None
+    prices = cache.setdefault("price", {})
+    key = (args.price_per_hour, gpu["gpu_id"], args.gpus)
+    if key not in prices:
+        prices[key] = _price_for(args, gpu["gpu_id"], offers)
+    price, source = prices[key]
+    if check:
+        try:
+            validate(m, conf, device, _engine_support())
+        except InvalidConfiguration as e:
+            raise QueryError(str(e)) from None
     return m, conf, device, Usage(price, source, args.hours_per_day, args.electricity), gpu
 
 
@@ -355,9 +374,6 @@ def _engine_support():
 
 def estimate_command(args: argparse.Namespace) -> int:
     _use_project_instance()
-    from assets.catalogs.readers import load_checkpoint_repos
-    from sizing.estimate import estimate_many
-
     offers = _published_offers()
     if args.queries is not None:
         return _bulk(args.queries, offers)
@@ -367,13 +383,11 @@ def estimate_command(args: argparse.Namespace) -> int:
         m, conf, device, usage, gpu = _query(args, offers, {})
     except QueryError as e:
         raise SystemExit(f"error: {e}") from None
-    (r,) = estimate_many([(m, conf, device, usage)], load_checkpoint_repos(), _engine_support())
     quant, kv, name = conf.weight_format, conf.kv_dtype, m.name
     if args.objective == "fastest_under_budget" and args.budget_usd is None:
         raise SystemExit("error: --objective fastest_under_budget needs --budget-usd")
-    rec = _recommendations(
-        m,
-        conf,
+    r, rec = _estimate_and_recommend(
+        (m, conf, device, usage),
         gpu["gpu_id"],
         offers,
         args.min_decode_tok_s,
@@ -729,9 +743,10 @@ def _plan_model(args: argparse.Namespace):
 
 def _bulk(source: str, offers) -> int:
     """--queries: one JSON object of estimate options per line in, one JSON result (or
-    {"error": ...}) per line out, in order; evaluated together in one pass."""
+    {"error": ...}) per line out, in order; validated together (sizing.estimate.invalid)
+    and evaluated together (estimate_many), one pass each."""
     from assets.catalogs.readers import load_checkpoint_repos
-    from sizing.estimate import estimate_many
+    from sizing.estimate import estimate_many, invalid
 
     parser = _estimate_parser(_QueryParser(prog="query", exit_on_error=False), bulk=False)
     try:
@@ -740,7 +755,7 @@ def _bulk(source: str, offers) -> int:
         raise SystemExit(f"error: cannot read {source}: {e.strerror or e}") from None
     cache: dict = {}
     answers: list[dict] = []
-    queries = []
+    asked = []  # (answer index, query)
     for n, line in enumerate(text.splitlines(), 1):  # numbered as in the file
         if not line.strip():
             continue
@@ -754,16 +769,19 @@ def _bulk(source: str, offers) -> int:
                 if v is not None and v is not False
                 for a in ([f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)]))
             ]
-            q = _query(parser.parse_args(argv), offers, cache)
-            queries.append(q[:4])
+            q = _query(parser.parse_args(argv), offers, cache, check=False)
+            asked.append((len(answers), q[:4]))
             answers.append({"line": n})
         except (QueryError, json.JSONDecodeError, argparse.ArgumentError) as e:
             answers.append({"line": n, "error": str(e)})
-    results = (
-        iter(estimate_many(queries, load_checkpoint_repos(), _engine_support()))
-        if queries
-        else iter(())
-    )
+    support = _engine_support()
+    queries = []
+    for (i, q), reason in zip(asked, invalid([q[:3] for _, q in asked], support), strict=True):
+        if reason is None:
+            queries.append(q)
+        else:
+            answers[i]["error"] = reason
+    results = iter(estimate_many(queries, load_checkpoint_repos(), support) if queries else ())
     for answer in answers:
         if "error" not in answer:
             answer |= _no_negative_memory(next(results).to_dict())
@@ -824,13 +842,18 @@ def _finite(value):
 
 
 def _published_offers():
-    """The latest published cloud offers, or None before the first refresh."""
-    from warehouse import store
+    """The latest published cloud offers, or None before the first refresh: the current
+    release's Parquet export where it provably is that (warehouse.latest), no Delta Lake."""
+    from warehouse import latest
 
     try:
-        return store.read("gpu_prices")
-    except store.TABLE_MISSING:
-        return None
+        return latest.read("gpu_prices")
+    except Exception as e:  # from store.read, which it falls back on
+        from warehouse import store
+
+        if isinstance(e, store.TABLE_MISSING):
+            return None
+        raise
 
 
 def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | None, str]:
@@ -853,34 +876,43 @@ def _price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | N
     )
 
 
-def _recommendations(
-    m,
-    conf,
+def _estimate_and_recommend(
+    query,
     gpu_id: str,
     offers,
     min_decode_tok_s: float,
     budget_usd: float | None,
     objective: str | None,
     min_quality: str = DEFAULT_MIN_QUALITY,
-) -> dict:
-    from assets.catalogs.readers import load_gpus, load_quality_tiers
+):
+    """The estimate and its recommendations: the question, the hardware candidates for
+    its format (sizing.recommend.recommend's) and the formats for its GPU
+    (best_format_for_gpu's) evaluated in one pass (sizing.estimate.estimate_alongside)."""
+    from assets.catalogs.readers import load_checkpoint_repos, load_quality_tiers
+    from sizing.estimate import estimate_alongside
     from sizing.quality import ranked_formats
-    from sizing.recommend import best_format_for_gpu, recommend
-
-    gpus, tiers = load_gpus(), load_quality_tiers()
-    support = _engine_support()
-    rec = recommend(
-        m,
-        conf.weight_format,
-        conf.context,
-        conf.kv_dtype,
-        conf.engine,
-        gpus,
-        offers,
-        min_decode_tok_s,
-        budget_usd,
-        support,
+    from sizing.recommend import (
+        best_format_inputs,
+        best_format_of,
+        candidate_inputs,
+        format_order,
+        picks,
+        sized,
     )
+
+    m, conf = query[0], query[1]
+    gpus, tiers = _gpu_catalog()[0], load_quality_tiers()
+    support = _engine_support()
+    order = format_order(m, conf.engine, tiers, min_quality)
+    case = (conf.context, conf.kv_dtype, conf.engine)
+    alongside = [(candidate_inputs(m, [conf.weight_format], *case, gpus), "energy")]
+    if order:
+        rows = best_format_inputs(m, order, *case, gpus, gpu_id, conf.n_gpus)
+        alongside.append((rows, "memory"))
+    (r,), (candidates, *formats) = estimate_alongside(
+        [query], alongside, load_checkpoint_repos(), support
+    )
+    rec = picks(sized(candidates, gpus, support), offers, min_decode_tok_s, budget_usd)
     if objective is not None:
         from sizing.objectives import per_finetune_regime, per_format, ranked
 
@@ -928,9 +960,7 @@ def _recommendations(
             support=support,
         ).to_dicts()
         rec["objective"] = objective
-    rec["best_format_for_this_gpu"] = best_format_for_gpu(
-        m, conf.context, conf.kv_dtype, conf.engine, gpus, gpu_id, conf.n_gpus, tiers, min_quality
-    )
+    rec["best_format_for_this_gpu"] = best_format_of(formats[0], order) if formats else None
     rec["quality_tiers"] = dict(
         ranked_formats(
             [
@@ -943,7 +973,7 @@ def _recommendations(
         )
     )
     rec["min_quality"] = min_quality
-    return rec
+    return r, rec
 
 
 def _fmt(value: float | None, spec: str) -> str:

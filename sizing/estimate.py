@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -11,7 +11,7 @@ import polars as pl
 from sizing import engines
 from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
-from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL
+from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL, STAGES
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
     DEFAULT_HOST_POWER_W,
@@ -23,7 +23,7 @@ from sizing.engines.vllm import (
     VllmSettings,
     settings_row,
 )
-from sizing.evaluation import derive_inputs, evaluate
+from sizing.evaluation import derive_inputs, evaluate, evaluate_parts
 from sizing.finetune import finetune_memory
 from sizing.model_facts import format_row, model_row
 from sizing.mtp import (
@@ -48,7 +48,7 @@ from sizing.result import (
     Speed,
     VllmBudget,
 )
-from sizing.rules import refusals
+from sizing.rules import refusals_of_rows
 from sizing.support import SUPPORT_COLUMNS, support_columns
 from sizing.units import gib
 from sizing.vision import (
@@ -169,27 +169,38 @@ def default_kv_dtype(m: ModelArch, engine: str) -> str:
     return engines.MODULES[engine].DEFAULT_KV_DTYPE
 
 
-def _rule_row(
-    m: ModelArch, c: Configuration, d: Device | None, support: pl.DataFrame | None
+def _rule_frame(
+    configurations: Sequence[tuple[ModelArch, Configuration, Device | None]],
+    support: pl.DataFrame | None,
 ) -> pl.DataFrame:
-    """The columns sizing.rules reads, for this one configuration, with the engine_support
-    rules' verdict on it (`support`, sizing.support)."""
-    row = {k: v for k, v in model_row(m).items() if k in _RULE_MODEL_COLUMNS} | {
-        "engine": c.engine,
-        "weight_format": c.weight_format,
-        "kv_dtype": c.kv_dtype,
-        "context": c.context,
-        "n_gpus": c.n_gpus,
-        "rope_scaling": c.rope_scaling,
-        "gpu_id": d.name if d else None,
-        "vendor": d.vendor if d else None,
-        "compute_capability": d.compute_capability if d else None,
-        "engines": ";".join(d.engines) if d and d.engines is not None else None,
-        "n_gpus_options": ";".join(map(str, d.n_gpus_options))
-        if d and d.n_gpus_options is not None
-        else None,
-    }
-    return pl.DataFrame([row], schema_overrides=_RULE_SCHEMA).with_columns(support_columns(support))
+    """The columns sizing.rules reads, one row per configuration, with the engine_support
+    rules' verdict on each (`support`, sizing.support)."""
+    facts: dict[int, dict[str, Any]] = {}
+    rows = []
+    for m, c, d in configurations:
+        if id(m) not in facts:
+            facts[id(m)] = {k: v for k, v in model_row(m).items() if k in _RULE_MODEL_COLUMNS}
+        rows.append(
+            facts[id(m)]
+            | {
+                "engine": c.engine,
+                "weight_format": c.weight_format,
+                "kv_dtype": c.kv_dtype,
+                "context": c.context,
+                "n_gpus": c.n_gpus,
+                "rope_scaling": c.rope_scaling,
+                "gpu_id": d.name if d else None,
+                "vendor": d.vendor if d else None,
+                "compute_capability": d.compute_capability if d else None,
+                "engines": ";".join(d.engines) if d and d.engines is not None else None,
+                "n_gpus_options": ";".join(map(str, d.n_gpus_options))
+                if d and d.n_gpus_options is not None
+                else None,
+            }
+        )
+    return pl.DataFrame(rows, schema_overrides=_RULE_SCHEMA, infer_schema_length=None).with_columns(
+        support_columns(support)
+    )
 
 
 _RULE_MODEL_COLUMNS = (
@@ -220,6 +231,39 @@ def validate(
     the matrix (sizing.rules, with the engine_support rules `support`) evaluated on this
     configuration's row, after the checks of values the grid never holds (unknown names,
     non-positive counts)."""
+    (reason,) = invalid([(m, c, d)], support)
+    if reason is not None:
+        raise InvalidConfiguration(reason)
+
+
+def invalid(
+    configurations: Sequence[tuple[ModelArch, Configuration, Device | None]],
+    support: pl.DataFrame | None = None,
+) -> list[str | None]:
+    """validate() of many configurations: why each cannot run (the message validate
+    raises), None where it can; the rules evaluated once over the rows of all that pass
+    the checks of values."""
+    reasons: list[str | None] = []
+    checked = []
+    for i, (m, c, d) in enumerate(configurations):
+        try:
+            _check_values(m, c, d)
+        except InvalidConfiguration as e:
+            reasons.append(str(e))
+            continue
+        reasons.append(None)
+        checked.append(i)
+    if checked:
+        frame = _rule_frame([configurations[i] for i in checked], support)
+        for i, broken in zip(checked, refusals_of_rows(frame), strict=True):
+            if broken:
+                reasons[i] = "; ".join(broken)
+    return reasons
+
+
+def _check_values(m: ModelArch, c: Configuration, d: Device | None) -> None:
+    """The checks of values the grid never holds (unknown names, non-positive counts,
+    options of the other engine), before the rules."""
     if c.engine not in ENGINES:
         raise InvalidConfiguration(f"unknown engine {c.engine!r}; known: {', '.join(ENGINES)}")
     if c.weight_format not in WEIGHT_FORMATS:
@@ -273,9 +317,6 @@ def validate(
         )
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
-    reasons = refusals(_rule_row(m, c, d, support))
-    if reasons:
-        raise InvalidConfiguration("; ".join(reasons))
 
 
 def _validate_extras(m: ModelArch, c: Configuration) -> None:
@@ -384,21 +425,30 @@ _USAGE_SCHEMA = {
 EXTRA_GPU_BYTES = ("draft_gpu_bytes", "mmproj_gpu_bytes", "mtp_gpu_bytes")
 
 
-def configuration_frame(
+def configuration_inputs(
     queries: list[Query], extra: list[dict[str, float]] | None = None
 ) -> pl.DataFrame:
-    """The input columns of every query, one row each, as the matrix's rows carry them;
-    `extra`: each query's EXTRA_GPU_BYTES (a draft model, a projector, MTP layers), 0
-    where absent."""
+    """The input columns of every query, one row each, as the matrix's rows carry them
+    (before sizing.evaluation.derive_inputs); `extra`: each query's EXTRA_GPU_BYTES (a
+    draft model, a projector, MTP layers), 0 where absent."""
     facts: dict = {}
     rows = [
         _configuration_row(m, c, d, u, facts, e)
         for (m, c, d, u), e in zip(queries, extra or [{}] * len(queries), strict=True)
     ]
     schema = MODEL | FORMAT | DEVICE | CONFIGURATION | _USAGE_SCHEMA
-    frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
-    # V0's profile batch follows the context asked for (the matrix serves V1's defaults).
-    return derive_inputs(frame, max_model_len=pl.col("context"))
+    return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+
+
+# V0's profile batch follows the context asked for (the matrix serves V1's defaults).
+QUESTION_MAX_MODEL_LEN = pl.col("context")
+
+
+def configuration_frame(
+    queries: list[Query], extra: list[dict[str, float]] | None = None
+) -> pl.DataFrame:
+    """configuration_inputs with the derived inputs."""
+    return derive_inputs(configuration_inputs(queries, extra), QUESTION_MAX_MODEL_LEN)
 
 
 def estimate(
@@ -424,6 +474,19 @@ def estimate_many(
     """estimate() of many validated configurations, the expressions evaluated once over
     all their rows (a service's or notebook's many questions at the matrix's speed); the
     flag or vendor build an engine_support rule (`support`) names goes into the launch."""
+    return estimate_alongside(queries, (), repos, support)[0]
+
+
+def estimate_alongside(
+    queries: list[Query],
+    alongside: Sequence[tuple[pl.DataFrame, str]],
+    repos: Mapping[tuple[str, str], str] | None = None,
+    support: pl.DataFrame | None = None,
+) -> tuple[list[Estimate], list[pl.DataFrame]]:
+    """estimate_many, with other frames of input rows (a recommendation's candidates:
+    sizing.recommend.candidate_inputs), each with the stage to evaluate it through,
+    evaluated in the same pass (sizing.evaluation.evaluate_parts) and returned beside the
+    estimates."""
     drafts = _draft_rows(queries)
     mtp = _mtp_rows(queries)
     extra = [
@@ -434,9 +497,11 @@ def estimate_many(
         }
         for r, t, (m, c, _, _) in zip(drafts, mtp, queries, strict=True)
     ]
-    frame = evaluate(configuration_frame(queries, extra))
+    frame, *others = evaluate_parts(
+        [(configuration_inputs(queries, extra), STAGES[-1]), *alongside], QUESTION_MAX_MODEL_LEN
+    )
     ruled = (
-        pl.concat([_rule_row(m, c, d, support).select(SUPPORT_COLUMNS) for m, c, d, _ in queries])
+        _rule_frame([(m, c, d) for m, c, d, _ in queries], support).select(SUPPORT_COLUMNS)
         if queries
         else pl.DataFrame()
     )
@@ -453,7 +518,7 @@ def estimate_many(
             mtp,
             strict=True,
         )
-    ]
+    ], others
 
 
 def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:

@@ -3,6 +3,7 @@ format fits a given GPU. Every candidate is sized by the same expressions as the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -65,6 +66,32 @@ def fit_over_gpus(
     )
 
 
+def candidate_inputs(
+    m: ModelArch,
+    formats: Sequence[str],
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    batch: int = 1,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+) -> pl.DataFrame:
+    """The configuration's input rows in each of `formats` on every catalog GPU and count
+    the engine runs on and tensor parallelism can split it over (the grid's defaults for
+    what the question does not set), before sizing.evaluation.derive_inputs."""
+    facts = model_row(m)
+    dims = pl.DataFrame([facts | format_row(m, f, gguf=engine == LLAMA_CPP) for f in formats])
+    configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
+    return with_input_defaults(
+        configs.join(dims, how="cross").with_columns(
+            pl.lit(context).alias("context"),
+            pl.lit(kv_dtype).alias("kv_dtype"),
+            pl.lit(batch).alias("batch"),
+            pl.lit(prompt_tokens).alias("prompt_tokens"),
+        )
+    ).filter(tensor_parallel_possible())
+
+
 def _inputs(
     m: ModelArch,
     fmt: str,
@@ -75,20 +102,10 @@ def _inputs(
     batch: int = 1,
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
 ) -> pl.DataFrame:
-    """The configuration's input rows on every catalog GPU and count the engine runs on
-    (the grid's defaults for what the question does not set)."""
-    dims = pl.DataFrame([model_row(m) | format_row(m, fmt, gguf=engine == LLAMA_CPP)])
-    configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
+    """candidate_inputs of one format, with the derived inputs."""
     return derive_inputs(
-        with_input_defaults(
-            configs.join(dims, how="cross").with_columns(
-                pl.lit(context).alias("context"),
-                pl.lit(kv_dtype).alias("kv_dtype"),
-                pl.lit(batch).alias("batch"),
-                pl.lit(prompt_tokens).alias("prompt_tokens"),
-            )
-        )
-    ).filter(tensor_parallel_possible())
+        candidate_inputs(m, [fmt], context, kv_dtype, engine, gpus, batch, prompt_tokens)
+    )
 
 
 def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
@@ -124,13 +141,18 @@ def sized_over_gpus(
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
     sizing.evaluation through energy) and whether the engine has kernels for the format
     there (sizing.kernels, by the engine_support rules `support`: sizing.support)."""
-    rows = (
-        evaluate(
-            _inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens), through="energy"
-        )
-        .join(_gpu_facts(gpus), on="gpu_id")
-        .with_columns(support_columns(support))
+    rows = evaluate(
+        _inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens), through="energy"
     )
+    return sized(rows, gpus, support)
+
+
+def sized(
+    evaluated: pl.DataFrame, gpus: pl.DataFrame, support: pl.DataFrame | None
+) -> pl.DataFrame:
+    """Candidate rows evaluated through energy (or further) with their GPU's name and
+    prices and whether the engine has kernels for the format there."""
+    rows = evaluated.join(_gpu_facts(gpus), on="gpu_id").with_columns(support_columns(support))
     return rows.with_columns(
         kernel_refusal().alias("kernel_refusal"), kernel_basis().alias("kernel_basis")
     )
@@ -167,7 +189,21 @@ def recommend(
     rules `support`) and decodes at least `min_decode_tok_s`
     (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
     hardware where given."""
-    sized = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support)
+    return picks(
+        sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support),
+        offers,
+        min_decode_tok_s,
+        budget_usd,
+    )
+
+
+def picks(
+    sized: pl.DataFrame,
+    offers: pl.DataFrame | None = None,
+    min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+    budget_usd: float | None = None,
+) -> dict[str, Any]:
+    """recommend()'s picks among the candidates `sized` (sized_over_gpus' rows)."""
     fits = sized.filter(runs_at(min_decode_tok_s))
     priced = fits.filter(pl.col("price_new_usd").is_not_null()).with_columns(
         (pl.col("price_new_usd") * pl.col("n_gpus")).alias("hardware_usd")
@@ -272,15 +308,45 @@ def best_format_for_gpu(
     """The most faithful format that fits this GPU and count at this context, if any:
     with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
     first, then the most bits."""
-    order = (
-        FORMATS_BY_ENGINE[engine]
+    order = format_order(m, engine, quality, min_quality)
+    if not order:
+        return None
+    rows = best_format_inputs(m, order, context, kv_dtype, engine, gpus, gpu_id, n_gpus)
+    return best_format_of(evaluate(derive_inputs(rows), through="memory"), order)
+
+
+def format_order(
+    m: ModelArch,
+    engine: str,
+    quality: pl.DataFrame | None = None,
+    min_quality: str = DEFAULT_MIN_QUALITY,
+) -> list[str]:
+    """The formats best_format_for_gpu tries, the most faithful first."""
+    return (
+        list(FORMATS_BY_ENGINE[engine])
         if quality is None
         else [f for f, _ in ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)]
     )
-    for fmt in order:
-        rows = fit_over_gpus(m, fmt, context, kv_dtype, engine, gpus).filter(
-            (pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == n_gpus)
-        )
-        if rows.height and rows.get_column("verdict").item() == "fits":
-            return fmt
-    return None
+
+
+def best_format_inputs(
+    m: ModelArch,
+    order: Sequence[str],
+    context: int,
+    kv_dtype: str,
+    engine: str,
+    gpus: pl.DataFrame,
+    gpu_id: str,
+    n_gpus: int = 1,
+) -> pl.DataFrame:
+    """candidate_inputs of every format in `order` on this GPU and count only."""
+    return candidate_inputs(
+        m, order, context, kv_dtype, engine, gpus.filter(pl.col("gpu_id") == gpu_id)
+    ).filter(pl.col("n_gpus") == n_gpus)
+
+
+def best_format_of(fitted: pl.DataFrame, order: Sequence[str]) -> str | None:
+    """The first format of `order` whose row of `fitted` (best_format_inputs evaluated
+    through memory) fits."""
+    fitting = set(fitted.filter(pl.col("verdict") == "fits").get_column("weight_format"))
+    return next((f for f in order if f in fitting), None)

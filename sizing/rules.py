@@ -185,17 +185,19 @@ def allowed(rules: tuple[Rule, ...]) -> pl.Expr:
     return pl.all_horizontal(r.holds.fill_null(False) for r in rules)
 
 
+def refusals_of_rows(frame: pl.DataFrame, rules: tuple[Rule, ...] = ALL_RULES) -> list[list[str]]:
+    """The reasons each row of `frame` cannot exist, one per broken rule (one pass over
+    all the rows)."""
+    reasons = frame.select(
+        pl.when(r.holds.fill_null(False))
+        .then(pl.lit(None, pl.String))
+        .otherwise(r.reason.fill_null(pl.lit(r.name)))
+        .alias(f"r{i}")
+        for i, r in enumerate(rules)
+    )
+    return [[r for r in row if r is not None] for row in reasons.iter_rows()]
+
+
 def refusals(frame: pl.DataFrame, rules: tuple[Rule, ...] = ALL_RULES) -> list[str]:
     """The reasons the first row of `frame` cannot exist, one per broken rule."""
-    reasons = (
-        frame.head(1)
-        .select(
-            pl.when(r.holds.fill_null(False))
-            .then(pl.lit(None, pl.String))
-            .otherwise(r.reason.fill_null(pl.lit(r.name)))
-            .alias(f"r{i}")
-            for i, r in enumerate(rules)
-        )
-        .row(0)
-    )
-    return [r for r in reasons if r is not None]
+    return refusals_of_rows(frame.head(1), rules)[0]

@@ -63,11 +63,30 @@ def ordered(rules: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# Each rules frame's columns, built once: a command applies them to the question, its
+# rules check and its candidates (frames are not changed in place; the entry keeps its
+# frame alive, so its id names no other).
+_BUILT: dict[int, tuple[pl.DataFrame, list[pl.Expr]]] = {}
+
+
 def support_columns(rules: pl.DataFrame | None) -> list[pl.Expr]:
     """support_rule, _status, _flag, _reason, _source and _build of the first rule that
     matches each row (all null without rules or without a match). The rules are a small
     catalog: each becomes one branch of the expression."""
-    chosen = [] if rules is None else list(ordered(rules).iter_rows(named=True))
+    if rules is None:
+        return _support_columns([])
+    built = _BUILT.get(id(rules))
+    if built is None or built[0] is not rules:
+        if len(_BUILT) > 16:
+            _BUILT.clear()
+        built = _BUILT[id(rules)] = (
+            rules,
+            _support_columns(list(ordered(rules).iter_rows(named=True))),
+        )
+    return list(built[1])
+
+
+def _support_columns(chosen: list[dict]) -> list[pl.Expr]:
     return [
         pl.coalesce(
             [pl.lit(None, pl.String)]

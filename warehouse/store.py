@@ -38,11 +38,16 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from pyarrow import fs
 
 from warehouse import stop
+from warehouse.latest import DEFAULT_ROOT as DEFAULT_ROOT
+from warehouse.latest import HISTORY_SCAN as _HISTORY_SCAN
+from warehouse.latest import MAINTENANCE as _MAINTENANCE
+from warehouse.latest import OBJECT_STORES as _OBJECT_STORES
+from warehouse.latest import current_names as _current_names
+from warehouse.latest import root
 from warehouse.staging import filesystem
 from warehouse.tables import CONTRACTS, RELEASES, TableContract
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
-DEFAULT_ROOT = "warehouse_data"
 # The log of every version is kept (a few KB each); the data files of versions no kept
 # release points to are vacuumed when a release is published (`publish_release`).
 _RETENTION = {
@@ -78,10 +83,6 @@ def frame_fingerprint(df: pl.DataFrame) -> str:
 
 def fingerprint_of(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def root() -> str:
-    return os.environ.get("LLM_SIZING_WAREHOUSE", DEFAULT_ROOT)
 
 
 def table_uri(table: str, base: str | None = None) -> str:
@@ -195,7 +196,6 @@ def boundary(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-_OBJECT_STORES = ("s3://", "gs://", "az://", "abfss://")
 # Commit metadata key of the content fingerprint (publish's `fingerprint`).
 FINGERPRINT_KEY = "content_fingerprint"
 
@@ -249,12 +249,6 @@ def current_version(uri: str, storage_options: Mapping[str, str] | None = None) 
     except TABLE_MISSING:
         return None
     return _data_head(table)
-
-
-# Commits that change no rows (a vacuum logs a start and an end).
-_MAINTENANCE = ("VACUUM START", "VACUUM END")
-# Commits read back per table: past a vacuum's, and when checking for another run's.
-_HISTORY_SCAN = 100
 
 
 def _data_head(table: DeltaTable) -> dict:
@@ -888,11 +882,3 @@ def scan(
             storage_options=dict(storage_options or {}) or None,
         ),
     )
-
-
-def _current_names(table: str, frame: FrameT) -> FrameT:
-    """A version published before a column was renamed, read under the column's current
-    name (the contract's `renamed`)."""
-    contract = CONTRACTS.get(table)
-    old = frame.collect_schema().names() if contract and contract.renamed else ()
-    return frame.rename({o: n for o, n in contract.renamed if o in old}) if old else frame

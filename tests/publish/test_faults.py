@@ -26,7 +26,7 @@ from pipeline.definitions import ALL_ASSETS
 from tests import fault_run
 from tests.conftest import ROOT, small_snapshot
 from tests.services import free_port
-from warehouse import staging, store
+from warehouse import latest, staging, store
 
 BOUNDARIES = (
     "committed:engines",
@@ -72,6 +72,51 @@ def test_kill_9_at_each_commit_boundary_leaves_a_whole_release(tmp_path):
         if r.status != store.EXPIRED
     }
     assert {p.name for p in (tmp_path / "releases").iterdir()} == kept
+
+
+def test_the_latest_export_is_read_only_while_it_is_the_current_release(tmp_path, monkeypatch):
+    """warehouse.latest reads `latest/<table>.parquet` only where the releases table's
+    newest commit is the release `latest` names: a kill between the release commit and the
+    switch, or a newer incomplete release, send it through store.read; a vacuum's commits
+    on the releases table do not."""
+    base = str(tmp_path)
+
+    def reads() -> tuple[bool, set[str]]:
+        fast = all(latest.released_export(t, base) is not None for t in fault_run.TABLES)
+        seen = set()
+        for t in fault_run.TABLES:
+            df = latest.read(t, base)
+            assert df.equals(store.read(t, base=base)), t
+            seen |= set(df.get_column(fault_run.MARK[t]))
+        return fast, seen
+
+    assert latest.released_export("engines", base) is None  # no release yet
+    fault_run.refresh(base, 1)
+    assert reads() == (True, {"run 1"})
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.fault_run", base, "2"],
+        env={**os.environ, store.KILL_AT: "release:committed"},
+        cwd=ROOT,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert reads() == (False, {"run 2"})  # latest/ still holds run 1's release
+    monkeypatch.setenv("LLM_SIZING_VACUUM_MIN_AGE_HOURS", "0")
+    fault_run.refresh(base, 3)
+    fault_run.refresh(base, 4)
+    log = store.history(store.RELEASES_TABLE, base)
+    assert log[0]["operation"] == "VACUUM END"  # the newest commits are a vacuum's
+    assert reads() == (True, {"run 4"})
+    current = store.current_release(base)
+    newer, _ = store.publish_release(
+        {},
+        run_id="run-5",
+        started_at=dt.datetime.now(dt.UTC),
+        tables=(*fault_run.TABLES, "gpus"),  # never published: an incomplete release
+        base=base,
+    )
+    assert newer.status == store.INCOMPLETE
+    assert store.current_release(base).release_id == current.release_id
+    assert reads() == (False, {"run 4"})  # the newest release is not the one latest/ is
 
 
 def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
