@@ -8,7 +8,9 @@ recordings are Python literals in gpuhunt's tests; the server answers them as JS
 RunPod pricing page is the documented-format fixture (no recording exists); the
 DigitalOcean docs pricing page is its table transcribed from a stored text copy. The
 normalised catalogs (SkyPilot's Vast.ai vms.csv, tugot17's tracker lines) are served as
-recorded, at their raw.githubusercontent.com paths.
+recorded, at their raw.githubusercontent.com paths; toolshedlabs-hash/gpu-price-feed's
+data/prices.json path answers the verbatim excerpt of its offers in tests/data/prices (the
+snapshot holds the feed's history line, whose monthly path the live request does not use).
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def _recorded() -> dict[tuple[str, str], bytes]:
     ).read_bytes()
     skypilot = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
     tracker = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
+    feed = (TEST_DATA / "prices/gpu-price-feed-prices-2026-10-04-excerpt.json").read_bytes()
     return {
+        ("GET", "/toolshedlabs-hash/gpu-price-feed/main/data/prices.json"): feed,
         ("GET", "/skypilot-org/skypilot-catalog/master/catalogs/v9/vast/vms.csv"): skypilot,
         ("GET", "/tugot17/gpu-price-tracker/main/data/summary/H100_80GB_SXM5.jsonl"): tracker,
         ("GET", "/pricing"): html,

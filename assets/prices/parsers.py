@@ -468,3 +468,99 @@ def parse_primeintellect_summary(body: bytes) -> list[dict[str, Any]]:
     if not newest:
         raise LayoutChanged("primeintellect: no snapshot line in the body")
     return offers
+
+
+# toolshedlabs-hash/gpu-price-feed: a daily collector that reads each provider's public
+# catalog and commits the result. Two shapes, one parser per provider:
+# - data/history/v2/<YYYY-MM>.jsonl (schema 2): one line per run, `cheapest[provider][key]`
+#   = the cheapest on-demand price per GPU-hour of that GPU key ("RTX 5060 Ti 16GB", form
+#   in the key: "H100 80GB SXM", "(form unstated)" where the listing does not say). Spot,
+#   reserved and fractional plans are left out by the feed; the offer's GPU count is not
+#   kept, so a row is one GPU at that price.
+# - data/prices.json: the run's offers, `price_total_hr_usd` per instance of `gpu_count`
+#   GPUs, `pricing_type` on-demand / spot / reserved-12mo (a commitment, not read here).
+_FEED_FIELDS = ("provider", "gpu_key", "gpu_count", "pricing_type", "price_total_hr_usd")
+_FEED_LINE_FIELDS = ("cheapest", "collected_at", "schema_version")
+_FEED_KEY_GB = re.compile(r"\b(\d+)GB\b")
+_FEED_BILLING = {"runpod": "per-second", "vastai": "per-second", "vultr": "hourly"}
+_FEED_MODES = {"on-demand": "on-demand", "spot": "spot"}
+
+
+def parse_gpu_price_feed(provider: str):
+    def parse(body: bytes, recorded_on: dt.date) -> list[dict[str, Any]]:
+        billing = _FEED_BILLING.get(provider) or do_billing_mode(recorded_on)
+        try:
+            data = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None  # several lines: the history form
+        if isinstance(data, dict) and "offers" in data:
+            return _feed_offers(provider, data["offers"], billing)
+        return _feed_cheapest(provider, body, billing)
+
+    return parse
+
+
+def _feed_offers(provider: str, rows: Any, billing: str) -> list[dict[str, Any]]:
+    if not isinstance(rows, list):
+        raise LayoutChanged("gpu-price-feed: offers is not a list")
+    offers = []
+    for row in rows:
+        _require(row, _FEED_FIELDS, "gpu-price-feed")
+        mode = _FEED_MODES.get(row["pricing_type"])
+        if row["provider"] != provider or mode is None:
+            continue
+        count = float(row["gpu_count"])
+        fractional = count < 1 or row.get("gpu_partition") is not None
+        n = max(1, round(count))
+        # "community cloud; stock Low; up to 8 GPUs", "secure cloud, interruptible; ...":
+        # the first clause keeps RunPod's tier (and Vast.ai's host class) apart.
+        clause = (row.get("notes") or "").split(";")[0].strip()
+        price = float(row["price_total_hr_usd"])
+        offers.append(
+            _offer(
+                provider=provider,
+                source="gpu-price-feed",
+                offer_id=f"{row['gpu_key']}|{n}|{clause}|{row.get('region')}|{price}",
+                tier=f"{clause} {mode}".strip(),
+                gpu_name=row["gpu_key"],
+                n_gpus=n,
+                vram_per_gpu_gb=float(row["vram_gb"]) if row.get("vram_gb") else None,
+                price_per_instance_hour_usd=price,
+                billing_mode=billing,
+                region=row.get("region"),
+                fractional=fractional,
+            )
+        )
+    return offers
+
+
+def _feed_cheapest(provider: str, body: bytes, billing: str) -> list[dict[str, Any]]:
+    newest = None
+    for line in body.decode(errors="strict").splitlines():
+        if not line.strip():
+            continue
+        row = _json(line.encode(), "gpu-price-feed")
+        _require(row, _FEED_LINE_FIELDS, "gpu-price-feed")
+        if newest is None or row["collected_at"] > newest["collected_at"]:
+            newest = row
+    if newest is None:
+        raise LayoutChanged("gpu-price-feed: no offers and no history line in the body")
+    offers = []
+    for key, price in (newest["cheapest"].get(provider) or {}).items():
+        gb = _FEED_KEY_GB.search(key)
+        offers.append(
+            _offer(
+                provider=provider,
+                source="gpu-price-feed",
+                offer_id=f"{key}|cheapest",
+                tier="cheapest on-demand per GPU",
+                gpu_name=key,
+                n_gpus=1,
+                vram_per_gpu_gb=float(gb[1]) if gb else None,
+                price_per_instance_hour_usd=float(price),
+                billing_mode=billing,
+                region=None,
+                fractional=False,
+            )
+        )
+    return offers

@@ -36,6 +36,9 @@ SKYPILOT_VAST_URL = (
     "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/"
     "catalogs/v9/vast/vms.csv"
 )
+GPU_PRICE_FEED_URL = (
+    "https://raw.githubusercontent.com/toolshedlabs-hash/gpu-price-feed/main/data/prices.json"
+)
 PRIMEINTELLECT_SUMMARY_URL = (
     "https://raw.githubusercontent.com/tugot17/gpu-price-tracker/main/"
     "data/summary/H100_80GB_SXM5.jsonl"
@@ -82,6 +85,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
             _ignoring_date(parsers.parse_primeintellect_summary),
             optional=True,
         ),
+        Request(
+            "gpu-price-feed",
+            "GET",
+            GPU_PRICE_FEED_URL,
+            parsers.parse_gpu_price_feed("runpod"),
+            optional=True,
+        ),
     ),
     "vastai": (
         Request(
@@ -98,6 +108,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
             _ignoring_date(parsers.parse_skypilot_vast_vms),
             optional=True,
         ),
+        Request(
+            "gpu-price-feed",
+            "GET",
+            GPU_PRICE_FEED_URL,
+            parsers.parse_gpu_price_feed("vastai"),
+            optional=True,
+        ),
     ),
     "vultr": (
         Request(
@@ -111,6 +128,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
             "GET",
             "https://api.vultr.com/v2/plans-metal?per_page=500",
             _ignoring_date(parsers.parse_vultr_plans),
+        ),
+        Request(
+            "gpu-price-feed",
+            "GET",
+            GPU_PRICE_FEED_URL,
+            parsers.parse_gpu_price_feed("vultr"),
+            optional=True,
         ),
     ),
     "digitalocean": (
@@ -126,6 +150,13 @@ REQUESTS: dict[str, tuple[Request, ...]] = {
             "GET",
             "https://docs.digitalocean.com/products/droplets/details/pricing/",
             parsers.parse_digitalocean_pricing_html,
+            optional=True,
+        ),
+        Request(
+            "gpu-price-feed",
+            "GET",
+            GPU_PRICE_FEED_URL,
+            parsers.parse_gpu_price_feed("digitalocean"),
             optional=True,
         ),
     ),

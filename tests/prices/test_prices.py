@@ -9,6 +9,9 @@ its parser runs on tests/data/prices/runpod-pricing-documented-format.html. Digi
 docs pricing page is stored as text only (pages corpus, validated 2025-04-22 and
 2026-05-28): its GPU tables are transcribed into HTML tables in
 tests/data/prices/digitalocean-pricing-*-reconstructed-from-page-text.html.
+toolshedlabs-hash/gpu-price-feed: its history line of 2026-10-04 is in the snapshot (one
+copy per provider); nine of that run's data/prices.json offers, verbatim, are
+tests/data/prices/gpu-price-feed-prices-2026-10-04-excerpt.json.
 """
 
 import datetime as dt
@@ -35,6 +38,10 @@ VULTR = (PRICES / "vultr/plans-metal-and-plans-gpu-fixture-2024-12-gpuhunt.py.tx
 DO = (PRICES / "digitalocean/sizes-gpu-fixture-2025-08-gpuhunt.py.txt").read_bytes()
 SKYPILOT_VAST = (PRICES / "vastai/skypilot-catalog-v9-vms-a5be5386.csv").read_bytes()
 PI_2025_11_16 = (PRICES / "runpod/primeintellect-summary-2025-11-16-tugot17.jsonl").read_bytes()
+FEED_LINE = (
+    PRICES / "vastai/gpu-price-feed-history-v2-2026-10-04T12-20Z-toolshed.jsonl"
+).read_bytes()
+FEED_OFFERS = (TEST_DATA / "prices/gpu-price-feed-prices-2026-10-04-excerpt.json").read_bytes()
 DO_PAGE_2026 = (
     TEST_DATA / "prices/digitalocean-pricing-2026-05-28-reconstructed-from-page-text.html"
 ).read_bytes()
@@ -125,9 +132,66 @@ def test_primeintellect_summary_reads_runpods_minimum_per_gpu():
     assert {o["tier"] for o in offers.values()} == {"aggregated minimum, spot not excluded"}
 
 
+def test_price_feed_history_line_is_one_gpu_at_the_cheapest_on_demand_price():
+    """The feed's schema-2 line keeps only the cheapest on-demand price per GPU key and
+    provider; the key carries the memory, so 'RTX 4090 48GB' (a modified card) is not
+    the 24 GB RTX 4090 and stays unmapped."""
+    on = dt.date(2026, 10, 4)
+    vast = _by_id(parsers.parse_gpu_price_feed("vastai")(FEED_LINE, on))
+    assert len(vast) == 77
+    # "RTX 5060 Ti 16GB": 0.1215, "RTX 5070 Ti 16GB": 0.1489 in the vastai block
+    assert vast["RTX 5060 Ti 16GB|cheapest"]["price_per_gpu_hour_usd"] == 0.1215
+    assert vast["RTX 5070 Ti 16GB|cheapest"]["vram_per_gpu_gb"] == 16.0
+    assert {o["n_gpus"] for o in vast.values()} == {1}
+    assert {o["tier"] for o in vast.values()} == {"cheapest on-demand per GPU"}
+    do = _by_id(parsers.parse_gpu_price_feed("digitalocean")(FEED_LINE, on))
+    assert do["MI325X 256GB|cheapest"]["price_per_instance_hour_usd"] == 3.8
+    assert do["MI325X 256GB|cheapest"]["billing_mode"] == "per-second"  # DO since 2026-01-01
+    catalog = CatalogResource()
+    kept, left = split_offers(
+        pl.DataFrame(list(vast.values()) + list(do.values())),
+        gpu_alias_map(catalog.path),
+        load_gpus(catalog.path),
+    )
+    ids = dict(zip(kept["gpu_name"], kept["gpu_id"], strict=True))
+    assert ids["RTX 5060 Ti 16GB"] == "rtx_5060_ti_16gb" and ids["MI325X 256GB"] == "mi325x_256gb"
+    assert ids["B300 288GB (form unstated)"] == "b300_288gb"
+    for unmapped in ("RTX 4090 48GB", "A800 80GB PCIe", "H200 141GB (form unstated)"):
+        assert unmapped in left["gpu_name"].to_list()
+
+
+def test_price_feed_offers_keep_count_tier_and_leave_reserved_out():
+    on = dt.date(2026, 10, 4)
+    do = parsers.parse_gpu_price_feed("digitalocean")(FEED_OFFERS, on)
+    # MI325X: the 'reserved-12mo' 2.88 row is a commitment, not read; on-demand 3.8 is.
+    assert [(o["gpu_name"], o["price_per_instance_hour_usd"]) for o in do] == [
+        ("L40S 48GB", 1.57),
+        ("MI325X 256GB", 3.8),
+    ]
+    vultr = parsers.parse_gpu_price_feed("vultr")(FEED_OFFERS, on)
+    two = [o for o in vultr if o["n_gpus"] == 2]
+    assert two[0]["price_per_gpu_hour_usd"] == pytest.approx(3.342 / 2)
+    assert not any(o["fractional"] for o in vultr) and {o["billing_mode"] for o in vultr} == {
+        "hourly"
+    }
+    runpod = {o["tier"] for o in parsers.parse_gpu_price_feed("runpod")(FEED_OFFERS, on)}
+    assert runpod == {"community cloud, interruptible spot", "secure cloud on-demand"}
+    assert parsers.parse_gpu_price_feed("lambdalabs")(FEED_OFFERS, on) == []
+
+
 @pytest.mark.parametrize(
     ("parse", "body", "message"),
     [
+        (
+            lambda body: parsers.parse_gpu_price_feed("vastai")(body, dt.date(2026, 10, 4)),
+            FEED_LINE.replace(b'"cheapest"', b'"lowest"'),
+            "cheapest",
+        ),
+        (
+            lambda body: parsers.parse_gpu_price_feed("vastai")(body, dt.date(2026, 10, 4)),
+            FEED_OFFERS.replace(b'"pricing_type"', b'"pricing"'),
+            "pricing_type",
+        ),
         (
             parsers.parse_skypilot_vast_vms,
             SKYPILOT_VAST.replace(b"SpotPrice", b"Spot"),
@@ -279,12 +343,20 @@ def test_live_collection_records_into_the_snapshot_and_replays(tmp_path, monkeyp
         again = replayed.collect(provider)
         assert [o["offer_id"] for o in again.offers] == [o["offer_id"] for o in got.offers]
     manifest = (tmp_path / "prices/manifest.jsonl").read_text().splitlines()
-    # One line per recorded body: both pricing pages and both normalised catalogs included.
-    assert len(manifest) == 9
-    assert {o["source"] for o in fetched["runpod"].offers} == {"api", "html", "primeintellect"}
-    assert {o["source"] for o in fetched["vastai"].offers} == {"api", "skypilot-catalog"}
+    # One line per recorded body: both pricing pages and the normalised catalogs included
+    # (the price feed once per provider).
+    assert len(manifest) == 13
+    feed = "gpu-price-feed"
+    assert {o["source"] for o in fetched["runpod"].offers} == {
+        "api",
+        "html",
+        "primeintellect",
+        feed,
+    }
+    assert {o["source"] for o in fetched["vastai"].offers} == {"api", "skypilot-catalog", feed}
     assert any('"prices/vastai/skypilot-vms-csv-' in line and '.csv"' in line for line in manifest)
-    assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html"}
+    assert {o["source"] for o in fetched["digitalocean"].offers} == {"api", "html", feed}
+    assert {o["source"] for o in fetched["vultr"].offers} == {"api", feed}
     assert all("test-token" not in line for line in manifest)
 
 
@@ -295,7 +367,8 @@ def test_missing_token_skips_the_api_with_a_reason_and_reads_the_page(tmp_path, 
             offline=False, snapshot_path=str(tmp_path), base_urls={"digitalocean": url}
         ).collect("digitalocean")
     assert got.skipped == ["sizes: DIGITALOCEAN_TOKEN is not set"]
-    assert {o["source"] for o in got.offers} == {"html"} and len(got.offers) == 5
+    page = [o for o in got.offers if o["source"] == "html"]
+    assert {o["source"] for o in got.offers} == {"html", "gpu-price-feed"} and len(page) == 5
 
 
 def _replayed_prices(tmp_path) -> tuple[str, dict]:
@@ -329,19 +402,29 @@ def test_failed_provider_keeps_its_previous_prices(tmp_path):
     after = store.read("gpu_prices", base=root)
     runpod = after.filter(pl.col("provider") == "runpod")
     assert runpod.height == before.filter(pl.col("provider") == "runpod").height
-    # Each offer keeps its own recording's date: the GraphQL response of 2025-06-21 and
-    # the aggregated listings of 2025-11-16.
+    # Each offer keeps its own recording's date: the GraphQL response of 2025-06-21, the
+    # aggregated listings of 2025-11-16 and the price feed's line of 2026-10-04.
     assert sorted(runpod.get_column("verified_at").unique()) == [
         dt.date(2025, 6, 21),
         dt.date(2025, 11, 16),
+        dt.date(2026, 10, 4),
     ]
 
 
 def test_quarantine_holds_only_names_the_catalog_does_not_know(tmp_path):
     root, resources = _replayed_prices(tmp_path)
     q = store.read("price_quarantine", base=root)
+    # The price feed names many cards the catalog does not hold (GTX 1080, MI350X...) and
+    # some it holds only in another form or size, never mapped to them.
+    from_feed = pl.col("raw_ref").str.contains("gpu-price-feed")
+    feed = q.filter(from_feed)
+    assert {"RTX 4090 48GB", "A800 80GB PCIe", "H200 141GB (form unstated)"} <= set(
+        feed["gpu_name"]
+    )
+    assert feed["reason"].str.ends_with("maps to no catalog id").all()
     # SkyPilot's Vast.ai catalog: the 8 GB RTX 3060 Ti and the RTX 5880 Ada are not cards
     # of the catalog; nothing else is held back.
+    q = q.filter(~from_feed)
     assert sorted(set(q.get_column("reason"))) == [
         "GPU name 'RTX 3060 Ti' maps to no catalog id",
         "GPU name 'RTX 5880Ada' maps to no catalog id",
@@ -398,7 +481,7 @@ def test_price_history_keeps_every_recorded_date(tmp_path):
     assert dg.materialize([gpus, price_history], resources=resources).success
     history = store.read("price_history", base=root)
     dates = dict(history.group_by("provider").agg(pl.col("verified_at").n_unique()).iter_rows())
-    assert dates["runpod"] == 4 and dates["vastai"] == 2
+    assert dates["runpod"] == 5 and dates["vastai"] == 3
     # tugot17/gpu-price-tracker: RunPod's A100 80GB PCIe minimum, 1.64 USD per GPU-hour on
     # 2025-10-19 and 1.39 on 2025-11-16.
     a100 = history.filter(
@@ -429,7 +512,7 @@ def test_a_broken_second_source_is_reported_not_fatal(tmp_path):
         got = PriceSourcesResource(
             offline=False, snapshot_path=str(tmp_path), base_urls={"runpod": url}
         ).collect("runpod")
-    assert {o["source"] for o in got.offers} == {"api", "primeintellect"}
+    assert {o["source"] for o in got.offers} == {"api", "primeintellect", "gpu-price-feed"}
     assert got.skipped and got.skipped[0].startswith("pricing-html: HTTP 500")
 
 
@@ -443,8 +526,8 @@ def test_one_list_of_price_providers():
 
 def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
     """Spot offers and fractional slices can be taken away or are not the card: a GPU
-    with only those is not priced; known reasons (DigitalOcean's 'Per contract after
-    contacting sales', docs pricing page validated 2026-05-28) come before the generic one."""
+    with only those is not priced; known reasons (data/catalogs/unpriced_gpus.csv: Vultr's
+    MI355X Dedicated Metal plan, whose price no recording holds) come before the generic one."""
     from assets.quality.coverage import UNPRICED_SEARCHED, price_columns
 
     offers = pl.DataFrame(
@@ -457,7 +540,7 @@ def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
     page = pl.DataFrame(
         {
             "kind": ["gpu"] * 4 + ["model"],
-            "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi325x_256gb", "m"],
+            "id": ["l4", "a40_48gb", "a100_sxm4_80gb", "mi355x_288gb", "m"],
         }
     )
     unpriced = pl.read_csv(CatalogResource().path + "/unpriced_gpus.csv", infer_schema_length=0)
@@ -467,12 +550,12 @@ def test_coverage_prices_a_gpu_only_by_a_whole_gpu_on_demand_offer():
         "l4": "priced",
         "a40_48gb": "not priced",
         "a100_sxm4_80gb": "not priced",
-        "mi325x_256gb": "not priced",
+        "mi355x_288gb": "not priced",
         "m": None,
     }
     reason = dict(zip(got["id"], got["rent_price_reason"], strict=True))
     assert reason["a40_48gb"] == UNPRICED_SEARCHED and reason["l4"] is None
-    assert "Per contract after contacting sales" in reason["mi325x_256gb"]
+    assert "Dedicated Metal plan" in reason["mi355x_288gb"]
 
 
 def test_price_history_chart_draws_one_line_per_provider_over_its_dates():
