@@ -98,7 +98,8 @@ def evaluate_parts(
     if len(parts) == 1:
         return [evaluate(derive_inputs(parts[0][0], max_model_len), last)]
     tagged = [p.with_columns(pl.lit(i, pl.Int32).alias(_PART)) for i, (p, _) in enumerate(parts)]
-    frame = evaluate(derive_inputs(pl.concat(tagged, how="diagonal_relaxed"), max_model_len), last)
+    together = pl.concat(tagged, how="diagonal_relaxed")
+    frame = evaluate(derive_inputs(together, max_model_len), last)
     given = {c for p, _ in parts for c in p.columns}
     added = [c for c in frame.columns if c not in given and c != _PART]
     out = []

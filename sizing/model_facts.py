@@ -7,6 +7,7 @@ expressions in sizing.memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sizing.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
@@ -167,8 +168,29 @@ def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> fl
     return (hd + hd_v) / 2
 
 
+# Rows already computed, by model (held, so that its id names no other) and format: a
+# command sizes one model as its question, its rules check and its candidates, and
+# enumerating the tensors is the costly part. Models are frozen dataclasses.
+_ROWS: dict[tuple, tuple[ModelArch, dict[str, Any]]] = {}
+_MAX_ROWS = 4096
+
+
+def _remembered(key: tuple, m: ModelArch, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """build()'s row for `key` (a copy: callers may extend it), computed once."""
+    hit = _ROWS.get(key)
+    if hit is None or hit[0] is not m:
+        if len(_ROWS) >= _MAX_ROWS:
+            _ROWS.clear()
+        hit = _ROWS[key] = (m, build())
+    return dict(hit[1])
+
+
 def model_row(m: ModelArch) -> dict[str, Any]:
     """The per-model dimension row: parameters and cache geometry."""
+    return _remembered(("model", id(m)), m, lambda: _model_row(m))
+
+
+def _model_row(m: ModelArch) -> dict[str, Any]:
     p = count_params(m)
     conv, ssm = _state_elems_per_sequence(m)
     sparse = _sparse_attention(m)
@@ -224,6 +246,11 @@ def model_row(m: ModelArch) -> dict[str, Any]:
 
 def format_row(m: ModelArch, fmt: str, imatrix: bool = False, gguf: bool = False) -> dict[str, Any]:
     """The per-(model, format) dimension row: weight bytes and their parts."""
+    key = ("format", id(m), fmt, imatrix, gguf)
+    return _remembered(key, m, lambda: _format_row(m, fmt, imatrix, gguf))
+
+
+def _format_row(m: ModelArch, fmt: str, imatrix: bool, gguf: bool) -> dict[str, Any]:
     w = weight_bytes(m, enumerate_tensors(m), fmt, imatrix, gguf)
     return {
         "model_id": m.name,

@@ -350,8 +350,23 @@ _MIXERS = {
 }
 
 
+# Each model's tensors, enumerated once (the model held, so that its id names no other;
+# models and tensors are frozen dataclasses): a command sizes one model in several
+# formats, and the matrix's dimension tables read each model's tensors more than once.
+_ENUMERATED: dict[int, tuple[ModelArch, tuple[Tensor, ...]]] = {}
+
+
 def enumerate_tensors(m: ModelArch) -> list[Tensor]:
     """Every tensor of the language model in GGUF order (multi-token-prediction layers excluded)."""
+    hit = _ENUMERATED.get(id(m))
+    if hit is None or hit[0] is not m:
+        if len(_ENUMERATED) >= 1024:
+            _ENUMERATED.clear()
+        hit = _ENUMERATED[id(m)] = (m, tuple(_enumerate_tensors(m)))
+    return list(hit[1])
+
+
+def _enumerate_tensors(m: ModelArch) -> list[Tensor]:
     h = m.hidden
     tensors = [Tensor("token_embd", "token_embd", -1, h, h * m.vocab, True)]
     for i, kind in enumerate(m.layer_kinds):
