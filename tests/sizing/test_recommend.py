@@ -106,3 +106,46 @@ def test_used_price_shortens_break_even():
         Usage(0.22, "given", 4.0),
     )
     assert r.cost.break_even_months_used == pytest.approx(r.cost.break_even_months * 1207 / 1499)
+
+
+@pytest.mark.parametrize(
+    ("model", "fmt", "kv", "engine", "gpu_id", "n_gpus"),
+    [
+        ("Qwen/Qwen2.5-72B-Instruct", "Q4_K_M", "f16", "llama.cpp", "mtt_s4000_48gb", 1),
+        ("Qwen/Qwen3-30B-A3B", "FP8", "auto", "vllm", "h100_sxm5_80gb", 2),
+    ],
+)
+def test_one_pass_answers_what_separate_passes_answer(model, fmt, kv, engine, gpu_id, n_gpus):
+    """`llm-sizing estimate` evaluates the question, recommend()'s candidates and
+    best_format_for_gpu()'s formats as one frame (sizing.estimate.estimate_alongside): each
+    part comes out as its own evaluation would have it."""
+    from polars.testing import assert_frame_equal
+
+    from assets.catalogs.readers import load_engine_support, load_quality_tiers
+    from sizing.estimate import Configuration, Device, Usage, estimate_alongside, estimate_many
+    from sizing.recommend import (
+        best_format_inputs,
+        best_format_of,
+        candidate_inputs,
+        format_order,
+        picks,
+        sized,
+    )
+
+    m, support, tiers = load_arch(model), load_engine_support(), load_quality_tiers()
+    device = Device.from_catalog(GPUS.filter(pl.col("gpu_id") == gpu_id).row(0, named=True))
+    q = (m, Configuration(fmt, 8192, kv, 1, n_gpus, engine), device, Usage())
+    order = format_order(m, engine, tiers)
+    parts = [
+        (candidate_inputs(m, [fmt], 8192, kv, engine, GPUS), "energy"),
+        (best_format_inputs(m, order, 8192, kv, engine, GPUS, gpu_id, n_gpus), "memory"),
+    ]
+    (alongside,), (candidates, formats) = estimate_alongside([q], parts, support=support)
+    assert alongside.to_dict() == estimate_many([q], support=support)[0].to_dict()
+    alone = sized_over_gpus(m, fmt, 8192, kv, engine, GPUS, support=support)
+    assert_frame_equal(sized(candidates, GPUS, support), alone, check_dtypes=False)
+    assert picks(sized(candidates, GPUS, support)) == recommend(
+        m, fmt, 8192, kv, engine, GPUS, support=support
+    )
+    expected = best_format_for_gpu(m, 8192, kv, engine, GPUS, gpu_id, n_gpus, tiers)
+    assert best_format_of(formats, order) == expected is not None
