@@ -217,10 +217,14 @@ def test_snapshot_record_command_writes_configs_and_prices(snapshot, tmp_path, m
     fetched = (snapshot / "hub/manifest.fetched.jsonl").read_text().splitlines()
     assert json.loads(fetched[0])["repo_id"] == LLAMA
     recorded = (snapshot / "prices/manifest.jsonl").read_text().splitlines()
-    # Without DIGITALOCEAN_TOKEN only DigitalOcean's pricing page is recorded, not its API.
+    # Without DIGITALOCEAN_TOKEN DigitalOcean's pricing page and the public price feed are
+    # recorded, not its API.
     lines = [e for e in map(json.loads, recorded) if e["obtained"] == "fetched"]
     assert {e["provider"] for e in lines} == {"runpod", "vastai", "vultr", "digitalocean"}
-    assert [e["request"] for e in lines if e["provider"] == "digitalocean"] == ["pricing-html"]
+    assert [e["request"] for e in lines if e["provider"] == "digitalocean"] == [
+        "pricing-html",
+        "gpu-price-feed",
+    ]
 
 
 def test_snapshot_record_says_which_sources_failed_and_exits_3(
