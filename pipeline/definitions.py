@@ -22,6 +22,7 @@ from assets.catalogs.tables import (
 )
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
+from assets.inputs.files import CATALOG_FILES, SNAPSHOT_FILES, code_version, inputs
 from assets.prices.gpu_prices import PROVIDER_ASSETS, gpu_prices, prices_recent
 from assets.prices.history import price_history
 from assets.publish.release import build_release
@@ -49,6 +50,21 @@ from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
 from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
+
+
+def versioned(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    """Every asset with the code's version, and every root of the graph (the assets that
+    read no other asset) reading the snapshot's and the catalogs' files: whatever an asset
+    computes from then changes with a code version or an input's data version, and Dagster
+    sees it stale (pipeline/stale.py: what an offline refresh leaves out)."""
+    version = code_version()
+
+    def spec(s: dg.AssetSpec) -> dg.AssetSpec:
+        roots = [] if s.deps else [dg.AssetDep(SNAPSHOT_FILES), dg.AssetDep(CATALOG_FILES)]
+        return s.replace_attributes(code_version=version, deps=[*s.deps, *roots])
+
+    return dg.map_asset_specs(spec, assets)
+
 
 TABLE_ASSETS = [
     gpus,
@@ -80,11 +96,14 @@ TABLE_ASSETS = [
 # The release runs last in every job that writes tables (it depends on all of them); the
 # site reads the release it made.
 release = build_release(TABLE_ASSETS)
-ALL_ASSETS = [*TABLE_ASSETS, release, site]
+ALL_ASSETS = versioned([*TABLE_ASSETS, release, site])
 # Jobs that write the warehouse carry this tag; dagster.yaml lets one such run at a time
 # out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
 WRITES_TAG = {"llm-sizing/writes": "warehouse"}
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(), tags=WRITES_TAG)
+# The observation of the refresh's inputs (the snapshot's and the catalogs' files), which
+# `llm-sizing refresh` runs first: what it finds decides which steps are stale.
+observe_job = dg.define_asset_job("observe_inputs", selection=dg.AssetSelection.assets(inputs))
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
 record_job = dg.define_asset_job(
     "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS)
@@ -171,9 +190,9 @@ def _resources(environ: Mapping[str, str]) -> dict:
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
     return dg.Definitions(
         loggers={"console": dg.default_loggers()["console"], "progress": progress_logger},
-        assets=ALL_ASSETS,
+        assets=[inputs, *ALL_ASSETS],
         asset_checks=[prices_recent, weights_match_published_gguf],
-        jobs=[refresh_job, prices_job, record_job],
+        jobs=[refresh_job, observe_job, prices_job, record_job],
         schedules=[weekly_models, daily_prices],
         sensors=[automation],
         resources=_resources(environ),

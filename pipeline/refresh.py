@@ -14,6 +14,7 @@ the warehouse for longer than LLM_SIZING_LOCK_TIMEOUT_S (default 3600); 130 inte
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import hashlib
 import json
@@ -27,7 +28,7 @@ from filelock import FileLock, Timeout
 
 from assets.publish.site_dir import site_dir
 from assets.sizing.shards import ALL_SHARDS_TAGS
-from pipeline import signals
+from pipeline import signals, stale
 from pipeline.definitions import build_defs
 from pipeline.reaper import process_tags, reap
 from warehouse import stop, store
@@ -126,36 +127,55 @@ def _locked_run(
                 "its pool slots freed",
                 file=sys.stderr,
             )
+        mode = {stale.MODE_TAG: "offline" if offline else "online"}
         try:
-            result = defs.resolve_job_def("refresh").execute_in_process(
+            observed = defs.resolve_job_def("observe_inputs").execute_in_process(
                 instance=instance,
-                tags=ALL_SHARDS_TAGS | process_tags(),
+                tags=mode | process_tags(),
                 raise_on_error=False,
                 run_config={"loggers": loggers},
             )
-        except KeyboardInterrupt:  # between steps
+            todo = (
+                stale.plan(defs, instance, where, offline, before)
+                if observed.success
+                else stale.Plan(frozenset(), frozenset(), "every step runs: inputs not observed")
+            )
+            print(f"refresh: {todo.reason}", file=sys.stderr)
             result = None
+            if todo.run or not todo.skipped:  # a plan that could not tell runs everything
+                selection = None if todo.everything else sorted(todo.run)
+                shards = todo.everything or dg.AssetKey("fit_matrix_shards") in todo.run
+                result = defs.resolve_job_def("refresh").execute_in_process(
+                    instance=instance,
+                    asset_selection=selection,
+                    tags=(ALL_SHARDS_TAGS if shards else {}) | mode | process_tags(),
+                    raise_on_error=False,
+                    run_config={"loggers": loggers},
+                )
+            found = [(e, "") for e in (result.get_asset_check_evaluations() if result else [])]
+            found += _last_evaluations(defs, instance, todo.skipped)
+        except KeyboardInterrupt:  # between steps
+            result, todo = None, None
     # Dagster maps SIGTERM to SIGINT and stops the step in progress with an interruption
     # error; a signal it only noted still stopped the run (warehouse.stop: no release
     # after it). Tables committed before are in no release until a refresh releases them.
-    if result is None or stop.REQUESTED.is_set() or _interrupted(result):
+    if todo is None or stop.REQUESTED.is_set() or (result is not None and _interrupted(result)):
         print(_interrupted_words(where, before), file=sys.stderr)
         return EXIT_INTERRUPTED
     after = store.current_release(**where)
     kept = _release_words(after)
-    warnings = [_plain(e) for e in result.get_asset_check_evaluations() if not e.passed]
-    source_failed = any(
-        e.check_name in SOURCE_CHECKS and not e.passed for e in result.get_asset_check_evaluations()
-    )
+    # In the order of the assets and checks, whether found by this run or by the last.
+    found.sort(key=lambda f: (f[0].asset_key.to_user_string(), f[0].check_name))
+    warnings = [_plain(e) + note for e, note in found if not e.passed]
+    source_failed = any(e.check_name in SOURCE_CHECKS and not e.passed for e, _ in found)
     stale_online = not offline and any(
-        e.check_name == "prices_recent" and not e.passed
-        for e in result.get_asset_check_evaluations()
+        e.check_name == "prices_recent" and not e.passed for e, _ in found
     )
     _summary(before, after)
     for line in warnings:
         print(f"warning: {line}")
     elapsed = time.monotonic() - started
-    if not result.success:
+    if result is not None and not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
         print(
             f"refresh failed in {', '.join(failed)} after {elapsed:.1f} s: {kept} stays current",
@@ -167,6 +187,26 @@ def _locked_run(
         f"of it: {where['base']}/latest/"
     )
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _last_evaluations(
+    defs: dg.Definitions, instance: dg.DagsterInstance, skipped: frozenset[dg.AssetKey]
+) -> list[tuple[dg.AssetCheckEvaluation, str]]:
+    """The checks of the assets the run left out as their last evaluation found them, each
+    with a note of its day when that was not today: a skipped step's warnings are still
+    said."""
+    keys = [k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in skipped]
+    found = []
+    records = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+    for key in sorted(records, key=lambda k: k.to_user_string()):
+        record = records[key]
+        evaluation = record.event.dagster_event.event_specific_data if record.event else None
+        if not isinstance(evaluation, dg.AssetCheckEvaluation):
+            continue  # planned, never finished: no finding to repeat
+        day = dt.datetime.fromtimestamp(record.event.timestamp, dt.UTC).date()
+        today = dt.datetime.now(dt.UTC).date()
+        found.append((evaluation, "" if day == today else f" (checked {day.isoformat()})"))
+    return found
 
 
 def _interrupted_words(where: dict, before: store.Release | None) -> str:

@@ -818,6 +818,23 @@ def _switch_latest(release: Release, base: str | None, opts: dict[str, str]) -> 
         f.write(_manifest(release))
 
 
+def latest_is(
+    release: Release, base: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> bool:
+    """Whether latest/ is the release's set of exports (its link, locally; on object
+    storage, the `_release.json` written last)."""
+    opts = dict(storage_options or {})
+    if not uri_is_remote(base):
+        link = Path(base or root()) / "latest"
+        return link.is_symlink() and os.readlink(link) == _folder(release) and link.exists()
+    store, prefix = filesystem(base or root(), opts)
+    manifest = f"{prefix}/latest/_release.json"
+    if store.get_file_info(manifest).type != fs.FileType.File:
+        return False
+    with store.open_input_stream(manifest) as f:
+        return json.loads(f.read()).get("release_id") == release.release_id
+
+
 def _retain(
     kept: list[Release], tables: Iterable[str], base: str | None, opts: dict[str, str]
 ) -> None:

@@ -83,6 +83,11 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
             check_results=[complete],
             metadata={
                 "release_id": dg.MetadataValue.int(current.release_id),
+                # Which run made it and in which warehouse: the release an instance last
+                # recorded is the warehouse's current one only if both match
+                # (pipeline/stale.py).
+                "release_run_id": dg.MetadataValue.text(current.run_id),
+                "warehouse": dg.MetadataValue.text(warehouse.root),
                 "status": dg.MetadataValue.text(current.status),
                 "new": dg.MetadataValue.bool(new),
                 "tables": dg.MetadataValue.int(len(current.versions)),

@@ -1,0 +1,151 @@
+"""What `llm-sizing refresh --offline` runs: the steps Dagster sees stale, and what they
+feed; nothing else is launched.
+
+Before the run, the `observe_inputs` job records the data versions of the snapshot's and
+the catalogs' files (assets/inputs). Every asset carries the code's version, and its
+materializations record the data versions of what it read, so Dagster's own stale status
+(`CachingStaleStatusResolver`, the one the UI and `stale_assets_only` run requests use)
+says which assets were computed from other code or other inputs than the ones now there:
+those, the ones never materialized, and everything downstream of them make the run. An
+offline refresh on unchanged inputs and code finds nothing stale and runs nothing.
+
+Dagster's record describes the instance's runs, not the warehouse, so it is trusted only
+while the warehouse is what the instance last recorded of it; otherwise every step runs,
+as they did before (each then finds its own content unchanged and publishes nothing):
+- online: the live sources may answer anything, so they are fetched every time;
+- the warehouse's current release must be the one this instance's last `release`
+  materialization made, in this warehouse, in an offline refresh (a price job, the
+  daemon's automation or an online refresh released since: their data came from
+  elsewhere);
+- every table must be at the version that release names (a run that failed or was
+  stopped leaves unreleased versions, which only a run of their assets releases);
+- `latest/` must be that release's exports, and the site a build of its tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContext
+
+from assets.publish import build, data, switch
+from assets.publish.site_dir import site_dir
+from warehouse import store
+from warehouse.tables import CONTRACTS
+
+# Every run `llm-sizing refresh` starts carries it: `offline` or `online`.
+MODE_TAG = "llm-sizing/refresh"
+RELEASE = dg.AssetKey("release")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The assets the run materializes, those it leaves out, and why."""
+
+    run: frozenset[dg.AssetKey]
+    skipped: frozenset[dg.AssetKey]
+    reason: str
+
+    @property
+    def everything(self) -> bool:
+        return not self.skipped
+
+
+def plan(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    where: dict,
+    offline: bool,
+    release: store.Release | None,
+) -> Plan:
+    """What the refresh job runs on this instance and warehouse."""
+    graph = defs.resolve_asset_graph()
+    keys = frozenset(dg.AssetSelection.all().resolve(graph))
+    why_not = (
+        "online: the live sources are fetched every time"
+        if not offline
+        else _why_not_trusted(instance, where, release)
+    )
+    if why_not:
+        return Plan(keys, frozenset(), f"every step runs: {why_not}")
+    resolver = CachingStaleStatusResolver(instance, graph, _Loading(instance))
+    stale = {k for k in keys if _stale(resolver, graph, k)}
+    run = frozenset(dg.AssetSelection.assets(*stale).downstream().resolve(graph) & keys)
+    if not run:
+        reason = "nothing to run: every step's code and inputs are as at its last run"
+    else:
+        reason = (
+            f"{len(run)} of {len(keys)} assets run: "
+            f"{', '.join(sorted(k.to_user_string() for k in stale))} stale or never "
+            "materialized, and what depends on them"
+        )
+    return Plan(run, keys - run, reason)
+
+
+def _stale(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> bool:
+    """Whether Dagster sees the asset (any partition of it) stale or missing."""
+    node = graph.get(key)
+    partitions = node.partitions_def.get_partition_keys() if node.is_partitioned else [None]
+    return any(
+        resolver.get_status(key, p) in (StaleStatus.STALE, StaleStatus.MISSING) for p in partitions
+    )
+
+
+def _why_not_trusted(
+    instance: dg.DagsterInstance, where: dict, release: store.Release | None
+) -> str | None:
+    """Why this instance's record may not stand for this warehouse; None when it may."""
+    if release is None:
+        return "no release is current yet"
+    entry = instance.get_latest_materialization_event(RELEASE)
+    if entry is None or entry.asset_materialization is None:
+        return "this Dagster instance records no release"
+    meta = {k: getattr(v, "value", v) for k, v in entry.asset_materialization.metadata.items()}
+    run = instance.get_run_by_id(entry.run_id)
+    if run is None or run.tags.get(MODE_TAG) != "offline":
+        job = run.job_name if run else "?"
+        return f"the last release was made by run {entry.run_id} ({job}), not an offline refresh"
+    if (meta.get("release_id"), meta.get("release_run_id"), meta.get("warehouse")) != (
+        release.release_id,
+        release.run_id,
+        where["base"],
+    ):
+        return (
+            f"the warehouse's current release {release.release_id} is not the one this "
+            "Dagster instance last recorded"
+        )
+    if missing := sorted(set(CONTRACTS) - set(release.versions)):
+        return f"release {release.release_id} names no version of {', '.join(missing)}"
+    for table, version in sorted(release.versions.items()):
+        head = store.current_version(
+            store.table_uri(table, where["base"]), where["storage_options"]
+        )
+        if head is None or head["version"] != version:
+            at = "no version" if head is None else f"version {head['version']}"
+            return f"{table} holds {at}, not the released {version}"
+    if not store.latest_is(release, **where):
+        return f"latest/ is not release {release.release_id}'s exports"
+    out = site_dir(where["base"])
+    built = switch.current(out)
+    if built is None or build.current(built, data.table_versions(**where)) is None:
+        return f"the site in {out} is not a build of release {release.release_id}'s tables"
+    return None
+
+
+class _Loading(LoadingContext):
+    """The batch loaders' cache for one plan (Dagster's request context, without a
+    workspace)."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self._instance = instance
+        self._loaders = {}
+
+    @property
+    def instance(self) -> dg.DagsterInstance:
+        return self._instance
+
+    @property
+    def loaders(self) -> dict:
+        return self._loaders
