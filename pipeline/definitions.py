@@ -101,9 +101,6 @@ ALL_ASSETS = versioned([*TABLE_ASSETS, release, site])
 # out of the run queue (the command line takes a lock instead: pipeline/refresh.py).
 WRITES_TAG = {"llm-sizing/writes": "warehouse"}
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(), tags=WRITES_TAG)
-# The observation of the refresh's inputs (the snapshot's and the catalogs' files), which
-# `llm-sizing refresh` runs first: what it finds decides which steps are stale.
-observe_job = dg.define_asset_job("observe_inputs", selection=dg.AssetSelection.assets(inputs))
 # `llm-sizing snapshot record`: the sources fetched live and recorded into the snapshot.
 record_job = dg.define_asset_job(
     "record_snapshot", selection=dg.AssetSelection.assets(hub_models, *PROVIDER_ASSETS)
@@ -192,7 +189,7 @@ def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
         loggers={"console": dg.default_loggers()["console"], "progress": progress_logger},
         assets=[inputs, *ALL_ASSETS],
         asset_checks=[prices_recent, weights_match_published_gguf],
-        jobs=[refresh_job, observe_job, prices_job, record_job],
+        jobs=[refresh_job, prices_job, record_job],
         schedules=[weekly_models, daily_prices],
         sensors=[automation],
         resources=_resources(environ),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
-import json
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 import dagster as dg
 from filelock import FileLock, Timeout
 
+from assets.publish import build
 from assets.publish.site_dir import site_dir
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline import signals, stale
@@ -129,20 +129,11 @@ def _locked_run(
             )
         mode = {stale.MODE_TAG: "offline" if offline else "online"}
         try:
-            observed = defs.resolve_job_def("observe_inputs").execute_in_process(
-                instance=instance,
-                tags=mode | process_tags(),
-                raise_on_error=False,
-                run_config={"loggers": loggers},
-            )
-            todo = (
-                stale.plan(defs, instance, where, offline, before)
-                if observed.success
-                else stale.Plan(frozenset(), frozenset(), "every step runs: inputs not observed")
-            )
+            stale.observe(defs, instance)
+            todo = stale.plan(defs, instance, where, offline, before)
             print(f"refresh: {todo.reason}", file=sys.stderr)
             result = None
-            if todo.run or not todo.skipped:  # a plan that could not tell runs everything
+            if todo.run:
                 selection = None if todo.everything else sorted(todo.run)
                 shards = todo.everything or dg.AssetKey("fit_matrix_shards") in todo.run
                 result = defs.resolve_job_def("refresh").execute_in_process(
@@ -162,7 +153,7 @@ def _locked_run(
     if todo is None or stop.REQUESTED.is_set() or (result is not None and _interrupted(result)):
         print(_interrupted_words(where, before), file=sys.stderr)
         return EXIT_INTERRUPTED
-    after = store.current_release(**where)
+    after = before if result is None else store.current_release(**where)
     kept = _release_words(after)
     # In the order of the assets and checks, whether found by this run or by the last.
     found.sort(key=lambda f: (f[0].asset_key.to_user_string(), f[0].check_name))
@@ -267,9 +258,8 @@ def _summary(before: store.Release | None, after: store.Release | None) -> None:
 def _site_summary() -> None:
     """Where the site is and which version, for `llm-sizing site serve`."""
     site = site_dir(store.root())
-    try:
-        manifest = json.loads((site / "manifest.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    manifest = build.manifest(site)  # parsed once per file (the plan may have read it)
+    if not manifest:
         return
     print(
         f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "

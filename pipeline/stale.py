@@ -1,13 +1,14 @@
 """What `llm-sizing refresh --offline` runs: the steps Dagster sees stale, and what they
 feed; nothing else is launched.
 
-Before the run, the `observe_inputs` job records the data versions of the snapshot's and
-the catalogs' files (assets/inputs). Every asset carries the code's version, and its
-materializations record the data versions of what it read, so Dagster's own stale status
-(`CachingStaleStatusResolver`, the one the UI and `stale_assets_only` run requests use)
-says which assets were computed from other code or other inputs than the ones now there:
-those, the ones never materialized, and everything downstream of them make the run. An
-offline refresh on unchanged inputs and code finds nothing stale and runs nothing.
+Before the run, the data versions of the snapshot's and the catalogs' files are recorded
+(the `inputs` observable source assets, assets/inputs). Every asset carries the code's
+version, and its materializations record the data versions of what it read, so Dagster's
+own stale status (`CachingStaleStatusResolver`, the one the UI and `stale_assets_only`
+run requests use) says which assets were computed from other code or other inputs than
+the ones now there: those, the ones never materialized, and everything downstream of
+them make the run. An offline refresh on unchanged inputs and code finds nothing stale
+and runs nothing.
 
 Dagster's record describes the instance's runs, not the warehouse, so it is trusted only
 while the warehouse is what the instance last recorded of it; otherwise every step runs,
@@ -27,9 +28,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import dagster as dg
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.definitions.data_version import (
+    DATA_VERSION_TAG,
+    CachingStaleStatusResolver,
+    StaleCauseCategory,
+    StaleStatus,
+    extract_data_version_from_entry,
+)
 from dagster._core.loader import LoadingContext
 
+from assets.inputs.files import observed
 from assets.publish import build, data, switch
 from assets.publish.site_dir import site_dir
 from warehouse import store
@@ -38,6 +46,22 @@ from warehouse.tables import CONTRACTS
 # Every run `llm-sizing refresh` starts carries it: `offline` or `online`.
 MODE_TAG = "llm-sizing/refresh"
 RELEASE = dg.AssetKey("release")
+
+
+def observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+    """Record the inputs' data versions as they are now: what the `inputs` observable source
+    asset records when observed, reported to the instance directly (a run of its own
+    would cost about a second here, for two hashes), and only when they changed (the
+    latest observation stands until then)."""
+    resources = defs.resources
+    for key, digest, metadata in observed(resources["snapshot"], resources["catalog"]):
+        last = instance.get_latest_data_version_record(key, is_source=True)
+        if last is None or extract_data_version_from_entry(last.event_log_entry) != digest:
+            instance.report_runless_asset_event(
+                dg.AssetObservation(
+                    asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: digest}
+                )
+            )
 
 
 @dataclass(frozen=True)
@@ -71,26 +95,33 @@ def plan(
     if why_not:
         return Plan(keys, frozenset(), f"every step runs: {why_not}")
     resolver = CachingStaleStatusResolver(instance, graph, _Loading(instance))
-    stale = {k for k in keys if _stale(resolver, graph, k)}
-    run = frozenset(dg.AssetSelection.assets(*stale).downstream().resolve(graph) & keys)
+    resolver.instance_queryer.prefetch_asset_records(graph.get_all_asset_keys())  # one query
+    causes = {k: c for k in keys if (c := _causes(resolver, graph, k))}
+    run = frozenset(dg.AssetSelection.assets(*causes).downstream().resolve(graph) & keys)
     if not run:
         reason = "nothing to run: every step's code and inputs are as at its last run"
     else:
-        reason = (
-            f"{len(run)} of {len(keys)} assets run: "
-            f"{', '.join(sorted(k.to_user_string() for k in stale))} stale or never "
-            "materialized, and what depends on them"
-        )
+        said = sorted(set().union(*causes.values()))
+        reason = f"{len(run)} of {len(keys)} assets run: {'; '.join(said)}"
     return Plan(run, keys - run, reason)
 
 
-def _stale(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> bool:
-    """Whether Dagster sees the asset (any partition of it) stale or missing."""
+def _causes(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> set[str]:
+    """Why Dagster sees the asset (any partition of it) stale or missing, in words; empty
+    when it is fresh."""
     node = graph.get(key)
-    partitions = node.partitions_def.get_partition_keys() if node.is_partitioned else [None]
-    return any(
-        resolver.get_status(key, p) in (StaleStatus.STALE, StaleStatus.MISSING) for p in partitions
-    )
+    said = set()
+    for p in node.partitions_def.get_partition_keys() if node.is_partitioned else [None]:
+        status = resolver.get_status(key, p)
+        if status == StaleStatus.MISSING:
+            said.add(f"{key.to_user_string()} never materialized")
+        elif status == StaleStatus.STALE:
+            for cause in resolver.get_stale_root_causes(key, p):
+                if cause.category == StaleCauseCategory.CODE:
+                    said.add("the code has a new version")
+                else:
+                    said.add(f"{cause.asset_key.to_user_string()} {cause.reason}")
+    return said
 
 
 def _why_not_trusted(
@@ -129,7 +160,7 @@ def _why_not_trusted(
         return f"latest/ is not release {release.release_id}'s exports"
     out = site_dir(where["base"])
     built = switch.current(out)
-    if built is None or build.current(built, data.table_versions(**where)) is None:
+    if built is None or build.made_of(built, data.release_versions(release)) is None:
         return f"the site in {out} is not a build of release {release.release_id}'s tables"
     return None
 

@@ -81,10 +81,16 @@ def code_version() -> str:
     description="Observes the refresh's inputs: a hash of the snapshot's and the catalogs' files.",
 )
 def inputs(snapshot: SnapshotResource, catalog: CatalogResource):
+    for key, digest, metadata in observed(snapshot, catalog):
+        yield dg.ObserveResult(
+            asset_key=key, data_version=dg.DataVersion(digest), metadata=metadata
+        )
+
+
+def observed(snapshot: SnapshotResource, catalog: CatalogResource) -> list[tuple]:
+    """Each input's key, data version and metadata (files hashed, folder) as now on disk."""
+    found = []
     for key, folder in ((SNAPSHOT_FILES, snapshot.path), (CATALOG_FILES, catalog.path)):
         digest, files = folder_digest(Path(folder))
-        yield dg.ObserveResult(
-            asset_key=key,
-            data_version=dg.DataVersion(digest),
-            metadata={"path": dg.MetadataValue.path(str(folder)), "files": files},
-        )
+        found.append((key, digest, {"path": dg.MetadataValue.path(str(folder)), "files": files}))
+    return found

@@ -16,9 +16,10 @@ import datetime as dt
 import io
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bs4 import BeautifulSoup
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup
 
 
 class LayoutChanged(ValueError):
@@ -108,6 +109,8 @@ def parse_runpod_graphql(body: bytes) -> list[dict[str, Any]]:
 def parse_runpod_pricing_html(body: bytes) -> list[dict[str, Any]]:
     """runpod.io/pricing: prices sit in data-* attributes; the visible text is a script-
     filled 0 (gpu-price-sources.md 1.1 C)."""
+    from bs4 import BeautifulSoup  # here: a refresh that parses no page never imports it
+
     soup = BeautifulSoup(body, "html.parser")
     rows = soup.select("[data-secure-cloud-price], [data-community-cloud-price]")
     if not rows:
@@ -347,6 +350,8 @@ def _do_gpu_table(soup: BeautifulSoup):
 
 
 def parse_digitalocean_pricing_html(body: bytes, recorded_on: dt.date) -> list[dict[str, Any]]:
+    from bs4 import BeautifulSoup
+
     table, vendor = _do_gpu_table(BeautifulSoup(body, "html.parser"))
     offers = []
     for tr in table.find_all("tr"):

@@ -101,6 +101,24 @@ class SiteData:
     scan: Callable[[str], pl.LazyFrame] | None = None
 
 
+def release_versions(release: store.Release) -> dict[str, dict]:
+    """The version and `verified_at` the release names of every table the site reads."""
+    missing = [t for t in TABLES if t not in release.versions]
+    if missing:
+        raise FileNotFoundError(
+            f"release {release.release_id} names no version of "
+            f"{', '.join(missing)}: run llm-sizing refresh"
+        )
+    dates = release.verified_at
+    return {
+        t: {
+            "version": release.versions[t],
+            "verified_at": dates[t].isoformat() if dates[t] else None,
+        }
+        for t in TABLES
+    }
+
+
 def table_versions(
     base: str | None = None, storage_options: Mapping[str, str] | None = None
 ) -> dict[str, dict]:
@@ -109,20 +127,7 @@ def table_versions(
     first release (the Delta logs only: no rows are read)."""
     release = store.current_release(base, storage_options)
     if release is not None:
-        missing = [t for t in TABLES if t not in release.versions]
-        if missing:
-            raise FileNotFoundError(
-                f"release {release.release_id} names no version of "
-                f"{', '.join(missing)}: run llm-sizing refresh"
-            )
-        dates = release.verified_at
-        return {
-            t: {
-                "version": release.versions[t],
-                "verified_at": dates[t].isoformat() if dates[t] else None,
-            }
-            for t in TABLES
-        }
+        return release_versions(release)
     versions = {}
     for t in TABLES:
         current = store.current_version(store.table_uri(t, base), storage_options)

@@ -1,9 +1,14 @@
 """The Hugging Face Hub as a resource."""
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING
 
 import dagster as dg
-from huggingface_hub import HfApi
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 
 class HubResource(dg.ConfigurableResource):
@@ -20,6 +25,8 @@ class HubResource(dg.ConfigurableResource):
     deadline_s: float = 900.0
 
     def api(self) -> HfApi:
+        from huggingface_hub import HfApi  # here: an offline refresh never imports it
+
         return HfApi(endpoint=self.endpoint, token=os.environ.get("HF_TOKEN") or False)
 
     def discovered(self, api: HfApi) -> list[str]:

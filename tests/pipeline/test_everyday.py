@@ -5,6 +5,8 @@ cached, and a refresh that publishes only what changed and says so."""
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -153,19 +155,77 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     assert "TextMetadataValue" not in first.out
     assert "gguf_files" in first.out and "no rows: the snapshot holds no GGUF" in first.out
     assert run(offline=True) == EXIT_OK
-    second = capsys.readouterr().out
-    assert second.count("unchanged") == len(CONTRACTS) and "new version" not in second
+    second = capsys.readouterr()
+    assert second.out.count("unchanged") == len(CONTRACTS) and "new version" not in second.out
+    # Nothing changed: no step is launched, and the warnings of the steps left out are
+    # said as their last run found them.
+    assert "refresh: nothing to run" in second.err and "  done  " not in second.err
+    assert _warnings(second.out) == _warnings(first.out) and _warnings(first.out)
     fit = store.history("fit_matrix", base=str(tmp_path / "warehouse"))
     assert [h["version"] for h in fit] == [0]
-    assert (
-        pl.read_parquet(
-            store.latest_parquet_uri("fit_matrix", str(tmp_path / "warehouse")),
-            columns=["model_id"],
-        )
-        .get_column("model_id")
-        .n_unique()
-        == 6
+    assert _models_in_fit_matrix(tmp_path / "warehouse") == 6
+    plan = _the_record_stands_for_the_warehouse_it_released_only(str(tmp_path / "warehouse"))
+    # A model leaves the snapshot: its files' data version is new, every step runs.
+    shutil.rmtree(tmp_path / "snapshot/hub/models/Qwen/Qwen3-0.6B")
+    assert run(offline=True) == EXIT_OK
+    third = capsys.readouterr()
+    assert "snapshot_files has a new data version" in third.err, third.err
+    assert "  done    fit_matrix " in third.err
+    assert re.search(r"^models .* new version$", third.out, re.M), third.out
+    assert _models_in_fit_matrix(tmp_path / "warehouse") == 5
+    assert plan().run == frozenset(), plan().reason
+    # A table ahead of the release (a run that stopped before releasing): every step runs.
+    base = str(tmp_path / "warehouse")
+    gpus = store.read("gpus", base=base)
+    store.publish(
+        "gpus", gpus.head(80), verified_at=gpus["verified_at"][0], commit_info={}, base=base
     )
+    assert "gpus holds version 1, not the released 0" in plan().reason
+
+
+def _warnings(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("warning: ")]
+
+
+def _models_in_fit_matrix(warehouse) -> int:
+    from warehouse import store
+
+    uri = store.latest_parquet_uri("fit_matrix", str(warehouse))
+    return pl.read_parquet(uri, columns=["model_id"]).get_column("model_id").n_unique()
+
+
+def _the_record_stands_for_the_warehouse_it_released_only(base: str):
+    """Dagster's record is trusted only for the warehouse its last release made, as that
+    release left it: another warehouse, an online refresh, latest/ or the site not the
+    release's, a table ahead of it: every step runs (pipeline/stale.py)."""
+    from pathlib import Path
+
+    import dagster as dg
+
+    from pipeline import stale
+    from pipeline.definitions import build_defs
+    from warehouse import store
+
+    defs = build_defs(os.environ)
+    where = {"base": base, "storage_options": {}}
+
+    def plan(offline=True, where=where):
+        release = store.current_release(**where)
+        with dg.DagsterInstance.get() as instance:
+            stale.observe(defs, instance)
+            return stale.plan(defs, instance, where, offline, release)
+
+    assert plan().run == frozenset(), plan().reason
+    assert plan(offline=False).skipped == frozenset()
+    other = {"base": f"{base}-other", "storage_options": {}}
+    assert "no release is current yet" in plan(where=other).reason
+    for link, why in (("latest", "latest/ is not release 1's exports"), ("site", "the site in")):
+        target = os.readlink(Path(base) / link)
+        (Path(base) / link).unlink()
+        assert why in plan().reason
+        (Path(base) / link).symlink_to(target)
+    assert plan().run == frozenset(), plan().reason
+    return plan
 
 
 def test_queries_answer_one_line_each_in_order(tmp_path, capsys):

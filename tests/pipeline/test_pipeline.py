@@ -29,8 +29,11 @@ def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     # One asset per published table, plus the fit matrix's staging step, the release and
-    # the site.
-    assert keys == set(CONTRACTS) | {"fit_matrix_shards", "release", "site"}
+    # the site; and the refresh's inputs, observed (assets/inputs).
+    assert keys == set(CONTRACTS) | {"fit_matrix_shards", "release", "site"} | {
+        "snapshot_files",
+        "catalog_files",
+    }
     assert defs.get_schedule_def("weekly_model_refresh")
     assert defs.get_schedule_def("daily_price_refresh")
     assert defs.get_sensor_def("automation").default_status == dg.DefaultSensorStatus.RUNNING
