@@ -97,13 +97,25 @@ def plan(
     resolver = CachingStaleStatusResolver(instance, graph, _Loading(instance))
     resolver.instance_queryer.prefetch_asset_records(graph.get_all_asset_keys())  # one query
     causes = {k: c for k in keys if (c := _causes(resolver, graph, k))}
-    run = frozenset(dg.AssetSelection.assets(*causes).downstream().resolve(graph) & keys)
+    run = frozenset(_with_what_follows(graph, set(causes)) & keys)
     if not run:
         reason = "nothing to run: every step's code and inputs are as at its last run"
     else:
         said = sorted(set().union(*causes.values()))
         reason = f"{len(run)} of {len(keys)} assets run: {'; '.join(said)}"
     return Plan(run, keys - run, reason)
+
+
+def _with_what_follows(graph, stale: set[dg.AssetKey]) -> set[dg.AssetKey]:
+    """The stale assets, everything downstream of them, and the other assets of every step
+    among them (a step that computes several tables runs whole), until nothing is added."""
+    run = set(stale)
+    while True:
+        grown = dg.AssetSelection.assets(*run).downstream().required_multi_asset_neighbors()
+        grown = set(grown.resolve(graph))
+        if grown == run:
+            return run
+        run = grown
 
 
 def _causes(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> set[str]:

@@ -49,7 +49,11 @@ def code_version() -> str:
             if p.is_file() and "__pycache__" not in p.parts:
                 digest.update(f"{p.relative_to(ROOT).as_posix()}\0".encode() + p.read_bytes())
     libraries = []
-    for requirement in requires("llm-sizing") or []:
+    try:
+        requirements = requires("llm-sizing") or []
+    except PackageNotFoundError:  # run from a source tree without installing it
+        requirements = []
+    for requirement in requirements:
         if "extra ==" in requirement:
             continue
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0)

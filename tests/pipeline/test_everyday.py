@@ -164,6 +164,18 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     fit = store.history("fit_matrix", base=str(tmp_path / "warehouse"))
     assert [h["version"] for h in fit] == [0]
     assert _models_in_fit_matrix(tmp_path / "warehouse") == 6
+    # One step with no record (cost_matrix: a step of two tables): it runs whole, with what
+    # depends on it, and nothing else; nothing changes.
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        instance.wipe_assets([dg.AssetKey("cost_matrix")])
+    assert run(offline=True) == EXIT_OK
+    partial = capsys.readouterr()
+    steps = re.findall(r"^  done    (\S+)", partial.err, re.M)
+    assert steps == ["cost_matrix", "release", "site"], partial.err
+    assert partial.out.count("unchanged") == len(CONTRACTS)
+    assert _warnings(partial.out) == _warnings(first.out)
     plan = _the_record_stands_for_the_warehouse_it_released_only(str(tmp_path / "warehouse"))
     # A model leaves the snapshot: its files' data version is new, every step runs.
     shutil.rmtree(tmp_path / "snapshot/hub/models/Qwen/Qwen3-0.6B")
