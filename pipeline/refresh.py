@@ -134,15 +134,12 @@ def _locked_run(
             print(f"refresh: {todo.reason}", file=sys.stderr)
             result = None
             if todo.run:
-                selection = None if todo.everything else sorted(todo.run)
-                shards = todo.everything or dg.AssetKey("fit_matrix_shards") in todo.run
-                result = defs.resolve_job_def("refresh").execute_in_process(
-                    instance=instance,
-                    asset_selection=selection,
-                    tags=(ALL_SHARDS_TAGS if shards else {}) | mode | process_tags(),
-                    raise_on_error=False,
-                    run_config={"loggers": loggers},
-                )
+                try:
+                    result = _execute(defs, instance, todo, mode, loggers)
+                except dg.DagsterInvalidSubsetError as e:  # a plan Dagster cannot run
+                    todo = stale.Plan(todo.run | todo.skipped, frozenset(), "every step runs")
+                    print(f"refresh: {todo.reason}: {str(e).splitlines()[0]}", file=sys.stderr)
+                    result = _execute(defs, instance, todo, mode, loggers)
             found = [(e, "") for e in (result.get_asset_check_evaluations() if result else [])]
             found += _last_evaluations(defs, instance, todo.skipped)
         except KeyboardInterrupt:  # between steps
@@ -178,6 +175,20 @@ def _locked_run(
         f"of it: {where['base']}/latest/"
     )
     return EXIT_SOURCE_KEPT if source_failed or stale_online else EXIT_OK
+
+
+def _execute(
+    defs: dg.Definitions, instance: dg.DagsterInstance, todo: stale.Plan, mode: dict, loggers
+):
+    """The refresh job, whole or on the plan's assets, in this process."""
+    shards = todo.everything or dg.AssetKey("fit_matrix_shards") in todo.run
+    return defs.resolve_job_def("refresh").execute_in_process(
+        instance=instance,
+        asset_selection=None if todo.everything else sorted(todo.run),
+        tags=(ALL_SHARDS_TAGS if shards else {}) | mode | process_tags(),
+        raise_on_error=False,
+        run_config={"loggers": loggers},
+    )
 
 
 def _last_evaluations(
