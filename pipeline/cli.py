@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from assets.paths import ROOT, SNAPSHOT_DIR
+from assets.paths import CATALOG_DIR, ROOT, SNAPSHOT_DIR
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
@@ -133,6 +133,18 @@ def calibrate(args: argparse.Namespace) -> int:
         print(f"{FITS_FILE} is {'stale: run with --write' if stale else 'this fit'}")
         return 1 if stale else 0
     print(f"{'wrote' if write(content) else 'unchanged'} {FITS_FILE}")
+    return 0
+
+
+def record_catalogs(args: argparse.Namespace) -> int:
+    """Checksum the curated catalogs into data/catalogs/manifest.jsonl after editing them: a
+    refresh reads a catalog only while its bytes match its line."""
+    from assets.snapshot_files import CATALOG_MANIFEST, record_catalogs
+
+    changed = record_catalogs(args.catalogs)
+    for name in changed:
+        print(f"recorded {name}")
+    print(f"{Path(args.catalogs) / CATALOG_MANIFEST}: {len(changed)} line(s) changed")
     return 0
 
 
@@ -1220,6 +1232,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     rec.add_argument("--snapshot", default=str(SNAPSHOT_DIR))
     rec.set_defaults(func=record)
+    cat = sub.add_parser("catalogs", help="the curated catalogs (data/catalogs)")
+    cat_rec = cat.add_subparsers(dest="catalogs_command", required=True).add_parser(
+        "record", help="checksum the catalogs into their manifest after editing them"
+    )
+    cat_rec.add_argument("--catalogs", default=str(CATALOG_DIR))
+    cat_rec.set_defaults(func=record_catalogs)
     p = sub.add_parser("prices", help="cheapest cloud instance per provider for a memory need")
     p.add_argument("--need-gb", type=_amount, required=True, help="GPU memory needed, in GB")
     p.add_argument("--hours-per-day", type=_hours, default=4.0, help="hours of use a day, 0-24")

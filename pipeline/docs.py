@@ -12,6 +12,8 @@ from unittest import mock
 
 import polars as pl
 
+from assets.paths import CATALOG_DIR
+from assets.snapshot_files import read_catalog
 from warehouse import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +23,6 @@ ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 # What benchmarks/*.py record (benchmarks/results.py).
 BENCHMARK_RESULTS = ROOT / "benchmarks" / "results"
-REFERENCE_PICKS = ROOT / "data" / "catalogs" / "reference_picks.csv"
 # The figures the front page shows, headline evaluation first (issue 32: by source).
 ACCURACY_ROWS = (
     ("weights_bytes", "exact rule", "weight bytes (llama.cpp recipes, published GGUF sizes)"),
@@ -302,7 +303,10 @@ def render(base: str | None = None) -> dict[Path, str]:
     readme = _fill(
         _fill(README.read_text(), "accuracy", accuracy_block(acc)), "estimate", example_block(base)
     )
-    reference = pl.read_csv(REFERENCE_PICKS)
+    reference = read_catalog(CATALOG_DIR, "reference_picks.csv").with_columns(
+        pl.col("context", "n_gpus").cast(pl.Int64),
+        pl.col("price_usd", "price_per_hour_usd").cast(pl.Float64),
+    )
     gpus = store.read("gpus", base=base)
     picks = picks_page(
         store.read("hardware_picks", base=base),

@@ -6,6 +6,7 @@ from pathlib import Path
 import polars as pl
 
 from assets.paths import CATALOG_DIR
+from assets.snapshot_files import read_catalog
 from sizing.architecture import RopeRecipe
 from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
 from warehouse.tables import GPU_FACT_SOURCES, GPUS
@@ -42,7 +43,7 @@ def gpu_rows_refused(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 
 
 def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
-    raw = pl.read_csv(Path(catalog_dir) / "gpus.csv", infer_schema_length=0)
+    raw = read_catalog(catalog_dir, "gpus.csv")
     typed = raw.with_columns(
         *(pl.col(c).cast(pl.Float64, strict=False) for c in _GPU_NUMBERS),
         pl.col("price_new_date").str.to_date(strict=False),
@@ -100,7 +101,7 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
 def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/quantized_releases.csv: public checkpoints of a model in a vLLM
     weight format (AWQ, GPTQ, ...), each with the source that names it."""
-    raw = pl.read_csv(Path(catalog_dir) / "quantized_releases.csv", infer_schema_length=0)
+    raw = read_catalog(catalog_dir, "quantized_releases.csv")
     return raw.select(
         pl.col("model_repo").alias("model_id"),
         "weight_format",
@@ -114,7 +115,7 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
 def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/engine_support.csv: which engine runs which format on which hardware
     (sizing.support), typed, empty cells null, each rule with its source and quote."""
-    raw = pl.read_csv(Path(catalog_dir) / "engine_support.csv", infer_schema_length=0)
+    raw = read_catalog(catalog_dir, "engine_support.csv")
     return raw.with_columns(
         pl.col("compute_capability_min", "compute_capability_max").cast(pl.Float64)
     )
@@ -123,7 +124,7 @@ def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/format_quality.csv: published measurements of a format's loss against
     the 16-bit model, typed, with each row's tier (sizing.quality)."""
-    raw = pl.read_csv(Path(catalog_dir) / "format_quality.csv", infer_schema_length=0)
+    raw = read_catalog(catalog_dir, "format_quality.csv")
     return raw.with_columns(
         pl.col("value").cast(pl.Float64),
         pl.col("params_b").cast(pl.Float64),
@@ -140,7 +141,7 @@ def load_quality_tiers(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 def load_gpu_aliases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/gpu_aliases.csv: other names of catalog GPUs (providers', marketing,
     and the device names benchmarks and start-up logs print)."""
-    return pl.read_csv(Path(catalog_dir) / "gpu_aliases.csv", infer_schema_length=0)
+    return read_catalog(catalog_dir, "gpu_aliases.csv")
 
 
 def gpu_alias_map(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, str]:
@@ -153,7 +154,7 @@ def gpu_alias_map(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, str]:
 def load_rope_recipes(catalog_dir: Path | str = CATALOG_DIR) -> dict[str, RopeRecipe]:
     """data/catalogs/rope_scaling_recipes.csv: the RoPE scaling each model card documents
     for contexts past its config's maximum, by repository id."""
-    rows = pl.read_csv(Path(catalog_dir) / "rope_scaling_recipes.csv", infer_schema_length=0)
+    rows = read_catalog(catalog_dir, "rope_scaling_recipes.csv")
     return {
         r["model_repo"]: RopeRecipe(
             rope_type=r["rope_type"],
@@ -177,7 +178,7 @@ def load_checkpoint_repos(catalog_dir: Path | str = CATALOG_DIR) -> dict[tuple[s
     model's own organisation first, then bartowski, then the others) and the releases in a
     vLLM format that benchmarks and recipes name (quantized_releases.csv: the model's own
     organisation first, then by name)."""
-    sizes = pl.read_csv(Path(catalog_dir) / "published_gguf_sizes.csv", infer_schema_length=0)
+    sizes = read_catalog(catalog_dir, "published_gguf_sizes.csv")
     ggufs = (
         sizes.filter(pl.col("gguf_repo").str.contains("/"))
         .with_columns(

@@ -18,6 +18,7 @@ from assets.resources import (
     entry_date,
     table_spec,
 )
+from assets.snapshot_files import read_catalog
 from sizing.architecture import ConfigError, ModelArch, parse_config
 from sizing.model_facts import model_row
 
@@ -25,7 +26,7 @@ from sizing.model_facts import model_row
 def _licences(catalog: CatalogResource) -> pl.DataFrame:
     """Each model's licence as its card states it, with the source read
     (data/catalogs/model_licences.csv; empty where no public source was found)."""
-    raw = pl.read_csv(Path(catalog.path) / "model_licences.csv", infer_schema_length=0)
+    raw = read_catalog(catalog.path, "model_licences.csv")
     return raw.filter(pl.col("license").is_not_null()).select(
         "model_id", "license", pl.col("source_url").alias("license_source")
     )

@@ -1,12 +1,11 @@
 """Which GPUs and models of the reference page the warehouse covers, and why not."""
 
-from pathlib import Path
-
 import dagster as dg
 import polars as pl
 
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
+from assets.snapshot_files import read_catalog
 from sizing.cost import on_demand
 
 # What was searched for a GPU no recorded offer rents (the snapshot's price manifest).
@@ -170,7 +169,7 @@ def coverage(
         warehouse.read("model_quarantine"),
         snapshot.missing_models(),
         warehouse.read("gpu_prices"),
-        pl.read_csv(Path(catalog.path) / "unpriced_gpus.csv", infer_schema_length=0),
+        read_catalog(catalog.path, "unpriced_gpus.csv"),
     )
     counts = dict(df.group_by("status").len().iter_rows())
     counts |= {

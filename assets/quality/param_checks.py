@@ -1,12 +1,11 @@
 """Computed parameter counts beside what each vendor states, published with the source."""
 
-from pathlib import Path
-
 import dagster as dg
 import polars as pl
 
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, WarehouseResource, table_asset
+from assets.snapshot_files import read_catalog
 
 # A stated count agrees when the computed one is within this share of it, plus half the
 # step the statement is printed to ("2.8T" carries +-0.05T of rounding).
@@ -115,7 +114,7 @@ def param_check_frame(stated: pl.DataFrame, models: pl.DataFrame) -> pl.DataFram
 def param_checks(
     context: dg.AssetExecutionContext, catalog: CatalogResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    stated = pl.read_csv(Path(catalog.path) / "official_param_counts.csv", infer_schema_length=0)
+    stated = read_catalog(catalog.path, "official_param_counts.csv")
     df = param_check_frame(stated, warehouse.read("models"))
     result = warehouse.publish(
         context, "param_checks", df, CATALOGS_VERIFIED, "data/catalogs/official_param_counts.csv"

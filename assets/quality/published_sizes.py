@@ -13,6 +13,7 @@ from assets.resources import (
     WarehouseResource,
     table_asset,
 )
+from assets.snapshot_files import read_catalog
 from sizing.architecture import parse_config
 from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
@@ -97,7 +98,7 @@ def gguf_published_sizes(
     snapshot: SnapshotResource,
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
-    published = pl.read_csv(Path(catalog.path) / "published_gguf_sizes.csv", infer_schema_length=0)
+    published = read_catalog(catalog.path, "published_gguf_sizes.csv")
     configs = sized_configs(snapshot, warehouse.read("models"))  # quarantined ones are not
     df = published_size_frame(published, configs, catalog.stand_ins())
     result = warehouse.publish(

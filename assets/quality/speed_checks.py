@@ -19,6 +19,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.sizing.shards import code_fingerprint
+from assets.snapshot_files import read_catalog
 from sizing import calibration, engines, speed
 from sizing.architecture import ModelArch, parse_config
 from sizing.calibration import fit
@@ -311,7 +312,7 @@ def speed_check_frame(
     gpu_ids = gpu_alias_map(catalog_dir)
     raw = {
         f: measurements(
-            pl.read_csv(catalog_dir / f, infer_schema_length=0)
+            read_catalog(catalog_dir, f)
             .with_row_index("row", offset=1)
             .with_columns(pl.lit(f).alias("file"), pl.col("row").cast(pl.Int32)),
             gpu_ids,

@@ -16,6 +16,7 @@ from assets.resources import (
     WarehouseResource,
     table_asset,
 )
+from assets.snapshot_files import read_catalog
 from sizing.architecture import parse_config
 from sizing.engines.vllm import (
     LOGIT_BYTES,
@@ -70,7 +71,7 @@ _MATCH_CHECK = "startup_logs_reproduced"
 def load_startup_logs(catalog_dir: Path | str) -> pl.DataFrame:
     """Every logged run of LOG_FILES, all columns as text."""
     return pl.concat(
-        [pl.read_csv(Path(catalog_dir) / f, infer_schema_length=0) for f in LOG_FILES],
+        [read_catalog(catalog_dir, f) for f in LOG_FILES],
         how="diagonal",
     )
 

@@ -3,8 +3,8 @@ defaults: the snapshot, the curated catalogs, the warehouse, the Hub and the pri
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
+import io
 import json
 from importlib.metadata import version
 from pathlib import Path
@@ -12,7 +12,9 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets import snapshot_files
 from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
+from assets.snapshot_files import read_catalog
 from warehouse import store
 from warehouse.staging import SliceStore
 from warehouse.tables import CONTRACTS
@@ -34,31 +36,48 @@ class SnapshotResource(dg.ConfigurableResource):
         return entries
 
     def recorded_on(self) -> dt.date:
-        """The newest date of the Hub part of the snapshot: what an offline run has seen
+        """The newest date of the Hub configs of the snapshot: what an offline run has seen
         of the Hub is as of then, not of today."""
-        dates = [entry_date(e) for path, e in self.manifest().items() if path.startswith("hub/")]
+        dates = [entry_date(e) for p, e in self.manifest().items() if p.startswith("hub/models/")]
         return max((d for d in dates if d), default=dt.date.today())
+
+    def notes(self, pattern: str) -> pl.DataFrame:
+        """The snapshot's notes matching `pattern` (hub/audit-*.csv, hub/missing-*.csv), all
+        text, each read through its manifest line (hub/manifest.notes.jsonl); a note whose
+        line is missing or whose checksum fails is left out, its reason logged as a warning."""
+        folder = Path(self.path)
+        manifest = self.manifest()
+        frames = []
+        for f in sorted(folder.glob(pattern)):
+            rel = f.relative_to(folder).as_posix()
+            try:
+                if rel not in manifest:
+                    raise snapshot_files.Refused(f"{rel!r}: no manifest line records this file")
+                body = snapshot_files.verified_bytes(folder, manifest[rel])
+            except snapshot_files.Refused as e:
+                dg.get_dagster_logger().warning(f"snapshot note left out: {e.reason}")
+                continue
+            frames.append(pl.read_csv(io.BytesIO(body), infer_schema_length=0))
+        return pl.concat(frames, how="diagonal") if frames else pl.DataFrame()
 
     def hub_checks(self) -> dict[str, str]:
         """Whether each stored config is byte-identical to the Hub's file, where a published
         size and sha256 of the Hub's file is known (hub/audit-hf-hashes-*.csv)."""
-        checks: dict[str, str] = {}
-        for f in sorted(Path(self.path).glob("hub/audit-hf-hashes-*.csv")):
-            with f.open() as fh:
-                for row in csv.DictReader(fh):
-                    if row["kind"] == "stored":
-                        checks[row["repo_id"]] = {"MATCH": "matches", "DIFF": "differs"}.get(
-                            row["status"], "unchecked"
-                        )
-        return checks
+        audits = self.notes("hub/audit-hf-hashes-*.csv")
+        if audits.is_empty():
+            return {}
+        stored = audits.filter(pl.col("kind") == "stored").select(
+            "repo_id",
+            pl.col("status").replace_strict(
+                {"MATCH": "matches", "DIFF": "differs"}, default="unchecked"
+            ),
+        )
+        return dict(stored.iter_rows())
 
     def missing_models(self) -> dict[str, str]:
         """Models searched for but not found, with the reason (hub/missing-*.csv)."""
-        missing: dict[str, str] = {}
-        for f in sorted(Path(self.path).glob("hub/missing-*.csv")):
-            with f.open() as fh:
-                missing |= {r["repo_id"]: r["reason"] for r in csv.DictReader(fh)}
-        return missing
+        missing = self.notes("hub/missing-*.csv")
+        return dict(missing.select("repo_id", "reason").iter_rows()) if len(missing) else {}
 
     def model_configs(self) -> dict[str, Path]:
         base = Path(self.path) / "hub" / "models"
@@ -72,7 +91,7 @@ class CatalogResource(dg.ConfigurableResource):
 
     def reference_page(self) -> pl.DataFrame:
         """The reference page's GPUs and models, their ids and stand-ins (all text)."""
-        return pl.read_csv(Path(self.path) / "reference_page.csv", infer_schema_length=0)
+        return read_catalog(self.path, "reference_page.csv")
 
     def stand_ins(self) -> dict[str, str]:
         """Model id -> the id of the config of the same architecture that sizes it."""
