@@ -144,15 +144,17 @@ def _estimate_many_per_s(questions: list[dict], repeat: int = 3) -> float:
     """Questions per second through sizing.estimate_many (the median of `repeat` calls),
     the questions resolved and validated by the command line's own code beforehand."""
     from assets.catalogs.readers import load_checkpoint_repos, load_engine_support
-    from pipeline.cli import _estimate_parser, _published_offers, _query, _QueryParser
+    from pipeline.estimate_command import QueryParser
+    from pipeline.options import estimate_options
+    from pipeline.questions import from_options, published_offers
     from sizing.estimate import estimate_many
 
-    parser = _estimate_parser(_QueryParser(prog="query", exit_on_error=False), bulk=False)
-    offers, cache = _published_offers(), {}
+    parser = estimate_options(QueryParser(prog="query", exit_on_error=False), bulk=False)
+    offers, cache = published_offers(), {}
     queries = []
     for q in questions:
         argv = [a for k, v in q.items() for a in (f"--{k}", str(v))]
-        queries.append(_query(parser.parse_args(argv), offers, cache)[:4])
+        queries.append(from_options(parser.parse_args(argv), offers, cache)[:4])
     repos, support = load_checkpoint_repos(), load_engine_support()
     times = []
     for _ in range(repeat):

@@ -387,3 +387,27 @@ def test_a_newcomers_route_works_as_the_readme_writes_it(
     )
     assert done.returncode == 0, done.stderr
     assert "decode_tok_s" in done.stdout and "Qwen/Qwen3" in done.stdout
+
+
+def test_the_command_line_reads_the_published_gpus_and_the_catalog_before_a_release(
+    small_release, monkeypatch, tmp_path
+):
+    """The CLI sizes on the GPUs the pipeline published (the rows that passed the `gpus`
+    contract), not on data/catalogs/gpus.csv; before the first refresh, on the catalog."""
+    from assets.catalogs import readers
+    from pipeline import questions
+    from warehouse import store
+
+    def catalog_read():
+        raise AssertionError("the catalog was read although a release holds the GPUs")
+
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
+    monkeypatch.setattr(readers, "load_gpus", catalog_read)
+    questions._gpu_catalog.cache_clear()
+    published = store.read("gpus", base=small_release).drop("verified_at")
+    assert questions.gpu_catalog()[0].equals(published)
+    monkeypatch.undo()
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "none yet"))
+    questions._gpu_catalog.cache_clear()
+    assert questions.gpu_catalog()[0].equals(readers.load_gpus())
+    questions._gpu_catalog.cache_clear()

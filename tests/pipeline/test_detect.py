@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from pipeline import detect
-from pipeline.cli import _catalog_gpu
+from pipeline.questions import catalog_gpu
 from tests.conftest import TEST_DATA
 
 DETECT = TEST_DATA / "detect"
@@ -15,7 +15,7 @@ DETECT = TEST_DATA / "detect"
 
 def find(name: str) -> dict:
     try:
-        return _catalog_gpu(name, {})
+        return catalog_gpu(name, {})
     except ValueError as e:
         raise SystemExit(str(e)) from None
 

@@ -46,7 +46,7 @@ KEYS = ["model_id", "weight_format", "engine", "context", "kv_dtype", "gpu_id", 
 
 
 def _device(gpu_id: str) -> Device:
-    """As `llm-sizing estimate` builds it from the catalog row (pipeline/cli.py)."""
+    """As `llm-sizing estimate` builds it from the catalog row (pipeline/questions.py)."""
     g = GPUS.row(GPUS.get_column("gpu_id").index_of(gpu_id), named=True)
     return Device.from_catalog(g)
 
