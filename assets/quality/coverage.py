@@ -13,7 +13,8 @@ UNPRICED_SEARCHED = (
     "not rented by RunPod, Vast.ai, Vultr or DigitalOcean in any recording "
     "found (searched: the providers' recorded API responses, SkyPilot's "
     "catalog v5-v9, tugot17/gpu-price-tracker, dstackai/gpuhunt fixtures, "
-    "toolshedlabs-hash/gpu-price-feed's daily cheapest-per-GPU lines)"
+    "toolshedlabs-hash/gpu-price-feed's daily cheapest-per-GPU lines, "
+    "vast-ai/vast-python's recorded Vast.ai search of 2024-11-05)"
 )
 
 
