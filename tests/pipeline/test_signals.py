@@ -175,7 +175,7 @@ def _consistent(env: dict[str, str]) -> tuple[int, bool]:
 
 
 @pytest.mark.stack  # refreshes in their own processes: run with the stack by .ci/run
-def test_a_refresh_stops_at_every_step_boundary(released):
+def test_a_refresh_stops_at_every_step_boundary(released, monkeypatch):
     """Every step the six-model refresh runs (the checks' steps and the site's included) is
     made to run again by wiping its asset's record from the instance (the quick refresh
     then runs it and what follows), and SIGINT goes to the process group right after it
@@ -190,9 +190,10 @@ def test_a_refresh_stops_at_every_step_boundary(released):
     for check in graph.asset_check_keys:
         asset_of[f"{check.asset_key.to_python_identifier()}_{check.name}"] = check.asset_key
     failures = {}
+    monkeypatch.setenv("DAGSTER_HOME", str(released.live))  # Dagster's own files go there
     for step in released.steps:
         env = released.restore()
-        with dg.DagsterInstance.from_config(str(released.live)) as instance:
+        with dg.DagsterInstance.get() as instance:
             instance.wipe_assets([asset_of[step]])
         code, seconds, err = _interrupted_after(env, step)
         release, whole = _consistent(env)
