@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import polars as pl  # noqa: E402
 
 from assets.publish import build, data  # noqa: E402
-from warehouse import store  # noqa: E402
+from warehouse import releases, store  # noqa: E402
 
 PRICE_TABLES = ("cost_basis", "cost_matrix")
 
@@ -57,7 +57,7 @@ def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
             base=str(scratch),
             fingerprint=f"{table} x {factor}",
         ).version  # not a JSON dump of 4.8 M rows
-    store.publish_release(produced, run_id="benchmark", started_at=started, base=str(scratch))
+    releases.publish_release(produced, run_id="benchmark", started_at=started, base=str(scratch))
 
 
 def _timed(root: str, out: Path, subset: list[str] | None) -> tuple[build.BuildStats, float]:

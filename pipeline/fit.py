@@ -19,10 +19,10 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
     import polars as pl
 
     from sizing.runs_on import candidates
-    from warehouse import store
+    from warehouse import releases, store
 
     try:
-        release = store.current_release(base)
+        release = releases.current_release(base)
     except store.TABLE_MISSING:
         release = None
     needed = ("fit_matrix", "fit_configurations", "cost_matrix", "models", "weight_formats")

@@ -31,7 +31,7 @@ from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline import signals, stale
 from pipeline.definitions import build_defs
 from pipeline.reaper import process_tags, reap
-from warehouse import stop, store
+from warehouse import releases, stop, store
 from warehouse.tables import CONTRACTS
 
 EXIT_OK, EXIT_FAILED, EXIT_SOURCE_KEPT, EXIT_BUSY = 0, 1, 3, 4
@@ -62,7 +62,7 @@ def run(offline: bool, verbose: bool = False) -> int:
         f"warehouse {warehouse.root}",
         file=sys.stderr,
     )
-    seen: dict[str, store.Release | None] = {}  # the release current when the run began
+    seen: dict[str, releases.Release | None] = {}  # the release current when the run began
     with signals.stopping(lambda: _interrupted_words(where, seen.get("before"))):
         try:
             return _run_locked(defs, where, offline, loggers, started, seen)
@@ -119,7 +119,7 @@ def lock_path(warehouse_root: str) -> Path:
 def _locked_run(
     defs: dg.Definitions, where: dict, offline: bool, loggers: dict, started: float, seen: dict
 ) -> int:
-    before = seen["before"] = store.current_release(**where)
+    before = seen["before"] = releases.current_release(**where)
     with dg.DagsterInstance.get() as instance:
         for run_id in reap(instance):
             print(
@@ -150,7 +150,7 @@ def _locked_run(
     if todo is None or stop.REQUESTED.is_set() or (result is not None and _interrupted(result)):
         print(_interrupted_words(where, before), file=sys.stderr)
         return EXIT_INTERRUPTED
-    after = before if result is None else store.current_release(**where)
+    after = before if result is None else releases.current_release(**where)
     kept = _release_words(after)
     # In the order of the assets and checks, whether found by this run or by the last.
     found.sort(key=lambda f: (f[0].asset_key.to_user_string(), f[0].check_name))
@@ -211,15 +211,15 @@ def _last_evaluations(
     return found
 
 
-def _interrupted_words(where: dict, before: store.Release | None) -> str:
+def _interrupted_words(where: dict, before: releases.Release | None) -> str:
     """Which release a stopped refresh leaves current, and whether it is this run's."""
-    after = store.current_release(**where)
+    after = releases.current_release(**where)
     done = after is not None and (before is None or after.release_id != before.release_id)
     state = "was published before the interruption" if done else "stays current"
     return f"refresh interrupted: {_release_words(after)} {state}"
 
 
-def _release_words(release: store.Release | None) -> str:
+def _release_words(release: releases.Release | None) -> str:
     return "no release (none published yet)" if release is None else f"release {release.release_id}"
 
 
@@ -234,7 +234,7 @@ def _interrupted(result) -> bool:
     return False
 
 
-def _summary(before: store.Release | None, after: store.Release | None) -> None:
+def _summary(before: releases.Release | None, after: releases.Release | None) -> None:
     """Each table's version in the current release, its rows and date, and whether the
     refresh changed it."""
     if after is None:

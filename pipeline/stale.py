@@ -40,7 +40,7 @@ from dagster._core.loader import LoadingContext
 from assets.inputs.files import observed
 from assets.publish import build, data, switch
 from assets.publish.site_dir import site_dir
-from warehouse import store
+from warehouse import releases, store
 from warehouse.tables import CONTRACTS
 
 # Every run `llm-sizing refresh` starts carries it: `offline` or `online`.
@@ -82,7 +82,7 @@ def plan(
     instance: dg.DagsterInstance,
     where: dict,
     offline: bool,
-    release: store.Release | None,
+    release: releases.Release | None,
 ) -> Plan:
     """What the refresh job runs on this instance and warehouse."""
     graph = defs.resolve_asset_graph()
@@ -137,7 +137,7 @@ def _causes(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> se
 
 
 def _why_not_trusted(
-    instance: dg.DagsterInstance, where: dict, release: store.Release | None
+    instance: dg.DagsterInstance, where: dict, release: releases.Release | None
 ) -> str | None:
     """Why this instance's record may not stand for this warehouse; None when it may."""
     if release is None:
@@ -168,7 +168,7 @@ def _why_not_trusted(
         if head is None or head["version"] != version:
             at = "no version" if head is None else f"version {head['version']}"
             return f"{table} holds {at}, not the released {version}"
-    if not store.latest_is(release, **where):
+    if not releases.latest_is(release, **where):
         return f"latest/ is not release {release.release_id}'s exports"
     out = site_dir(where["base"])
     built = switch.current(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse import store
+from warehouse import releases, store
 
 TABLES = ("engines", "model_quarantine")
 # The column of each table that carries the run's number, and its row count.
@@ -40,7 +40,7 @@ def frames(n: int) -> dict[str, pl.DataFrame]:
 
 def refresh(
     base: str, n: int, storage_options: dict[str, str] | None = None, run_id: str | None = None
-) -> tuple[store.Release, bool]:
+) -> tuple[releases.Release, bool]:
     run_id = run_id or f"run-{n}"
     started = dt.datetime.now(dt.UTC)
     produced = {
@@ -54,7 +54,7 @@ def refresh(
         ).version
         for t, df in frames(n).items()
     }
-    return store.publish_release(
+    return releases.publish_release(
         produced,
         run_id=run_id,
         started_at=started,

@@ -17,7 +17,7 @@ import dagster as dg
 
 from pipeline import signals
 from tests import fault_run
-from warehouse import stop, store
+from warehouse import releases, stop, store
 
 BASE, N = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
 STARTED = dt.datetime.now(dt.UTC)
@@ -53,7 +53,7 @@ def tables() -> dict:
 @dg.asset
 def release(tables: dict) -> None:
     _hold("release")
-    store.publish_release(
+    releases.publish_release(
         tables, run_id=f"run-{N}", started_at=STARTED, tables=fault_run.TABLES, base=BASE
     )
 
@@ -63,15 +63,15 @@ def site() -> None:
     _hold("site")
 
 
-def _words(before: store.Release | None) -> str:
-    after = store.current_release(BASE)
+def _words(before: releases.Release | None) -> str:
+    after = releases.current_release(BASE)
     done = after is not None and (before is None or after.release_id != before.release_id)
     which = f"release {after.release_id}" if after else "no release"
     return f"{which} {'was published before the interruption' if done else 'stays current'}"
 
 
 if __name__ == "__main__":
-    before = store.current_release(BASE)
+    before = releases.current_release(BASE)
     stopped = False
     with signals.stopping(lambda: f"interrupted: {_words(before)}"):
         try:

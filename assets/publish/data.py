@@ -21,7 +21,7 @@ from assets.publish import heads as hd
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
 from sizing.runs_on import candidates, site_rows
-from warehouse import store
+from warehouse import releases, store
 
 TABLES = (
     "models",
@@ -101,7 +101,7 @@ class SiteData:
     scan: Callable[[str], pl.LazyFrame] | None = None
 
 
-def release_versions(release: store.Release) -> dict[str, dict]:
+def release_versions(release: releases.Release) -> dict[str, dict]:
     """The version and `verified_at` the release names of every table the site reads."""
     missing = [t for t in TABLES if t not in release.versions]
     if missing:
@@ -125,7 +125,7 @@ def table_versions(
     """The version and `verified_at` of every table the site reads: those the newest
     complete release names (what every reader reads), or each table's newest before the
     first release (the Delta logs only: no rows are read)."""
-    release = store.current_release(base, storage_options)
+    release = releases.current_release(base, storage_options)
     if release is not None:
         return release_versions(release)
     versions = {}

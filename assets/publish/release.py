@@ -7,7 +7,7 @@ import datetime as dt
 import dagster as dg
 
 from assets.resources import WarehouseResource
-from warehouse import store
+from warehouse import releases
 from warehouse.tables import CONTRACTS
 
 # Dagster's tag naming the run a retried run re-executes.
@@ -57,7 +57,7 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
             return run is not None and run.status == dg.DagsterRunStatus.SUCCESS
 
         try:
-            current, new = store.publish_release(
+            current, new = releases.publish_release(
                 produced,
                 run_id=context.run.run_id,
                 runs=runs,
@@ -66,7 +66,7 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
                 base=warehouse.root,
                 storage_options=warehouse.storage_options(),
             )
-        except (store.ConcurrentRefresh, store.UnreleasedVersions) as e:
+        except (releases.ConcurrentRefresh, releases.UnreleasedVersions) as e:
             raise dg.Failure(description=f"{type(e).__name__}: {e}") from e
         context.log.info(
             f"release {current.release_id} ({current.status}) "

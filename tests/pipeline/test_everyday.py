@@ -216,13 +216,13 @@ def _the_record_stands_for_the_warehouse_it_released_only(base: str):
 
     from pipeline import stale
     from pipeline.definitions import build_defs
-    from warehouse import store
+    from warehouse import releases
 
     defs = build_defs(os.environ)
     where = {"base": base, "storage_options": {}}
 
     def plan(offline=True, where=where):
-        release = store.current_release(**where)
+        release = releases.current_release(**where)
         with dg.DagsterInstance.get() as instance:
             stale.observe(defs, instance)
             return stale.plan(defs, instance, where, offline, release)

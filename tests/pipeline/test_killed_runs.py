@@ -17,7 +17,7 @@ import pytest
 
 from pipeline import reaper
 from tests.conftest import ROOT, small_snapshot
-from warehouse import store
+from warehouse import releases, store
 from warehouse.tables import CONTRACTS
 
 
@@ -70,8 +70,8 @@ def test_a_killed_run_does_not_block_the_next_refresh(tmp_path, monkeypatch):
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
         info = instance.event_log_storage.get_concurrency_info("prices_runpod")
         assert info.active_slot_count == 0
-    release = store.current_release(env["LLM_SIZING_WAREHOUSE"])
-    assert release.status == store.COMPLETE and set(release.versions) == set(CONTRACTS)
+    release = releases.current_release(env["LLM_SIZING_WAREHOUSE"])
+    assert release.status == releases.COMPLETE and set(release.versions) == set(CONTRACTS)
 
 
 @pytest.mark.stack  # a refresh in its own process: run with the stack by .ci/run
@@ -111,5 +111,5 @@ def test_sigterm_stops_a_refresh_promptly_and_says_so(tmp_path):
     assert proc.returncode == 130 and "refresh interrupted: no release" in err
     assert "stays current" in err
     # no release yet: a reader reads the newest versions, whole tables
-    assert store.current_release(str(tmp_path / "warehouse")) is None
+    assert releases.current_release(str(tmp_path / "warehouse")) is None
     assert store.read("models", base=str(tmp_path / "warehouse")).height > 0

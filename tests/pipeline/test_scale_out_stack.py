@@ -28,7 +28,7 @@ from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import _executor
 from tests.conftest import ROOT, small_snapshot
 from tests.services import free_port, postgres, process, python_module, wait_until
-from warehouse import store
+from warehouse import releases
 from warehouse.tables import CONTRACTS
 
 BUCKET, LOCATION = "llm-sizing", "llm_sizing"
@@ -209,8 +209,8 @@ def test_refresh_on_postgres_and_s3_survives_a_killed_worker(tmp_path, monkeypat
         history = _postgres_runs(pg_url)
         assert history == {first.run_id: "FAILURE", retry.run_id: "SUCCESS"}
         opts = {"AWS_ENDPOINT_URL": s3_url, "AWS_ALLOW_HTTP": "true", **CREDS}
-        release = store.current_release(env["LLM_SIZING_WAREHOUSE"], opts)
-        assert release is not None and release.status == store.COMPLETE
+        release = releases.current_release(env["LLM_SIZING_WAREHOUSE"], opts)
+        assert release is not None and release.status == releases.COMPLETE
         assert release.run_id == retry.run_id and set(release.versions) == set(CONTRACTS)
         assert release.rows["models"] == 6 and release.rows["fit_matrix"] > 100_000
         latest = (

@@ -23,7 +23,7 @@ from assets.publish import switch
 from assets.publish.site_dir import site_dir
 from tests import fault_run
 from tests.conftest import ROOT
-from warehouse import store
+from warehouse import releases
 
 
 def _ignoring() -> None:  # the child starts with both signals ignored, in its own group
@@ -69,7 +69,7 @@ def test_a_signal_at_each_step_stops_the_run_within_5_s(tmp_path, at, sig, mode)
     code, seconds, err = _stopped(base, 2, at, sig, mode)
     assert code == 130, err[-2000:]
     assert seconds < 5, f"{seconds:.1f} s"
-    current = store.current_release(base)
+    current = releases.current_release(base)
     if at == "site":  # after the release commit
         assert current.release_id == 2 and fault_run.marks(base) == {"run 2"}
         assert "release 2 was published before the interruption" in err
@@ -169,9 +169,9 @@ def _interrupted_after(env: dict[str, str], step: str, wait_s: float = 0) -> tup
 def _consistent(env: dict[str, str]) -> tuple[int, bool]:
     """The current release, and whether `latest/` is its exports and the site one whole build."""
     base = env["LLM_SIZING_WAREHOUSE"]
-    current = store.current_release(base)
+    current = releases.current_release(base)
     site = switch.current(site_dir(base))
-    return current.release_id, store.latest_is(current, base) and site is not None
+    return current.release_id, releases.latest_is(current, base) and site is not None
 
 
 @pytest.mark.stack  # refreshes in their own processes: run with the stack by .ci/run

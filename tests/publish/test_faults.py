@@ -26,7 +26,7 @@ from pipeline.definitions import ALL_ASSETS
 from tests import fault_run
 from tests.conftest import ROOT, small_snapshot
 from tests.services import free_port
-from warehouse import latest, staging, store
+from warehouse import failpoint, latest, releases, staging, store
 
 BOUNDARIES = (
     "committed:engines",
@@ -36,9 +36,9 @@ BOUNDARIES = (
 )
 
 
-def _current(base: str, opts: dict | None = None) -> store.Release:
-    release = store.current_release(base, opts)
-    assert release is not None and release.status == store.COMPLETE
+def _current(base: str, opts: dict | None = None) -> releases.Release:
+    release = releases.current_release(base, opts)
+    assert release is not None and release.status == releases.COMPLETE
     assert set(release.versions) == set(fault_run.TABLES)
     return release
 
@@ -50,7 +50,7 @@ def test_kill_9_at_each_commit_boundary_leaves_a_whole_release(tmp_path):
         before = _current(base)
         killed = subprocess.run(
             [sys.executable, "-m", "tests.fault_run", base, str(n)],
-            env={**os.environ, store.KILL_AT: point},
+            env={**os.environ, failpoint.KILL_AT: point},
             cwd=ROOT,
         )
         assert killed.returncode == -signal.SIGKILL, point
@@ -68,8 +68,8 @@ def test_kill_9_at_each_commit_boundary_leaves_a_whole_release(tmp_path):
     # the folder a kill left staged is gone; the kept releases' folders stay
     kept = {
         f"{r.release_id}-{r.run_id}"
-        for r in store._releases_of(store.release_log(base))
-        if r.status != store.EXPIRED
+        for r in releases._releases_of(releases.release_log(base))
+        if r.status != releases.EXPIRED
     }
     assert {p.name for p in (tmp_path / "releases").iterdir()} == kept
 
@@ -95,7 +95,7 @@ def test_the_latest_export_is_read_only_while_it_is_the_current_release(tmp_path
     assert reads() == (True, {"run 1"})
     killed = subprocess.run(
         [sys.executable, "-m", "tests.fault_run", base, "2"],
-        env={**os.environ, store.KILL_AT: "release:committed"},
+        env={**os.environ, failpoint.KILL_AT: "release:committed"},
         cwd=ROOT,
     )
     assert killed.returncode == -signal.SIGKILL
@@ -103,19 +103,19 @@ def test_the_latest_export_is_read_only_while_it_is_the_current_release(tmp_path
     monkeypatch.setenv("LLM_SIZING_VACUUM_MIN_AGE_HOURS", "0")
     fault_run.refresh(base, 3)
     fault_run.refresh(base, 4)
-    log = store.history(store.RELEASES_TABLE, base)
+    log = store.history(releases.RELEASES_TABLE, base)
     assert log[0]["operation"] == "VACUUM END"  # the newest commits are a vacuum's
     assert reads() == (True, {"run 4"})
-    current = store.current_release(base)
-    newer, _ = store.publish_release(
+    current = releases.current_release(base)
+    newer, _ = releases.publish_release(
         {},
         run_id="run-5",
         started_at=dt.datetime.now(dt.UTC),
         tables=(*fault_run.TABLES, "gpus"),  # never published: an incomplete release
         base=base,
     )
-    assert newer.status == store.INCOMPLETE
-    assert store.current_release(base).release_id == current.release_id
+    assert newer.status == releases.INCOMPLETE
+    assert releases.current_release(base).release_id == current.release_id
     assert reads() == (False, {"run 4"})  # the newest release is not the one latest/ is
 
 
@@ -137,8 +137,8 @@ def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
         ).version
         for t, df in fault_run.frames(3).items()
     }
-    with pytest.raises(store.ConcurrentRefresh, match="committed by another run .run-2."):
-        store.publish_release(
+    with pytest.raises(releases.ConcurrentRefresh, match="committed by another run .run-2."):
+        releases.publish_release(
             produced, run_id="run-3", started_at=started, tables=fault_run.TABLES, base=base
         )
     assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
@@ -150,8 +150,8 @@ def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
         commit_info={"dagster_run_id": "run-4"},
         base=base,
     )
-    with pytest.raises(store.UnreleasedVersions, match="engines version .* of run run-4"):
-        store.publish_release(
+    with pytest.raises(releases.UnreleasedVersions, match="engines version .* of run run-4"):
+        releases.publish_release(
             {},
             run_id="run-5",
             started_at=dt.datetime.now(dt.UTC),
@@ -169,7 +169,7 @@ def test_another_runs_commit_during_a_run_refuses_its_release(tmp_path):
         commit_info={"dagster_run_id": "run-7"},
         base=base,
     )
-    release, new = store.publish_release(
+    release, new = releases.publish_release(
         {},
         run_id="run-8",
         started_at=dt.datetime.now(dt.UTC),
@@ -201,7 +201,7 @@ def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):
 
     def release(run_id: str) -> None:
         try:
-            outcomes[run_id] = store.publish_release(
+            outcomes[run_id] = releases.publish_release(
                 produced,
                 run_id=run_id,
                 runs=("run-2",),
@@ -209,7 +209,7 @@ def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):
                 tables=fault_run.TABLES,
                 base=base,
             )[0]
-        except store.ConcurrentRefresh as e:
+        except releases.ConcurrentRefresh as e:
             outcomes[run_id] = e
 
     threads = [threading.Thread(target=release, args=(r,)) for r in ("run-2", "run-2-retry")]
@@ -217,9 +217,9 @@ def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    refused = [r for r, o in outcomes.items() if isinstance(o, store.ConcurrentRefresh)]
+    refused = [r for r, o in outcomes.items() if isinstance(o, releases.ConcurrentRefresh)]
     assert len(refused) == 1, outcomes
-    log = store.release_log(base)
+    log = releases.release_log(base)
     assert sorted(set(log.get_column("release_id"))) == [1, 2]
     assert _current(base).run_id != refused[0] and fault_run.marks(base) == {"run 2"}
 
@@ -271,20 +271,22 @@ def test_a_full_disk_at_any_write_leaves_the_previous_release(tmp_path, monkeypa
     fault_run.refresh(base, 1)
     real = store.write_deltalake
     for n, target in enumerate(("model_quarantine", "releases"), start=2):
-        monkeypatch.setattr(
-            store,
-            "write_deltalake",
-            lambda t, *a, target=target, **k: (
-                _enospc()
-                if str(getattr(t, "table_uri", t)).rstrip("/").endswith(target)
-                else real(t, *a, **k)
-            ),
-        )
+        for writer in (store, releases):  # a table's commit, the release commit
+            monkeypatch.setattr(
+                writer,
+                "write_deltalake",
+                lambda t, *a, target=target, **k: (
+                    _enospc()
+                    if str(getattr(t, "table_uri", t)).rstrip("/").endswith(target)
+                    else real(t, *a, **k)
+                ),
+            )
         with pytest.raises(OSError, match="No space left"):
             fault_run.refresh(base, n)
         assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
         assert fault_run.latest_marks(base) == (1, {"run 1"})
     monkeypatch.setattr(store, "write_deltalake", real)
+    monkeypatch.setattr(releases, "write_deltalake", real)
 
     def half_written(self, path, **kwargs):  # the export runs out of space half-way
         Path(path).write_bytes(b"PAR1 half a file")
@@ -328,17 +330,17 @@ def test_retention_keeps_the_versions_of_the_kept_releases_and_clears_orphans(
     for n in range(3, 6):
         fault_run.refresh(base, n)
     assert not orphan.exists()
-    releases = store._releases_of(store.release_log(base))
-    assert [r.status for r in releases] == ["complete"] * 2 + ["expired"] * 3
-    assert fault_run.marks(base, release=releases[1].release_id) == {"run 4"}
-    with pytest.raises(store.ReleaseExpired):
-        fault_run.marks(base, release=releases[2].release_id)
+    log = releases._releases_of(releases.release_log(base))
+    assert [r.status for r in log] == ["complete"] * 2 + ["expired"] * 3
+    assert fault_run.marks(base, release=log[1].release_id) == {"run 4"}
+    with pytest.raises(releases.ReleaseExpired):
+        fault_run.marks(base, release=log[2].release_id)
     for t in fault_run.TABLES:
         files = store.DeltaTable(store.table_uri(t, base)).file_uris()
         data = [p for p in (tmp_path / "delta" / t).glob("*.parquet")]
         assert len(data) == 2 * len(files)  # the two kept versions' files, nothing else
         assert sorted(p.name for p in (tmp_path / "exports" / t).iterdir()) == sorted(
-            f"{r.versions[t]}.parquet" for r in releases[:2]
+            f"{r.versions[t]}.parquet" for r in log[:2]
         )
 
 
@@ -378,7 +380,7 @@ def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monke
             storage_options=down,
         )
     with pytest.raises(Exception):  # noqa: B017
-        store.publish_release(
+        releases.publish_release(
             {"engines": 1},
             run_id="run-2",
             started_at=dt.datetime.now(dt.UTC),
@@ -400,7 +402,7 @@ def test_an_s3_outage_mid_publish_leaves_the_previous_release(s3_endpoint, monke
     # the refresh summary reads the release with the pipeline's storage options
     from pipeline.refresh import _summary
 
-    _summary(None, store.current_release(base, up))
+    _summary(None, releases.current_release(base, up))
     assert "release 2 published (run run-3)" in capsys.readouterr().out
 
 
@@ -475,7 +477,7 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released, tmp_path):
             "DAGSTER_HOME": str(tmp_path),
             "LLM_SIZING_WAREHOUSE": base,
             "LLM_SIZING_SNAPSHOT": str(snapshot),
-            store.KILL_AT: "committed:fit_configurations",
+            failpoint.KILL_AT: "committed:fit_configurations",
         },
         capture_output=True,
         text=True,
@@ -503,11 +505,11 @@ def test_a_corrupted_snapshot_file_and_a_checksum_mismatch(released, tmp_path):
     assert _rows_per_model("fit_matrix", base, release=first.release_id) == fit_before
 
 
-def _current_release(base: str) -> store.Release:
+def _current_release(base: str) -> releases.Release:
     from warehouse.tables import CONTRACTS
 
-    release = store.current_release(base)
-    assert release is not None and release.status == store.COMPLETE
+    release = releases.current_release(base)
+    assert release is not None and release.status == releases.COMPLETE
     assert set(release.versions) == set(CONTRACTS)
     manifest = json.loads((Path(base) / "latest/_release.json").read_text())
     assert manifest["release_id"] == release.release_id

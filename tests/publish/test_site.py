@@ -33,7 +33,7 @@ from assets.resources import (
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS
 from tests.conftest import ROOT, small_snapshot
-from warehouse import store
+from warehouse import releases, store
 from warehouse.tables import CONTRACTS, GPU_FACT_SOURCES
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -344,7 +344,7 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
             commit_info={"dagster_run_id": "price-run"},
             base=str(copy),
         ).version
-    store.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
+    releases.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
     prices = data.load(str(copy), cache_dir=out)
     changed = build.build(prices, out)
     assert not prices.fits.loaded and not prices.configs.loaded
