@@ -1,5 +1,7 @@
 """Figures of README.md and docs/ rendered from the published tables, so that no measured
-figure is copied by hand: `llm-sizing docs` writes them, a test checks they are fresh."""
+figure is copied by hand, and warehouse/README.md's column reference rendered from the
+contracts and their descriptions: `llm-sizing docs` writes them, a test checks they are
+fresh."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ import polars as pl
 
 from assets.paths import CATALOG_DIR
 from assets.snapshot_files import read_catalog
-from warehouse import store
+from warehouse import column_docs, store
+from warehouse.tables import CONTRACTS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PICKS_DOC = ROOT / "docs" / "picks.md"
 ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+WAREHOUSE_README = ROOT / "warehouse" / "README.md"
 # What benchmarks/*.py record (benchmarks/results.py).
 BENCHMARK_RESULTS = ROOT / "benchmarks" / "results"
 # The figures the front page shows, headline evaluation first (issue 32: by source).
@@ -323,7 +327,57 @@ def render(base: str | None = None) -> dict[Path, str]:
         PICKS_DOC: picks + "\n",
         ACCURACY_DOC: accuracy,
         PERFORMANCE_DOC: performance,
+        WAREHOUSE_README: warehouse_readme(),
     }
+
+
+def warehouse_readme() -> str:
+    """warehouse/README.md with its column reference (column_reference) in place."""
+    return _fill(WAREHOUSE_README.read_text(), "columns", column_reference())
+
+
+def _cell(text: str) -> str:
+    """Text in a Markdown table's cell (a `|` would end the cell)."""
+    return text.replace("|", "\\|")
+
+
+def _anchor(heading: str) -> str:
+    """The link GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def column_reference() -> str:
+    """Every published table (each provider's price table once, as prices_<provider>) in the
+    order warehouse/columns.yml documents them: an index of the tables and their grain, then
+    per table what a row is, its grain, and each column's type and description from the
+    contract (warehouse/tables.py) and warehouse/columns.yml."""
+    by_name: dict[str, list[str]] = {}
+    for table in CONTRACTS:
+        by_name.setdefault(column_docs.documented_as(table), []).append(table)
+    index = ["| table | grain |", "|---|---|"]
+    sections = []
+    for name in column_docs.load().tables:
+        tables = by_name[name]
+        contract = CONTRACTS[tables[0]]
+        if any(
+            (CONTRACTS[t].keys, CONTRACTS[t].schema) != (contract.keys, contract.schema)
+            for t in tables
+        ):
+            raise ValueError(f"{name}: its tables differ in grain or columns ({tables})")
+        grain = ", ".join(contract.keys)
+        about = column_docs.about(tables[0])
+        index.append(f"| [`{name}`](#{_anchor(name)}) | `{grain}` |")
+        lines = [f"### `{name}`", ""]
+        if len(tables) > 1:
+            lines += [f"Tables: {', '.join(f'`{t}`' for t in tables)}.", ""]
+        lines += [about, "", f"Grain: `{grain}`.", ""]
+        lines += ["| column | type | description |", "|---|---|---|"]
+        lines += [
+            f"| `{c}` | {t} | {_cell(column_docs.description(tables[0], c))} |"
+            for c, t in contract.schema.items()
+        ]
+        sections.append("\n".join(lines))
+    return "\n\n".join(["\n".join(index), *sections])
 
 
 def fits_block() -> str:

@@ -15,7 +15,7 @@ import polars as pl
 from assets import snapshot_files
 from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
 from assets.snapshot_files import read_catalog
-from warehouse import store
+from warehouse import column_docs, store
 from warehouse.staging import SliceStore
 from warehouse.tables import CONTRACTS
 
@@ -230,13 +230,15 @@ def contract_checks(*tables: str) -> list[dg.AssetCheckSpec]:
 
 
 def table_schema(table: str) -> dg.TableSchema:
-    """The table's contract as Dagster's column schema, shown in the UI's asset page."""
+    """The table's contract as Dagster's column schema, shown in the UI's asset page, each
+    column with its description (warehouse/columns.yml)."""
     contract = CONTRACTS[table]
     return dg.TableSchema(
         columns=[
             dg.TableColumn(
                 c,
                 str(t),
+                description=column_docs.description(table, c),
                 constraints=dg.TableColumnConstraints(
                     nullable=c not in contract.not_null, unique=contract.keys == (c,)
                 ),

@@ -40,15 +40,20 @@ def test_definitions_load():
 
 
 def test_every_table_asset_shows_its_contract_columns_and_group_folder():
-    """The UI shows each table's columns (Dagster's column schema, from its contract), and
-    each asset lives in the folder of its group (assets/<group>/)."""
+    """The UI shows each table's columns (Dagster's column schema, from its contract), each
+    with its description (warehouse/columns.yml), and each asset lives in the folder of its
+    group (assets/<group>/)."""
     import inspect
+
+    from warehouse.column_docs import description
 
     graph = defs.get_repository_def().asset_graph
     for table, contract in CONTRACTS.items():
         node = graph.get(dg.AssetKey(table))
         schema = node.metadata["dagster/column_schema"]
-        assert [c.name for c in schema.columns] == list(contract.schema), table
+        assert [(c.name, c.description) for c in schema.columns] == [
+            (c, description(table, c)) for c in contract.schema
+        ], table
     for asset in ALL_ASSETS:
         folder = inspect.getmodule(asset.op.compute_fn.decorated_fn).__name__.split(".")[1]
         groups = {asset.group_names_by_key[k] for k in asset.keys}
