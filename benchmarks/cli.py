@@ -88,7 +88,7 @@ def _questions(n: int) -> list[dict]:
     above (combinations a GPU's catalog row or the rules refuse are skipped)."""
     from assets.catalogs.readers import load_engine_support, load_gpus
     from pipeline.names import model_config_path
-    from sizing.architecture import parse_config
+    from sizing.config_parser import parse_config
     from sizing.estimate import Configuration, Device, InvalidConfiguration, validate
 
     gpus = {g["gpu_id"]: Device.from_catalog(g) for g in load_gpus().iter_rows(named=True)}

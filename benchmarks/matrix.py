@@ -38,7 +38,8 @@ from assets.resources import CatalogResource, SnapshotResource, WarehouseResourc
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
 from benchmarks.results import figure, record  # noqa: E402
-from sizing.architecture import ConfigError, parse_config  # noqa: E402
+from sizing.architecture import ConfigError  # noqa: E402
+from sizing.config_parser import parse_config  # noqa: E402
 from sizing.engines import FORMATS_BY_ENGINE  # noqa: E402
 from sizing.estimate import Configuration, Device, estimate  # noqa: E402
 from sizing.model_facts import format_row, model_row  # noqa: E402

@@ -235,7 +235,7 @@ def _reference_case_sized(
     """The reference case on every GPU and count, as the recommendations size it, with the
     outlay of each (new, or used where the catalog dates a lower price)."""
     from pipeline.names import model_config_path
-    from sizing.architecture import parse_config
+    from sizing.config_parser import parse_config
     from sizing.recommend import sized_over_gpus
 
     c = reference.row(0, named=True)

@@ -126,7 +126,8 @@ def _buy(r: dict) -> str:
 def _plan_model(args: argparse.Namespace):
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, model_config_path
-    from sizing.architecture import ConfigError, parse_config
+    from sizing.architecture import ConfigError
+    from sizing.config_parser import parse_config
 
     try:
         name, path = (

@@ -45,7 +45,8 @@ def from_options(args: argparse.Namespace, offers, cache: dict, check: bool = Tr
     parsed configs, devices and prices across the queries of one process."""
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, find_format, model_config_path
-    from sizing.architecture import ConfigError, parse_config
+    from sizing.architecture import ConfigError
+    from sizing.config_parser import parse_config
     from sizing.engines.vllm import VllmSettings
     from sizing.estimate import (
         Configuration,

@@ -19,7 +19,8 @@ CLI prints); `estimate_many` answers a list of (model, configuration, device, us
 stable interface; the modules behind them may move.
 """
 
-from sizing.architecture import ConfigError, ModelArch, parse_config
+from sizing.architecture import ConfigError, ModelArch
+from sizing.config_parser import parse_config
 from sizing.engines.vllm import VllmSettings
 from sizing.estimate import (
     Configuration,

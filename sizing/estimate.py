@@ -9,9 +9,10 @@ from typing import Any
 import polars as pl
 
 from sizing import engines
-from sizing.architecture import ROPE_SCALING_TYPES, ModelArch
+from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL, STAGES
+from sizing.config_parser import ROPE_SCALING_TYPES
 from sizing.cost import (
     DEFAULT_ELECTRICITY_USD_PER_KWH,
     DEFAULT_HOST_POWER_W,

@@ -19,7 +19,8 @@ from assets.resources import (
     table_spec,
 )
 from assets.snapshot_files import read_catalog
-from sizing.architecture import ConfigError, ModelArch, parse_config
+from sizing.architecture import ConfigError, ModelArch
+from sizing.config_parser import parse_config
 from sizing.model_facts import model_row
 
 

@@ -14,7 +14,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
-from sizing.architecture import parse_config
+from sizing.config_parser import parse_config
 from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
 from sizing.weights import WEIGHT_FORMATS, weight_bytes

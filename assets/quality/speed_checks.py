@@ -21,8 +21,9 @@ from assets.resources import (
 from assets.sizing.shards import code_fingerprint
 from assets.snapshot_files import read_catalog
 from sizing import calibration, engines, speed
-from sizing.architecture import ModelArch, parse_config
+from sizing.architecture import ModelArch
 from sizing.calibration import fit
+from sizing.config_parser import parse_config
 from sizing.engines import llama_cpp
 from sizing.evaluation import with_input_defaults
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns

@@ -17,7 +17,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
-from sizing.architecture import parse_config
+from sizing.config_parser import parse_config
 from sizing.engines.vllm import (
     LOGIT_BYTES,
     VLLM_V0,

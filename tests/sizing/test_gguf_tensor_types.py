@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import pytest
 
-from sizing.architecture import parse_config
+from sizing.config_parser import parse_config
 from sizing.gguf_quant import GGUF_DEFAULT_TYPE, NEVER_QUANTIZED, gguf_tensor_types
 from sizing.tensors import enumerate_tensors
 from tests.conftest import TEST_DATA, config_path

@@ -119,7 +119,7 @@ def test_kimi_delta_attention_low_rank_output_gate():
     otherwise: 69 KDA layers, hidden 7168, 96 heads x 128."""
     import json
 
-    from sizing.architecture import parse_config
+    from sizing.config_parser import parse_config
     from tests.conftest import config_path
 
     config = json.loads(config_path("moonshotai/Kimi-K3").read_text())

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.architecture import ConfigError, parse_config
+from sizing.architecture import ConfigError
+from sizing.config_parser import parse_config
 from sizing.estimate import (
     Configuration,
     Device,

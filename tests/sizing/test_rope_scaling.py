@@ -27,7 +27,7 @@ import pytest
 from assets.paths import CATALOG_DIR
 from pipeline.cli import main
 from sizing import grid
-from sizing.architecture import parse_config
+from sizing.config_parser import parse_config
 from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
 from sizing.model_facts import model_row
 from sizing.units import BYTES_PER_GIB

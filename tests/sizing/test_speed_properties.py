@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.architecture import parse_config
+from sizing.config_parser import parse_config
 from sizing.estimate import Configuration, Device, Usage, estimate, estimate_many
 from sizing.model_facts import format_row, model_row
 from tests.conftest import load_arch
