@@ -1,8 +1,9 @@
 """Model architectures from the snapshot's config.json files, parsed by the sizing engine."""
 
 import datetime as dt
+import functools
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -19,7 +20,7 @@ from assets.resources import (
     table_spec,
 )
 from assets.snapshot_files import read_catalog
-from sizing.architecture import ConfigError, ModelArch
+from sizing.architecture import ConfigError, ModelArch, RopeRecipe
 from sizing.config_parser import parse_config
 from sizing.model_facts import model_row
 
@@ -77,7 +78,7 @@ def models(
             continue
         sha256 = hashlib.sha256(raw).hexdigest()
         try:
-            m = parse_config(raw, repo_id, recipes.get(repo_id))
+            m = parsed(repo_id, raw, recipes.get(repo_id))
         except ConfigError as e:
             quarantined.append({"model_id": repo_id, "reason": e.reason})
             continue
@@ -129,9 +130,35 @@ def sized_configs(snapshot: SnapshotResource, models: pl.DataFrame) -> dict[str,
     return out
 
 
-def sized_archs(snapshot: SnapshotResource, models: pl.DataFrame) -> Iterator[ModelArch]:
-    """The architecture of every model the published `models` table holds, parsed from its
-    checked config (sized_configs), in the table's order."""
-    configs = sized_configs(snapshot, models)
-    for repo_id in models.get_column("model_id"):
-        yield parse_config(configs[repo_id].read_bytes(), repo_id)
+@functools.cache
+def parsed(repo_id: str, raw: bytes, recipe: RopeRecipe | None) -> ModelArch:
+    """A config parsed once per process, whichever step asks: in the in-process executor a
+    refresh parses each config once (the architecture is frozen, so it is shared)."""
+    return parse_config(raw, repo_id, recipe)
+
+
+class Archs(Mapping[str, ModelArch]):
+    """Model id to architecture over a set of config files, each parsed with the RoPE
+    scaling its model card documents when first asked for (`parsed`)."""
+
+    def __init__(self, configs: Mapping[str, Path], recipes: Mapping[str, RopeRecipe]):
+        self._configs, self._recipes = configs, recipes
+
+    def __getitem__(self, repo_id: str) -> ModelArch:
+        raw = self._configs[repo_id].read_bytes()
+        return parsed(repo_id, raw, self._recipes.get(repo_id))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._configs)
+
+    def __len__(self) -> int:
+        return len(self._configs)
+
+
+def sized_archs(
+    snapshot: SnapshotResource, catalog: CatalogResource, models: pl.DataFrame
+) -> Archs:
+    """The architecture of every model the published `models` table holds, from its checked
+    config (sized_configs) and its RoPE recipe, in the table's order: the same ModelArch
+    the `models` row was computed from."""
+    return Archs(sized_configs(snapshot, models), load_rope_recipes(catalog.path))

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import polars as pl
 
+from assets.catalogs.readers import load_rope_recipes
+from assets.ingest.models import Archs
 from assets.paths import CATALOG_DIR
 from assets.quality.speed_checks import speed_check_frame
 from assets.resources import SnapshotResource
 from sizing import engines
 from sizing.calibration import fit, row_split_sync_seconds
-from sizing.config_parser import parse_config
 from sizing.engines.base import FITS_FILE
 
 # Constants keep 4 significant digits, error bands 3 decimals (a tenth of a percent).
@@ -26,10 +27,8 @@ SIGNIFICANT, BAND_DECIMALS = 4, 3
 def measured(catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None = None):
     """The speed_checks frame on the bundled snapshot's configs: every measurement, its
     estimate and its held-out errors."""
-    configs = (snapshot or SnapshotResource()).model_configs()
-    return speed_check_frame(
-        catalog_dir, lambda m: parse_config(configs[m].read_bytes(), m), set(configs)
-    )
+    archs = Archs((snapshot or SnapshotResource()).model_configs(), load_rope_recipes(catalog_dir))
+    return speed_check_frame(catalog_dir, archs.__getitem__, set(archs))
 
 
 def calibrated(frame: pl.DataFrame) -> dict:

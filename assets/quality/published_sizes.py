@@ -1,12 +1,12 @@
 """Published GGUF file sizes beside the sizes computed for the same files."""
 
-from pathlib import Path
+from collections.abc import Mapping
 
 import dagster as dg
 import polars as pl
 
 from assets.catalogs.tables import CATALOGS_VERIFIED
-from assets.ingest.models import sized_configs
+from assets.ingest.models import sized_archs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
@@ -14,7 +14,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
-from sizing.config_parser import parse_config
+from sizing.architecture import ModelArch
 from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
 from sizing.weights import WEIGHT_FORMATS, weight_bytes
@@ -29,20 +29,17 @@ _MATCH_CHECK = "published_sizes_reproduced"
 
 
 def published_size_frame(
-    published: pl.DataFrame, configs: dict[str, Path], stand_ins: dict[str, str]
+    published: pl.DataFrame, archs: Mapping[str, ModelArch], stand_ins: dict[str, str]
 ) -> pl.DataFrame:
     """Each published size with the bytes computed for its model and quantization (null
-    where the model has no sized config, given in `configs`, or the format is not sized)."""
-    archs = {}
+    where the model has no sized config, given in `archs`, or the format is not sized)."""
     computed = []
     for r in published.iter_rows(named=True):
         sized_as = stand_ins.get(r["model_repo"], r["model_repo"])
         quant = _QUANT_NAMES.get(r["quant"], r["quant"])
-        if sized_as not in configs or quant not in WEIGHT_FORMATS:
+        if sized_as not in archs or quant not in WEIGHT_FORMATS:
             computed.append((None, None))
             continue
-        if sized_as not in archs:
-            archs[sized_as] = parse_config(configs[sized_as].read_bytes(), sized_as)
         m = archs[sized_as]
         b = weight_bytes(
             m, enumerate_tensors(m), quant, imatrix=r["imatrix"] == "yes", gguf=True
@@ -99,8 +96,8 @@ def gguf_published_sizes(
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     published = read_catalog(catalog.path, "published_gguf_sizes.csv")
-    configs = sized_configs(snapshot, warehouse.read("models"))  # quarantined ones are not
-    df = published_size_frame(published, configs, catalog.stand_ins())
+    archs = sized_archs(snapshot, catalog, warehouse.read("models"))  # no quarantined one
+    df = published_size_frame(published, archs, catalog.stand_ins())
     result = warehouse.publish(
         context,
         "gguf_published_sizes",

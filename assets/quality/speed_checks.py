@@ -11,7 +11,7 @@ import polars as pl
 
 from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.catalogs.tables import CATALOGS_VERIFIED
-from assets.ingest.models import sized_configs
+from assets.ingest.models import sized_archs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
@@ -23,7 +23,6 @@ from assets.snapshot_files import read_catalog
 from sizing import calibration, engines, speed
 from sizing.architecture import ModelArch
 from sizing.calibration import fit
-from sizing.config_parser import parse_config
 from sizing.engines import llama_cpp
 from sizing.evaluation import with_input_defaults
 from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
@@ -397,15 +396,18 @@ def speed_checks(
     snapshot: SnapshotResource,
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
-    configs = sized_configs(snapshot, warehouse.read("models"))
-    # The table follows from the measurements, the configs, the GPUs and the sizing code:
-    # when none changed, the current version stands and nothing is refitted.
+    models = warehouse.read("models")
+    archs = sized_archs(snapshot, catalog, models)
+    # The table follows from the measurements, the configs (and their RoPE recipes), the
+    # GPUs and the sizing code: when none changed, the current version stands.
     content = store.fingerprint_of(
         *(
             hashlib.sha256((Path(catalog.path) / f).read_bytes()).hexdigest()
             for f in MEASUREMENT_FILES
         ),
-        *(hashlib.sha256(p.read_bytes()).hexdigest() for p in configs.values()),
+        store.frame_fingerprint(
+            models.select("model_id", "config_sha256", "rope_scaled_max_context")
+        ),
         store.frame_fingerprint(warehouse.read("gpus").drop("verified_at")),
         code_fingerprint(),
     )
@@ -413,9 +415,7 @@ def speed_checks(
     if result is not None:
         df = warehouse.read("speed_checks")
     else:
-        df = speed_check_frame(
-            Path(catalog.path), lambda m: parse_config(configs[m].read_bytes(), m), set(configs)
-        )
+        df = speed_check_frame(Path(catalog.path), archs.__getitem__, set(archs))
         result = warehouse.publish(
             context,
             "speed_checks",

@@ -9,7 +9,7 @@ import polars as pl
 
 from assets.catalogs.readers import gpu_alias_map
 from assets.catalogs.tables import CATALOGS_VERIFIED
-from assets.ingest.models import sized_configs
+from assets.ingest.models import sized_archs
 from assets.resources import (
     CatalogResource,
     SnapshotResource,
@@ -17,7 +17,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
-from sizing.config_parser import parse_config
+from sizing.architecture import ModelArch
 from sizing.engines.vllm import (
     LOGIT_BYTES,
     VLLM_V0,
@@ -81,7 +81,7 @@ def source_of(url: pl.Expr) -> pl.Expr:
     return pl.coalesce(url.str.extract(_THREAD, 1), url.str.extract(_REPOSITORY, 1), url)
 
 
-def _why_not(configs: dict[str, Path]) -> pl.Expr:
+def _why_not(archs: Mapping[str, ModelArch]) -> pl.Expr:
     """Why a logged run is not compared (null: it is)."""
     excluded = pl.col("excluded_because").fill_null("")
     return (
@@ -89,7 +89,7 @@ def _why_not(configs: dict[str, Path]) -> pl.Expr:
         .then(pl.lit("not a vLLM run"))
         .when(excluded != "")
         .then(excluded)
-        .when(~pl.col("model_repo").is_in(list(configs)))
+        .when(~pl.col("model_repo").is_in(list(archs)))
         .then(pl.lit("model not in the snapshot"))
         .when(pl.col("gpu_id").is_null())
         .then(pl.lit("GPU not named or not in the catalog"))
@@ -120,9 +120,12 @@ def _number(column: str) -> pl.Expr:
 
 
 def startup_log_frame(
-    logs: pl.DataFrame, configs: dict[str, Path], gpus: pl.DataFrame, gpu_ids: Mapping[str, str]
+    logs: pl.DataFrame,
+    archs: Mapping[str, ModelArch],
+    gpus: pl.DataFrame,
+    gpu_ids: Mapping[str, str],
 ) -> pl.DataFrame:
-    """Every logged run, and for those the estimate can reproduce (model in `configs`,
+    """Every logged run, and for those the estimate can reproduce (model in `archs`,
     catalog GPU, sized format, modelled version, flags logged) the KV pool and token
     capacity it gives with the run's own flags."""
     if "excluded_because" not in logs.columns:
@@ -160,14 +163,10 @@ def startup_log_frame(
                 )
             ),
         )
-        .with_columns(_why_not(configs).alias("not_compared"))
+        .with_columns(_why_not(archs).alias("not_compared"))
     )
     compared = runs.filter(pl.col("not_compared").is_null())
     devices = {g["gpu_id"]: Device.from_catalog(g) for g in gpus.iter_rows(named=True)}
-    archs = {
-        m: parse_config(configs[m].read_bytes(), m)
-        for m in compared.get_column("model_repo").unique()
-    }
     queries = [
         (
             archs[r["model_repo"]],
@@ -236,7 +235,7 @@ HELD_OUT = {
 def with_held_out_errors(
     df: pl.DataFrame,
     logs: pl.DataFrame,
-    configs: dict[str, Path],
+    archs: Mapping[str, ModelArch],
     gpus: pl.DataFrame,
     gpu_ids: Mapping[str, str],
 ) -> pl.DataFrame:
@@ -251,7 +250,7 @@ def with_held_out_errors(
             with budget_constants(fit_budget(compared.filter(pl.col(key) != group))):
                 held = startup_log_frame(
                     logs.filter(pl.col("log_id").is_in(ids.implode())).drop("log_id"),
-                    configs,
+                    archs,
                     gpus,
                     gpu_ids,
                 )
@@ -286,10 +285,10 @@ def vllm_startup_checks(
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     logs = load_startup_logs(catalog.path)
-    configs = sized_configs(snapshot, warehouse.read("models"))
+    archs = sized_archs(snapshot, catalog, warehouse.read("models"))
     gpus, gpu_ids = warehouse.read("gpus"), gpu_alias_map(catalog.path)
     df = with_held_out_errors(
-        startup_log_frame(logs, configs, gpus, gpu_ids), logs, configs, gpus, gpu_ids
+        startup_log_frame(logs, archs, gpus, gpu_ids), logs, archs, gpus, gpu_ids
     )
     result = warehouse.publish(
         context,

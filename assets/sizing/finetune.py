@@ -1,11 +1,11 @@
 """Fine-tuning memory per model and regime (QLoRA, LoRA, full), the estimate's figures."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import dagster as dg
 import polars as pl
 
-from assets.resources import SnapshotResource, WarehouseResource, table_asset
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.per_model import publish_per_model
 from sizing.architecture import ModelArch
 from sizing.finetune import finetune_rows
@@ -21,10 +21,13 @@ from sizing.finetune import finetune_rows
     "sequences, micro-batch 1, gradient checkpointing, LoRA rank 16).",
 )
 def finetune(
-    context: dg.AssetExecutionContext, snapshot: SnapshotResource, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext,
+    catalog: CatalogResource,
+    snapshot: SnapshotResource,
+    warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
-    return publish_per_model(context, snapshot, warehouse, "finetune", _finetune_frame)
+    return publish_per_model(context, catalog, snapshot, warehouse, "finetune", _finetune_frame)
 
 
-def _finetune_frame(archs: Iterator[ModelArch]) -> pl.DataFrame:
+def _finetune_frame(archs: Iterable[ModelArch]) -> pl.DataFrame:
     return pl.DataFrame([r for m in archs for r in finetune_rows(m)])

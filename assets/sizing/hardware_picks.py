@@ -3,14 +3,14 @@ pair pages headline llama.cpp Q4_K_M at 8K tokens with an f16 cache), the four p
 sizing.recommend: the cheapest single GPU, the best value (used or several GPUs), the
 smallest unified-memory machine and the cheapest cloud rental, each priced."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import dagster as dg
 import polars as pl
 
 from assets.ingest.models import sized_archs
 from assets.publish.heads import DEFAULT_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
-from assets.resources import SnapshotResource, WarehouseResource, table_asset
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
 from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
@@ -75,7 +75,7 @@ def _text(value) -> str | None:
 
 
 def picks_frame(
-    archs: Iterator[ModelArch],
+    archs: Iterable[ModelArch],
     gpus: pl.DataFrame,
     offers: pl.DataFrame,
     tiers: pl.DataFrame,
@@ -98,7 +98,10 @@ def picks_frame(
     f"{DEFAULT_MIN_DECODE_TOK_S:g} tok/s, with price, basis and date.",
 )
 def hardware_picks(
-    context: dg.AssetExecutionContext, snapshot: SnapshotResource, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext,
+    catalog: CatalogResource,
+    snapshot: SnapshotResource,
+    warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     models, gpus = warehouse.read("models"), warehouse.read("gpus")
     offers = warehouse.read("gpu_prices")
@@ -117,7 +120,8 @@ def hardware_picks(
         current := warehouse.unchanged(context, "hardware_picks", content, verified_at)
     ) is not None:
         return current
-    frame = picks_frame(sized_archs(snapshot, models), gpus, offers, tiers, support)
+    archs = sized_archs(snapshot, catalog, models)
+    frame = picks_frame(archs.values(), gpus, offers, tiers, support)
     return warehouse.publish(
         context,
         "hardware_picks",

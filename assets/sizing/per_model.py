@@ -1,12 +1,12 @@
 """Tables computed model by model from the published `models` and the sizing library alone."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 
 import dagster as dg
 import polars as pl
 
 from assets.ingest.models import sized_archs
-from assets.resources import SnapshotResource, WarehouseResource
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.shards import code_fingerprint
 from sizing.architecture import ModelArch
 from warehouse import store
@@ -14,10 +14,11 @@ from warehouse import store
 
 def publish_per_model(
     context: dg.AssetExecutionContext,
+    catalog: CatalogResource,
     snapshot: SnapshotResource,
     warehouse: WarehouseResource,
     table: str,
-    frame_of: Callable[[Iterator[ModelArch]], pl.DataFrame],
+    frame_of: Callable[[Iterable[ModelArch]], pl.DataFrame],
 ) -> dg.MaterializeResult:
     """Publish `table`, the frame `frame_of` builds from every sized model's architecture,
     unless neither the models' rows nor the sizing library changed since its current
@@ -30,7 +31,7 @@ def publish_per_model(
     return warehouse.publish(
         context,
         table,
-        frame_of(sized_archs(snapshot, models)),
+        frame_of(sized_archs(snapshot, catalog, models).values()),
         verified_at,
         "models",
         fingerprint=content,

@@ -1,11 +1,11 @@
 """Weight bytes per (model, format), and their check against the GGUF files on the Hub."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import dagster as dg
 import polars as pl
 
-from assets.resources import SnapshotResource, WarehouseResource, table_asset
+from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.per_model import publish_per_model
 from sizing.architecture import ModelArch
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
@@ -24,12 +24,15 @@ from warehouse import store
     "formats).",
 )
 def weights(
-    context: dg.AssetExecutionContext, snapshot: SnapshotResource, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext,
+    catalog: CatalogResource,
+    snapshot: SnapshotResource,
+    warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
-    return publish_per_model(context, snapshot, warehouse, "weights", _weights_frame)
+    return publish_per_model(context, catalog, snapshot, warehouse, "weights", _weights_frame)
 
 
-def _weights_frame(archs: Iterator[ModelArch]) -> pl.DataFrame:
+def _weights_frame(archs: Iterable[ModelArch]) -> pl.DataFrame:
     """Every model in every format its engines load."""
     rows = [
         format_row(m, f, gguf=engine == LLAMA_CPP)

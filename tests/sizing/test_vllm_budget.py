@@ -14,6 +14,7 @@ import pytest
 
 import sizing.engines.vllm as budget
 from assets.catalogs.readers import gpu_alias_map, load_gpus
+from assets.ingest.models import Archs
 from assets.quality.startup_logs import (
     load_startup_logs,
     startup_log_frame,
@@ -21,13 +22,16 @@ from assets.quality.startup_logs import (
 )
 from sizing.engines.vllm import VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings, fit_budget
 from sizing.estimate import Configuration, Device
-from tests.conftest import SNAPSHOT, load_arch
+from tests.conftest import RECIPES, SNAPSHOT, load_arch
 
 LOGS = load_startup_logs(SNAPSHOT.parents[0] / "catalogs")
-CONFIGS = {
-    str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
-    for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")
-}
+CONFIGS = Archs(
+    {
+        str(p.parent.relative_to(SNAPSHOT / "hub/models")): p
+        for p in (SNAPSHOT / "hub/models").glob("*/*/config.json")
+    },
+    RECIPES,
+)
 GPUS = load_gpus()
 
 
