@@ -284,6 +284,7 @@ def small_release(tmp_path_factory):
     """The pipeline's tables (no site) released for three small models."""
     import dagster as dg
 
+    from assets.ingest import models
     from assets.resources import (
         CatalogResource,
         HubResource,
@@ -308,8 +309,36 @@ def small_release(tmp_path_factory):
         "hub": HubResource(),
     }
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
-    assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
+    models.parsed.cache_clear()
+    real = models.parse_config
+
+    def counted(raw, name, recipe=None):
+        PARSED.append((name, recipe))
+        return real(raw, name, recipe)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(models, "parse_config", counted)
+        assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
     return root
+
+
+PARSED: list = []  # (model, RoPE recipe) of every config parse of small_release's run
+
+
+def test_a_refresh_parses_each_config_once_with_its_rope_recipe(small_release):
+    """Every step that reads architectures (models, weights, finetune, the picks, the
+    checks) shares one parse of each config, with the RoPE scaling its card documents."""
+    from assets.catalogs.readers import load_rope_recipes
+
+    recipes = load_rope_recipes()
+    names = [n for n, _ in PARSED]
+    assert (
+        sorted(names)
+        == sorted(set(names))
+        == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-8B"]
+    )
+    assert all(recipe == recipes.get(n) for n, recipe in PARSED)
+    assert any(recipe is not None for _, recipe in PARSED)  # Qwen3's yarn recipe is read
 
 
 def test_fit_lists_the_models_the_published_rows_run(small_release, monkeypatch, capsys):
