@@ -32,7 +32,21 @@ def refresh(args: argparse.Namespace) -> int:
     use_project_instance()
     from pipeline.refresh import run
 
-    return run(args.offline, args.verbose)
+    return _ended(run(args.offline, args.verbose))
+
+
+def _ended(code: int) -> int:
+    """An interrupted command ends the process at once: stopped mid-step, a library's
+    native threads may still be winding down, and the interpreter's own exit then aborted
+    once in 32 stops (SIGABRT, "terminate called without an active exception":
+    tests/pipeline/test_signals.py). What the run wrote is committed whole or not at all."""
+    from pipeline.signals import EXIT_INTERRUPTED
+
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def prices(args: argparse.Namespace) -> int:
@@ -164,10 +178,12 @@ def serve_site(args: argparse.Namespace) -> int:
     use_project_instance()
     from assets.publish.serve import serve
     from assets.publish.site_dir import site_dir
+    from assets.settings import Settings
     from pipeline.signals import stopping
 
+    settings = Settings.from_env()
     with stopping():  # SIGTERM stops it too, even when the parent ignored it
-        serve(site_dir(os.environ["LLM_SIZING_WAREHOUSE"]), args.port)
+        serve(site_dir(settings.warehouse, settings.site_dir), args.port)
     return 0
 
 
@@ -183,6 +199,7 @@ def record(args: argparse.Namespace) -> int:
     use_project_instance()
     import dagster as dg
 
+    from assets.settings import Settings
     from pipeline.definitions import build_defs
     from pipeline.signals import EXIT_INTERRUPTED, stopping
     from warehouse import stop
@@ -190,7 +207,8 @@ def record(args: argparse.Namespace) -> int:
     defs = build_defs(os.environ)
     words = f"snapshot record interrupted; what it wrote to {args.snapshot} is whole"
     try:
-        with stopping(lambda: words), dg.DagsterInstance.get() as instance:
+        grace_s = Settings.from_env().stop_grace_s
+        with stopping(lambda: words, grace_s), dg.DagsterInstance.get() as instance:
             result = defs.resolve_job_def("record_snapshot").execute_in_process(
                 instance=instance, raise_on_error=False
             )
@@ -199,7 +217,7 @@ def record(args: argparse.Namespace) -> int:
         stopped = True
     if stopped:
         print(words, file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _ended(EXIT_INTERRUPTED)
     failed = _failed_sources(result)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)

@@ -40,6 +40,7 @@ from assets.resources import (
     SnapshotResource,
     WarehouseResource,
 )
+from assets.settings import Settings
 from assets.sizing.capacity_plans import capacity_plans
 from assets.sizing.cost_matrix import cost_matrix
 from assets.sizing.finetune import finetune
@@ -48,8 +49,6 @@ from assets.sizing.hardware_picks import hardware_picks
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
-from warehouse import store
-from warehouse.tables import PRICE_PROVIDERS
 
 
 def versioned(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
@@ -157,34 +156,34 @@ def _executor(name: str) -> dg.ExecutorDefinition:
     raise ValueError(f"LLM_SIZING_EXECUTOR must be in_process, multiprocess or k8s, not {name!r}")
 
 
-def _resources(environ: Mapping[str, str]) -> dict:
-    snapshot = environ.get("LLM_SIZING_SNAPSHOT")
-    offline = environ.get("LLM_SIZING_OFFLINE", environ.get("HF_HUB_OFFLINE", "1")) != "0"
-    base_urls = {
-        p: environ[f"LLM_SIZING_{p.upper()}_URL"]
-        for p in PRICE_PROVIDERS
-        if f"LLM_SIZING_{p.upper()}_URL" in environ
-    }
+def _resources(settings: Settings, environ: Mapping[str, str]) -> dict:
     return {
         "hub": HubResource(
-            offline=offline,
+            offline=settings.offline,
             **({"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}),
         ),
-        "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
+        "snapshot": SnapshotResource(path=settings.snapshot),
         "price_sources": PriceSourcesResource(
-            offline=offline,
-            base_urls=base_urls,
-            **({"snapshot_path": snapshot} if snapshot else {}),
+            offline=settings.offline,
+            base_urls=dict(settings.price_urls),
+            snapshot_path=settings.snapshot,
+            max_age_days=settings.price_max_age_days,
         ),
         "catalog": CatalogResource(),
         "warehouse": WarehouseResource(
-            root=environ.get("LLM_SIZING_WAREHOUSE", store.DEFAULT_ROOT),
+            root=settings.warehouse,
             aws_endpoint_url=environ.get("AWS_ENDPOINT_URL"),
+            keep_releases=settings.keep_releases,
+            vacuum_min_age_hours=settings.vacuum_min_age_hours,
+            site_dir=settings.site_dir,
         ),
     }
 
 
 def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
+    """The code location, its resources and executor as the environment's settings
+    (assets.settings) choose."""
+    settings = Settings.from_env(environ)
     return dg.Definitions(
         loggers={"console": dg.default_loggers()["console"], "progress": progress_logger},
         assets=[inputs, *ALL_ASSETS],
@@ -192,8 +191,8 @@ def build_defs(environ: Mapping[str, str] = os.environ) -> dg.Definitions:
         jobs=[refresh_job, prices_job, record_job],
         schedules=[weekly_models, daily_prices],
         sensors=[automation],
-        resources=_resources(environ),
-        executor=_executor(environ.get("LLM_SIZING_EXECUTOR", "in_process")),
+        resources=_resources(settings, environ),
+        executor=_executor(settings.executor),
     )
 
 

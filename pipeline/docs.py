@@ -9,12 +9,14 @@ import contextlib
 import io
 import os
 import re
+from dataclasses import MISSING, fields
 from pathlib import Path
 from unittest import mock
 
 import polars as pl
 
 from assets.paths import CATALOG_DIR
+from assets.settings import Settings
 from assets.snapshot_files import read_catalog
 from warehouse import column_docs, store
 from warehouse.tables import CONTRACTS
@@ -25,6 +27,7 @@ PICKS_DOC = ROOT / "docs" / "picks.md"
 ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 WAREHOUSE_README = ROOT / "warehouse" / "README.md"
+USAGE_DOC = ROOT / "docs" / "usage.md"
 # What benchmarks/*.py record (benchmarks/results.py).
 BENCHMARK_RESULTS = ROOT / "benchmarks" / "results"
 # The figures the front page shows, headline evaluation first (issue 32: by source).
@@ -328,7 +331,20 @@ def render(base: str | None = None) -> dict[Path, str]:
         ACCURACY_DOC: accuracy,
         PERFORMANCE_DOC: performance,
         WAREHOUSE_README: warehouse_readme(),
+        USAGE_DOC: _fill(USAGE_DOC.read_text(), "settings", settings_block()),
     }
+
+
+def settings_block() -> str:
+    """Every LLM_SIZING_* variable with its default and meaning (assets.settings)."""
+    lines = ["| variable | default | what it sets |", "|---|---|---|"]
+    for f in fields(Settings):
+        default = f.default if f.default is not MISSING else None
+        if isinstance(default, bool):
+            default = int(default)
+        shown = "unset" if default is None else f"`{str(default).removeprefix(f'{ROOT}/')}`"
+        lines.append(f"| `{f.metadata['env']}` | {shown} | {_cell(f.metadata['meaning'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def warehouse_readme() -> str:

@@ -26,7 +26,7 @@ import dagster as dg
 from filelock import FileLock, Timeout
 
 from assets.publish import build
-from assets.publish.site_dir import site_dir
+from assets.settings import Settings
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline import signals, stale
 from pipeline.definitions import build_defs
@@ -51,6 +51,7 @@ SOURCE_CHECKS = ("responded",)
 
 def run(offline: bool, verbose: bool = False) -> int:
     started = time.monotonic()
+    settings = Settings.from_env()
     defs = build_defs(os.environ)
     warehouse = defs.resources["warehouse"]
     where = {"base": warehouse.root, "storage_options": warehouse.storage_options()}
@@ -63,9 +64,10 @@ def run(offline: bool, verbose: bool = False) -> int:
         file=sys.stderr,
     )
     seen: dict[str, releases.Release | None] = {}  # the release current when the run began
-    with signals.stopping(lambda: _interrupted_words(where, seen.get("before"))):
+    words = lambda: _interrupted_words(where, seen.get("before"))  # noqa: E731
+    with signals.stopping(words, settings.stop_grace_s):
         try:
-            return _run_locked(defs, where, offline, loggers, started, seen)
+            return _run_locked(defs, settings, where, offline, loggers, started, seen)
         except KeyboardInterrupt:  # before the run began, or after it ended
             print(_interrupted_words(where, seen.get("before")), file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -82,10 +84,16 @@ def run(offline: bool, verbose: bool = False) -> int:
 
 
 def _run_locked(
-    defs: dg.Definitions, where: dict, offline: bool, loggers: dict, started: float, seen: dict
+    defs: dg.Definitions,
+    settings: Settings,
+    where: dict,
+    offline: bool,
+    loggers: dict,
+    started: float,
+    seen: dict,
 ) -> int:
     """The run once this process holds the warehouse's lock."""
-    lock = FileLock(lock_path(where["base"]))
+    lock = FileLock(lock_path(where["base"], settings.state_dir))
     try:
         lock.acquire(blocking=False)
     except Timeout:
@@ -94,7 +102,7 @@ def _run_locked(
             file=sys.stderr,
         )
         try:
-            lock.acquire(timeout=float(os.environ.get("LLM_SIZING_LOCK_TIMEOUT_S", "3600")))
+            lock.acquire(timeout=settings.lock_timeout_s)
         except Timeout:
             print("the other refresh still holds the warehouse: nothing was run", file=sys.stderr)
             return EXIT_BUSY
@@ -104,14 +112,14 @@ def _run_locked(
         lock.release()
 
 
-def lock_path(warehouse_root: str) -> Path:
+def lock_path(warehouse_root: str, state_dir: str) -> Path:
     """The lock file: in a local warehouse's folder; for object storage, in the state
     folder of this host (object stores have no lock: a second host's refresh is refused at
     its release instead, warehouse/README.md)."""
     if not store.uri_is_remote(warehouse_root):
         Path(warehouse_root).mkdir(parents=True, exist_ok=True)
         return Path(warehouse_root) / ".refresh.lock"
-    state = Path(os.environ.get("LLM_SIZING_STATE_DIR", ".dagster_home"))
+    state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     return state / f"refresh-{hashlib.sha256(warehouse_root.encode()).hexdigest()[:16]}.lock"
 
@@ -160,6 +168,7 @@ def _locked_run(
         e.check_name == "prices_recent" and not e.passed for e, _ in found
     )
     _summary(before, after)
+    _site_summary(defs.resources["warehouse"].site())
     for line in warnings:
         print(f"warning: {line}")
     elapsed = time.monotonic() - started
@@ -263,12 +272,10 @@ def _summary(before: releases.Release | None, after: releases.Release | None) ->
         )
         if rows == 0:
             print(f"{'':{width}}  no rows: {EMPTY_BECAUSE.get(table, 'see its asset in the UI')}")
-    _site_summary()
 
 
-def _site_summary() -> None:
+def _site_summary(site: Path) -> None:
     """Where the site is and which version, for `llm-sizing site serve`."""
-    site = site_dir(store.root())
     manifest = build.manifest(site)  # parsed once per file (the plan may have read it)
     if not manifest:
         return

@@ -18,12 +18,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from assets.settings import Settings
 from warehouse import stop
 
 EXIT_INTERRUPTED = 130
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# Seconds from the signal to the forced end: the whole stop stays under 5 s.
-GRACE_S = float(os.environ.get("LLM_SIZING_STOP_GRACE_S", "3"))
+# Seconds from the signal to the forced end (LLM_SIZING_STOP_GRACE_S, assets.settings):
+# the whole stop stays under 5 s.
+GRACE_S = Settings.stop_grace_s
 
 
 def _interrupt(signum, frame) -> None:
@@ -32,9 +34,11 @@ def _interrupt(signum, frame) -> None:
 
 
 @contextmanager
-def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
+def stopping(
+    on_timeout: Callable[[], str] | None = None, grace_s: float = GRACE_S
+) -> Iterator[None]:
     """SIGINT and SIGTERM handled while inside (main thread only); with `on_timeout`, the
-    process also ends by itself GRACE_S after a signal if the block has not ended by then.
+    process also ends by itself `grace_s` after a signal if the block has not ended by then.
     The previous handlers are put back on leaving."""
     stop.REQUESTED.clear()
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
@@ -48,7 +52,7 @@ def stopping(on_timeout: Callable[[], str] | None = None) -> Iterator[None]:
         previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         threading.Thread(
             target=_watch,
-            args=(read, _terminal(), ended, on_timeout),
+            args=(read, _terminal(), ended, on_timeout, grace_s),
             daemon=True,
             name="stop-watch",
         ).start()
@@ -73,7 +77,11 @@ def _terminal() -> int | None:
 
 
 def _watch(
-    read: int, err: int | None, ended: threading.Event, on_timeout: Callable[[], str]
+    read: int,
+    err: int | None,
+    ended: threading.Event,
+    on_timeout: Callable[[], str],
+    grace_s: float,
 ) -> None:
     wanted = {int(s) for s in STOP_SIGNALS}
     stderr = sys.stderr if err is None else os.fdopen(err, "w")
@@ -84,7 +92,7 @@ def _watch(
                     stderr.close()
                 return
     stop.REQUESTED.set()
-    if ended.wait(GRACE_S):
+    if ended.wait(grace_s):
         return
     print(on_timeout(), file=stderr, flush=True)
     os._exit(EXIT_INTERRUPTED)

@@ -26,6 +26,7 @@ as they did before (each then finds its own content unchanged and publishes noth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.definitions.data_version import (
@@ -39,7 +40,6 @@ from dagster._core.loader import LoadingContext
 
 from assets.inputs.files import observed
 from assets.publish import build, data, switch
-from assets.publish.site_dir import site_dir
 from warehouse import releases, store
 from warehouse.tables import CONTRACTS
 
@@ -90,7 +90,7 @@ def plan(
     why_not = (
         "online: the live sources are fetched every time"
         if not offline
-        else _why_not_trusted(instance, where, release)
+        else _why_not_trusted(instance, where, release, defs.resources["warehouse"].site())
     )
     if why_not:
         return Plan(keys, frozenset(), f"every step runs: {why_not}")
@@ -137,7 +137,7 @@ def _causes(resolver: CachingStaleStatusResolver, graph, key: dg.AssetKey) -> se
 
 
 def _why_not_trusted(
-    instance: dg.DagsterInstance, where: dict, release: releases.Release | None
+    instance: dg.DagsterInstance, where: dict, release: releases.Release | None, site: Path
 ) -> str | None:
     """Why this instance's record may not stand for this warehouse; None when it may."""
     if release is None:
@@ -170,10 +170,9 @@ def _why_not_trusted(
             return f"{table} holds {at}, not the released {version}"
     if not releases.latest_is(release, **where):
         return f"latest/ is not release {release.release_id}'s exports"
-    out = site_dir(where["base"])
-    built = switch.current(out)
+    built = switch.current(site)
     if built is None or build.made_of(built, data.release_versions(release)) is None:
-        return f"the site in {out} is not a build of release {release.release_id}'s tables"
+        return f"the site in {site} is not a build of release {release.release_id}'s tables"
     return None
 
 

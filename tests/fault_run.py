@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from assets.settings import Settings
 from warehouse import releases, store
 
 TABLES = ("engines", "model_quarantine")
@@ -54,6 +55,7 @@ def refresh(
         ).version
         for t, df in frames(n).items()
     }
+    settings = Settings.from_env()  # retention as the refresh reads it
     return releases.publish_release(
         produced,
         run_id=run_id,
@@ -61,6 +63,8 @@ def refresh(
         tables=TABLES,
         base=base,
         storage_options=storage_options,
+        keep=settings.keep_releases,
+        vacuum_min_age_hours=settings.vacuum_min_age_hours,
     )
 
 

@@ -43,10 +43,10 @@ RELEASES_TABLE = RELEASES.name
 COMPLETE, INCOMPLETE, EXPIRED = "complete", "incomplete", "expired"
 
 
-# Retention: the versions of the newest LLM_SIZING_KEEP_RELEASES releases (and always of
-# the current one) are kept; data files, exports and release folders of every other
-# version go when a release is published. Files younger than
-# LLM_SIZING_VACUUM_MIN_AGE_HOURS are never vacuumed: they may belong to a write in flight.
+# Retention: the versions of the newest `keep` releases (and always of the current one)
+# are kept; data files, exports and release folders of every other version go when a
+# release is published. Files younger than `vacuum_min_age_hours` are never vacuumed: they
+# may belong to a write in flight (assets.settings: LLM_SIZING_KEEP_RELEASES, ..._HOURS).
 DEFAULT_KEEP_RELEASES = 3
 
 
@@ -149,7 +149,8 @@ def publish_release(
     tables: Iterable[str] = tuple(CONTRACTS),
     base: str | None = None,
     storage_options: Mapping[str, str] | None = None,
-    keep: int | None = None,
+    keep: int = DEFAULT_KEEP_RELEASES,
+    vacuum_min_age_hours: int = DEFAULT_VACUUM_MIN_AGE_HOURS,
 ) -> tuple[Release, bool]:
     """Record the versions a run leaves as one release, in one commit, then point the
     `latest` exports at it and apply the retention policy. Returns the current release
@@ -166,7 +167,6 @@ def publish_release(
     conflict check fails the second.
     """
     opts = dict(storage_options or {})
-    keep = keep or int(os.environ.get("LLM_SIZING_KEEP_RELEASES", DEFAULT_KEEP_RELEASES))
     tables = tuple(tables)
     try:  # loaded before the checks: the commit conflicts with a release written since
         log_table = DeltaTable(releases_uri(base), storage_options=opts or None)
@@ -225,7 +225,7 @@ def publish_release(
     status = COMPLETE if set(tables) <= set(versions) else INCOMPLETE
     if previous and previous.versions == versions and previous.status == status:
         _switch_latest(previous, base, opts)  # repairs a switch a kill interrupted
-        _retain(_kept(past, keep), tables, base, opts)
+        _retain(_kept(past, keep), tables, base, opts, vacuum_min_age_hours)
         return previous, False
     release = Release(
         int(log.get_column("release_id").max() or 0) + 1,
@@ -280,7 +280,7 @@ def publish_release(
     for table in versions:  # the released version's log state in one file: fast loads
         if previous is None or previous.versions.get(table) != versions[table]:
             DeltaTable(table_uri(table, base), storage_options=opts or None).create_checkpoint()
-    _retain(kept, tables, base, opts)
+    _retain(kept, tables, base, opts, vacuum_min_age_hours)
     return release, True
 
 
@@ -397,12 +397,15 @@ def latest_is(
 
 
 def _retain(
-    kept: list[Release], tables: Iterable[str], base: str | None, opts: dict[str, str]
+    kept: list[Release],
+    tables: Iterable[str],
+    base: str | None,
+    opts: dict[str, str],
+    min_age_hours: int,
 ) -> None:
     """Vacuum every table down to the versions the kept releases name (and its newest),
     delete orphan files (a failed commit's), other versions' exports and expired release
     folders."""
-    min_age = int(os.environ.get("LLM_SIZING_VACUUM_MIN_AGE_HOURS", DEFAULT_VACUUM_MIN_AGE_HOURS))
     store, prefix = filesystem(base or root(), opts)
     for table in (*tables, RELEASES_TABLE):
         try:
@@ -413,7 +416,7 @@ def _retain(
             data_head(delta)["version"]
         }
         vacuum = {
-            "retention_hours": min_age,
+            "retention_hours": min_age_hours,
             "enforce_retention_duration": False,
             "full": True,
             "keep_versions": sorted(wanted),

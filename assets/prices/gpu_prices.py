@@ -8,7 +8,6 @@ check and the metadata.
 """
 
 import datetime as dt
-import os
 
 import dagster as dg
 import polars as pl
@@ -33,7 +32,6 @@ PRICE_FRESHNESS = dg.FreshnessPolicy.time_window(
     fail_window=dt.timedelta(days=7), warn_window=dt.timedelta(days=2)
 )
 # Prices whose provider verification date is older than this many days are flagged.
-PRICE_MAX_AGE_DAYS = int(os.environ.get("LLM_SIZING_PRICE_MAX_AGE_DAYS", "3"))
 
 
 def _provider_asset(provider: str) -> dg.AssetsDefinition:
@@ -265,7 +263,10 @@ def gpu_prices(
         "(default 3); older ones are still published, with their date, and flagged here."
     ),
 )
-def prices_recent(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+def prices_recent(
+    warehouse: WarehouseResource, price_sources: PriceSourcesResource
+) -> dg.AssetCheckResult:
+    max_age = price_sources.max_age_days
     ages = (
         warehouse.read("gpu_prices")
         .group_by("provider")
@@ -273,19 +274,18 @@ def prices_recent(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         .sort("provider")
     )
     today = dt.date.today()
-    stale = {p: d for p, d in ages.iter_rows() if (today - d).days > PRICE_MAX_AGE_DAYS}
+    stale = {p: d for p, d in ages.iter_rows() if (today - d).days > max_age}
     words = ", ".join(f"{p} {(today - d).days:,} days (verified {d})" for p, d in stale.items())
     return dg.AssetCheckResult(
         passed=not stale,
         severity=dg.AssetCheckSeverity.WARN,
         description=(
-            f"prices older than {PRICE_MAX_AGE_DAYS} days are "
-            f"still published with their date: {words}"
+            f"prices older than {max_age} days are still published with their date: {words}"
             if stale
             else "every provider's prices are recent"
         ),
         metadata={
             "days_old": str({p: (today - d).days for p, d in stale.items()}) or "none",
-            "max_age_days": PRICE_MAX_AGE_DAYS,
+            "max_age_days": max_age,
         },
     )

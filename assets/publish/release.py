@@ -65,6 +65,8 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
                 finished=finished,
                 base=warehouse.root,
                 storage_options=warehouse.storage_options(),
+                keep=warehouse.keep_releases,
+                vacuum_min_age_hours=warehouse.vacuum_min_age_hours,
             )
         except (releases.ConcurrentRefresh, releases.UnreleasedVersions) as e:
             raise dg.Failure(description=f"{type(e).__name__}: {e}") from e

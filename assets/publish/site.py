@@ -4,7 +4,6 @@ every refresh (only the pages whose rows changed are rendered again)."""
 import dagster as dg
 
 from assets.publish import build, data, switch
-from assets.publish.site_dir import site_dir
 from assets.resources import WarehouseResource
 
 
@@ -35,7 +34,7 @@ from assets.resources import WarehouseResource
     "tables; a page is rendered again only when the rows it shows change.",
 )
 def site(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    out = site_dir(warehouse.root)
+    out = warehouse.site()
     versions = data.table_versions(warehouse.root, warehouse.storage_options())
     now = switch.current(out)
     stats = build.current(now, versions) if now else None

@@ -14,8 +14,9 @@ import polars as pl
 
 from assets import snapshot_files
 from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
+from assets.publish.site_dir import site_dir
 from assets.snapshot_files import read_catalog
-from warehouse import column_docs, store
+from warehouse import column_docs, releases, store
 from warehouse.staging import SliceStore
 from warehouse.tables import CONTRACTS
 
@@ -104,6 +105,12 @@ class WarehouseResource(dg.ConfigurableResource):
 
     root: str = store.DEFAULT_ROOT
     aws_endpoint_url: str | None = None
+    keep_releases: int = releases.DEFAULT_KEEP_RELEASES
+    vacuum_min_age_hours: int = releases.DEFAULT_VACUUM_MIN_AGE_HOURS
+    site_dir: str | None = None  # the site's folder when not <root>/site
+
+    def site(self) -> Path:
+        return site_dir(self.root, self.site_dir)
 
     def storage_options(self) -> dict[str, str]:
         if not self.aws_endpoint_url:

@@ -34,6 +34,7 @@ class PriceSourcesResource(dg.ConfigurableResource):
     snapshot_path: str = str(SNAPSHOT_DIR)
     base_urls: dict[str, str] = {}
     read_timeout_s: float = 20.0
+    max_age_days: int = 3  # older prices are published with a warning (prices_recent)
 
     def collect(self, provider: str) -> Collected:
         requests = REQUESTS[provider]

@@ -1,13 +1,13 @@
 """The fit matrix over the default grid: computed per shard of the model set into staging,
 then published as the fit_matrix and fit_configurations tables."""
 
-import os
 import warnings
 
 import dagster as dg
 import polars as pl
 
 from assets.resources import WarehouseResource, contract_checks, table_spec
+from assets.settings import Settings
 from assets.sizing.shards import (
     MODEL_SHARDS,
     Slice,
@@ -24,7 +24,7 @@ warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
 
 @dg.asset(
     partitions_def=MODEL_SHARDS,
-    backfill_policy=backfill_policy(os.environ),
+    backfill_policy=backfill_policy(Settings.from_env().shards_per_run),
     check_specs=[
         dg.AssetCheckSpec(
             "every_model_has_rows",

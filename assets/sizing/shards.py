@@ -17,7 +17,7 @@ import ast
 import datetime as dt
 import hashlib
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +44,10 @@ def shard_of(model_id: str) -> str:
     return SHARD_KEYS[zlib.crc32(model_id.encode()) % N_SHARDS]
 
 
-def backfill_policy(environ: Mapping[str, str]) -> dg.BackfillPolicy:
-    per_run = environ.get("LLM_SIZING_SHARDS_PER_RUN")
-    return dg.BackfillPolicy.multi_run(int(per_run)) if per_run else dg.BackfillPolicy.single_run()
+def backfill_policy(shards_per_run: int | None) -> dg.BackfillPolicy:
+    if shards_per_run:
+        return dg.BackfillPolicy.multi_run(shards_per_run)
+    return dg.BackfillPolicy.single_run()
 
 
 def fingerprinted_sources() -> list[Path]:

@@ -235,7 +235,7 @@ def test_a_second_refresh_waits_for_the_first_and_says_so(tmp_path, monkeypatch,
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(warehouse))
     monkeypatch.setenv("LLM_SIZING_LOCK_TIMEOUT_S", "1")
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with FileLock(lock_path(str(warehouse))):
+    with FileLock(lock_path(str(warehouse), str(tmp_path / "state"))):
         assert run(offline=True) == EXIT_BUSY
     assert "another refresh is running on this warehouse" in capsys.readouterr().err
     assert not (warehouse / "delta").exists()

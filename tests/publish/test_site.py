@@ -44,28 +44,21 @@ MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it", "Qwen/Qwen3-30B
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, monkeypatch_module):
+def built(tmp_path_factory):
     """The pipeline's own run on three models, the whole graph: the site reads the
     release, which is complete only when every table is published."""
     tmp = tmp_path_factory.mktemp("site")
     root, site = tmp / "warehouse", tmp / "site"
-    monkeypatch_module.setenv("LLM_SIZING_SITE_DIR", str(site))
     snapshot = small_snapshot(tmp / "snapshot", MODELS)
     resources = {
         "snapshot": SnapshotResource(path=str(snapshot)),
         "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=str(root)),
+        "warehouse": WarehouseResource(root=str(root), site_dir=str(site)),
         "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
         "hub": HubResource(),
     }
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return str(root), site
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 def latest(root: str, table: str) -> pl.DataFrame:

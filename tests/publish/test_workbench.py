@@ -16,7 +16,6 @@ from tests.publish.test_site import (  # noqa: F401 (fixtures)
     browser,
     built,
     latest,
-    monkeypatch_module,
 )
 
 DIMS = ["engine", "weight_format", "context", "kv_dtype", "n_gpus", "batch"]
