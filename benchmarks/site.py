@@ -10,7 +10,9 @@ versions of `cost_basis` and `cost_matrix` with every cloud price 5 % higher, pu
 and released in a copy of the warehouse: only cost and cheapest-per-token parts are
 rendered. Prints pages, seconds (each build includes
 reading the tables), pages per second, parts rendered, bytes on disk and peak resident
-memory as JSON.
+memory as JSON and, for the whole site (no `--models`) unless `--no-record`, writes the
+figures to benchmarks/results/site.json (docs/performance.md and the README render them:
+`llm-sizing docs`).
 """
 
 import argparse
@@ -32,6 +34,7 @@ from assets.publish import build, data  # noqa: E402
 from warehouse import releases, store  # noqa: E402
 
 PRICE_TABLES = ("cost_basis", "cost_matrix")
+FULL_TARGET_S = 60.0  # the whole site from nothing
 
 
 def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
@@ -70,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--warehouse", default=str(ROOT / "warehouse_data"))
     parser.add_argument("--models", help="comma-separated model ids (default: all)")
+    parser.add_argument("--no-record", action="store_true", help="do not write site.json")
     args = parser.parse_args()
     subset = args.models.split(",") if args.models else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +97,39 @@ def main() -> None:
         "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
     }
     print(json.dumps(result, indent=2))
+    if not args.no_record and subset is None:
+        _record(result)
+
+
+def _record(result: dict) -> None:
+    from benchmarks.results import figure, record
+
+    full = result["full_s"]
+    figures = [
+        figure(
+            "every page, from nothing",
+            full,
+            "s",
+            f"at most {FULL_TARGET_S:g}",
+            full <= FULL_TARGET_S,
+        ),
+        figure("every page, from nothing: pages", result["pages"], "pages"),
+        figure("every page, from nothing: on disk", round(result["bytes_on_disk"] / 1e6), "MB"),
+        figure("same tables again (build called anyway)", result["unchanged_s"], "s"),
+        figure("same tables again: parts rendered", result["unchanged_parts_rendered"], "parts"),
+        figure("price-only refresh, every price changed", result["price_only_s"], "s"),
+        figure("price-only refresh: pages written", result["price_only_pages_written"], "pages"),
+        figure("price-only refresh: parts rendered", result["price_only_parts_rendered"], "parts"),
+        figure("price-only refresh: parts reused", result["price_only_parts_reused"], "parts"),
+        figure(
+            "price-only refresh / every page, from nothing",
+            round(result["price_only_s"] / full, 2),
+            "x",
+        ),
+        figure("peak resident memory", result["peak_rss_gib"], "GiB"),
+    ]
+    path = record("site", "uv run --frozen python benchmarks/site.py", figures, result)
+    print(f"recorded in {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import polars as pl
 from assets.paths import CATALOG_DIR
 from assets.settings import Settings
 from assets.snapshot_files import read_catalog
-from warehouse import column_docs, store
+from warehouse import column_docs, releases, store
 from warehouse.tables import CONTRACTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +26,9 @@ README = ROOT / "README.md"
 PICKS_DOC = ROOT / "docs" / "picks.md"
 ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+PIPELINE_DOC = ROOT / "docs" / "pipeline.md"
+DATA_SOURCES_DOC = ROOT / "docs" / "data-sources.md"
+USAGE_DOC = ROOT / "docs" / "usage.md"
 WAREHOUSE_README = ROOT / "warehouse" / "README.md"
 USAGE_DOC = ROOT / "docs" / "usage.md"
 # What benchmarks/*.py record (benchmarks/results.py).
@@ -304,6 +307,77 @@ def _fill(text: str, name: str, block: str) -> str:
     )
 
 
+def tables_block(release: releases.Release) -> str:
+    """Rows of every published table in the current release, in the contracts' order."""
+    lines = ["| table | rows | verified |", "|---|---|---|"]
+    lines += [
+        f"| `{t}` | {release.rows[t]:,} | {release.verified_at.get(t) or ''} |"
+        for t in CONTRACTS
+        if t in release.rows
+    ]
+    return "\n".join(lines)
+
+
+def coverage_block(coverage: pl.DataFrame) -> str:
+    """How many of the reference page's models are sized, and how (`coverage`)."""
+    models = coverage.filter(pl.col("kind") == "model")
+    n = dict(models.group_by("status").len().iter_rows())
+    sized = n.get("present", 0) + n.get("reconstructed", 0) + n.get("stand-in", 0)
+    left = models.height - sized
+    return (
+        f"Of the reference page's {models.height} models, {sized} are sized: "
+        f"{n.get('present', 0)} from their own config, {n.get('reconstructed', 0)} from a "
+        "config rebuilt from published numbers (the snapshot manifest says which), and "
+        f"{n.get('stand-in', 0)} as a named stand-in of the same architecture "
+        f"(`coverage.sized_as`); {left} are not (`coverage.reason`). From the published "
+        f"`coverage` table (verified {models.get_column('verified_at').max()})."
+    )
+
+
+def quality_tiers_block(tiers: pl.DataFrame) -> str:
+    """Every weight format's and KV-cache type's tier and the measurement that decides it
+    (`format_quality_tiers`, the formats' own rows)."""
+    rows = tiers.filter(pl.col("model_id").is_null()).sort(
+        "kind", pl.col("tier_rank").fill_null(9), "format", descending=[True, False, False]
+    )
+    lines = [
+        "| kind | format | tier | measurements | deciding measurement | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows.iter_rows(named=True):
+        deciding = (
+            f"{r['basis_metric']} {r['basis_value']:g}, {_cell(r['basis_model'])}"
+            if r["basis_metric"] is not None and r["basis_value"] is not None
+            else r["basis"]
+        )
+        source = f"[link]({r['basis_source_url']})" if r["basis_source_url"] else ""
+        lines.append(
+            f"| {r['kind']} | {r['format']} | {r['tier'] or 'unmeasured'} | "
+            f"{r['n_measurements']} | {deciding} | {source} |"
+        )
+    lines += [
+        "",
+        "From the published `format_quality_tiers` table (verified "
+        f"{rows.get_column('verified_at').max()}); the tier of a model a source measured "
+        "is in its rows with `model_id` set.",
+    ]
+    return "\n".join(lines)
+
+
+def python_example() -> str:
+    """The package's doctest (sizing/__init__.py), as it is written and checked there."""
+    import doctest
+
+    import sizing
+
+    lines = []
+    for example in doctest.DocTestParser().get_examples(sizing.__doc__ or ""):
+        source = example.source.rstrip("\n").split("\n")
+        lines += ["    >>> " + source[0], *("    ... " + s for s in source[1:])]
+        lines += ["    " + w for w in example.want.rstrip("\n").split("\n") if w]
+    return "\n".join(lines)
+
+
 def render(base: str | None = None) -> dict[Path, str]:
     """Every generated file's content from the current release's tables."""
     acc = store.read("accuracy", base=base)
@@ -324,12 +398,28 @@ def render(base: str | None = None) -> dict[Path, str]:
     accuracy = _fill(
         _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc)), "fits", fits_block()
     )
+    accuracy = _fill(
+        accuracy,
+        "quality-tiers",
+        quality_tiers_block(store.read("format_quality_tiers", base=base)),
+    )
     performance = _fill(PERFORMANCE_DOC.read_text(), "performance", performance_block())
+    release = releases.current_release(base)
+    if release is None:
+        raise LookupError("no release is current: run llm-sizing refresh first")
+    pipeline = _fill(PIPELINE_DOC.read_text(), "tables", tables_block(release))
+    sources = _fill(
+        DATA_SOURCES_DOC.read_text(), "coverage", coverage_block(store.read("coverage", base=base))
+    )
+    usage = _fill(USAGE_DOC.read_text(), "python-example", python_example())
     return {
+        USAGE_DOC: usage,
         README: _fill(readme, "performance", performance_block()),
         PICKS_DOC: picks + "\n",
         ACCURACY_DOC: accuracy,
         PERFORMANCE_DOC: performance,
+        PIPELINE_DOC: pipeline,
+        DATA_SOURCES_DOC: sources,
         WAREHOUSE_README: warehouse_readme(),
         USAGE_DOC: _fill(USAGE_DOC.read_text(), "settings", settings_block()),
     }
