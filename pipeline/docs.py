@@ -28,7 +28,6 @@ ACCURACY_DOC = ROOT / "docs" / "accuracy.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 PIPELINE_DOC = ROOT / "docs" / "pipeline.md"
 DATA_SOURCES_DOC = ROOT / "docs" / "data-sources.md"
-USAGE_DOC = ROOT / "docs" / "usage.md"
 WAREHOUSE_README = ROOT / "warehouse" / "README.md"
 USAGE_DOC = ROOT / "docs" / "usage.md"
 # What benchmarks/*.py record (benchmarks/results.py).
@@ -411,7 +410,11 @@ def render(base: str | None = None) -> dict[Path, str]:
     sources = _fill(
         DATA_SOURCES_DOC.read_text(), "coverage", coverage_block(store.read("coverage", base=base))
     )
-    usage = _fill(USAGE_DOC.read_text(), "python-example", python_example())
+    usage = _fill(
+        _fill(USAGE_DOC.read_text(), "python-example", python_example()),
+        "settings",
+        settings_block(),
+    )
     return {
         USAGE_DOC: usage,
         README: _fill(readme, "performance", performance_block()),
@@ -421,7 +424,6 @@ def render(base: str | None = None) -> dict[Path, str]:
         PIPELINE_DOC: pipeline,
         DATA_SOURCES_DOC: sources,
         WAREHOUSE_README: warehouse_readme(),
-        USAGE_DOC: _fill(USAGE_DOC.read_text(), "settings", settings_block()),
     }
 
 
