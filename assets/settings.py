@@ -14,6 +14,10 @@ from warehouse.releases import DEFAULT_KEEP_RELEASES, DEFAULT_VACUUM_MIN_AGE_HOU
 from warehouse.tables import PRICE_PROVIDERS
 
 
+class SettingError(ValueError):
+    """An LLM_SIZING_* variable whose value is of the wrong kind, named."""
+
+
 def _var(name: str, default, meaning: str, kind: type | None = None):
     kind = kind or type(default)
     return field(default=default, metadata={"env": name, "meaning": meaning, "kind": kind})
@@ -100,7 +104,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         """The settings the environment gives; a value of the wrong kind is refused with the
-        variable's name (ValueError), never read as something else."""
+        variable's name (SettingError), never read as something else."""
         given: dict = {
             "price_urls": {
                 p: environ[v]
@@ -124,12 +128,12 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 def _parsed(name: str, raw: str, kind: type):
     if kind is bool:
         if raw.lower() not in _TRUE + _FALSE:
-            raise ValueError(f"{name}={raw!r} is not 0 or 1")
+            raise SettingError(f"{name}={raw!r} is not 0 or 1")
         return raw.lower() in _TRUE
     try:
         value = kind(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not {kind.__name__}") from None
+        raise SettingError(f"{name}={raw!r} is not {kind.__name__}") from None
     if kind in (int, float) and not value >= 0:  # NaN too
-        raise ValueError(f"{name}={raw!r} is not a number of 0 or more")
+        raise SettingError(f"{name}={raw!r} is not a number of 0 or more")
     return value

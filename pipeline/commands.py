@@ -16,6 +16,17 @@ from pipeline.questions import catalog_gpu, published_offers
 STATE_DIR = ROOT / ".dagster_home"
 
 
+def settings():
+    """The LLM_SIZING_* settings (assets.settings), or the command stops with the variable
+    whose value is of the wrong kind."""
+    from assets.settings import SettingError, Settings
+
+    try:
+        return Settings.from_env()
+    except SettingError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
 def use_project_instance() -> None:
     """Point Dagster at the repository's dagster.yaml and its git-ignored state folder."""
     os.environ.setdefault("DAGSTER_HOME", str(ROOT))
@@ -30,6 +41,7 @@ def refresh(args: argparse.Namespace) -> int:
     flag = "1" if args.offline else "0"
     os.environ["HF_HUB_OFFLINE"] = os.environ["LLM_SIZING_OFFLINE"] = flag
     use_project_instance()
+    settings()
     from pipeline.refresh import run
 
     return _ended(run(args.offline, args.verbose))
@@ -178,12 +190,11 @@ def serve_site(args: argparse.Namespace) -> int:
     use_project_instance()
     from assets.publish.serve import serve
     from assets.publish.site_dir import site_dir
-    from assets.settings import Settings
     from pipeline.signals import stopping
 
-    settings = Settings.from_env()
+    chosen = settings()
     with stopping():  # SIGTERM stops it too, even when the parent ignored it
-        serve(site_dir(settings.warehouse, settings.site_dir), args.port)
+        serve(site_dir(chosen.warehouse, chosen.site_dir), args.port)
     return 0
 
 
@@ -197,9 +208,9 @@ def record(args: argparse.Namespace) -> int:
         }
     )
     use_project_instance()
+    grace_s = settings().stop_grace_s
     import dagster as dg
 
-    from assets.settings import Settings
     from pipeline.definitions import build_defs
     from pipeline.signals import EXIT_INTERRUPTED, stopping
     from warehouse import stop
@@ -207,7 +218,6 @@ def record(args: argparse.Namespace) -> int:
     defs = build_defs(os.environ)
     words = f"snapshot record interrupted; what it wrote to {args.snapshot} is whole"
     try:
-        grace_s = Settings.from_env().stop_grace_s
         with stopping(lambda: words, grace_s), dg.DagsterInstance.get() as instance:
             result = defs.resolve_job_def("record_snapshot").execute_in_process(
                 instance=instance, raise_on_error=False

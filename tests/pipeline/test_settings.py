@@ -98,3 +98,17 @@ def test_no_other_module_reads_a_setting_of_its_own():
         if extra := names - READ_ELSEWHERE.get(rel, set()):
             found[rel] = sorted(extra)
     assert not found, found
+
+
+def test_the_command_line_names_a_bad_variable_and_runs_nothing(monkeypatch, tmp_path):
+    from pipeline.cli import main
+
+    for name in ("HF_HUB_OFFLINE", "LLM_SIZING_OFFLINE"):  # the command sets them: restored
+        monkeypatch.setenv(name, "1")
+    for name in ("DAGSTER_HOME", "LLM_SIZING_STATE_DIR", "LLM_SIZING_COMPUTE_LOG_DIR"):
+        monkeypatch.setenv(name, str(tmp_path))
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("LLM_SIZING_KEEP_RELEASES", "all")
+    with pytest.raises(SystemExit, match="error: LLM_SIZING_KEEP_RELEASES='all' is not int"):
+        main(["refresh", "--offline"])
+    assert not (tmp_path / "warehouse").exists()
