@@ -14,6 +14,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
+from sizing import stats
 from sizing.config_parser import parse_config
 from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
@@ -34,7 +35,7 @@ def published_size_frame(
     """Each published size with the bytes computed for its model and quantization (null
     where the model has no sized config, given in `configs`, or the format is not sized)."""
     archs = {}
-    computed = []
+    computed: list[tuple[str | None, int | None]] = []  # (the config sized, its bytes)
     for r in published.iter_rows(named=True):
         sized_as = stand_ins.get(r["model_repo"], r["model_repo"])
         quant = _QUANT_NAMES.get(r["quant"], r["quant"])
@@ -135,7 +136,7 @@ def gguf_published_sizes(
         metadata={
             "compared": compared.height,
             "models": compared.get_column("model_id").n_unique(),
-            "median_abs_difference": float(compared["relative_diff"].abs().median() or 0),
+            "median_abs_difference": stats.median(compared["relative_diff"].abs()) or 0.0,
             "over_bound": ", ".join(
                 f"{m} {q}" for m, q in off.select("model_id", "quant").iter_rows()
             )
