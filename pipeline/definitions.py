@@ -7,7 +7,8 @@ Kubernetes pod through dagster-k8s; see deploy/k8s/).
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 
@@ -52,7 +53,7 @@ from warehouse import store
 from warehouse.tables import PRICE_PROVIDERS
 
 
-def versioned(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+def versioned(assets: list[dg.AssetsDefinition]) -> Sequence[dg.AssetsDefinition]:
     """Every asset with the code's version, and every root of the graph (the assets that
     read no other asset) reading the snapshot's and the catalogs' files: whatever an asset
     computes from then changes with a code version or an input's data version, and Dagster
@@ -165,16 +166,21 @@ def _resources(environ: Mapping[str, str]) -> dict:
         for p in PRICE_PROVIDERS
         if f"LLM_SIZING_{p.upper()}_URL" in environ
     }
+    # Given only when set: else the resource's default.
+    endpoint: dict[str, Any] = (
+        {"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}
+    )
+    snapshot_path: dict[str, Any] = {"snapshot_path": snapshot} if snapshot else {}
     return {
         "hub": HubResource(
             offline=offline,
-            **({"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}),
+            **endpoint,
         ),
         "snapshot": SnapshotResource(path=snapshot) if snapshot else SnapshotResource(),
         "price_sources": PriceSourcesResource(
             offline=offline,
             base_urls=base_urls,
-            **({"snapshot_path": snapshot} if snapshot else {}),
+            **snapshot_path,
         ),
         "catalog": CatalogResource(),
         "warehouse": WarehouseResource(

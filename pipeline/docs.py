@@ -76,7 +76,7 @@ def accuracy_block(acc: pl.DataFrame) -> str:
             f"| {label} | {evaluation} | {n} | {_pct(r['median_abs_error'])} | "
             f"{_pct(r['p90_abs_error'])} |"
         )
-    verified = acc.get_column("verified_at").max()
+    verified = str(acc.get_column("verified_at").max())  # a date
     lines.append("")
     lines.append(
         f"From the published `accuracy` table (verified {verified}); every subset "
