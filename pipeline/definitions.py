@@ -7,7 +7,8 @@ Kubernetes pod through dagster-k8s; see deploy/k8s/).
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 
@@ -51,7 +52,7 @@ from assets.sizing.weights import weights, weights_match_published_gguf
 from pipeline.progress import progress_logger
 
 
-def versioned(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+def versioned(assets: list[dg.AssetsDefinition]) -> Sequence[dg.AssetsDefinition]:
     """Every asset with the code's version, and every root of the graph (the assets that
     read no other asset) reading the snapshot's and the catalogs' files: whatever an asset
     computes from then changes with a code version or an input's data version, and Dagster
@@ -157,10 +158,14 @@ def _executor(name: str) -> dg.ExecutorDefinition:
 
 
 def _resources(settings: Settings, environ: Mapping[str, str]) -> dict:
+    # Given only when set: else the resource's default.
+    endpoint: dict[str, Any] = (
+        {"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}
+    )
     return {
         "hub": HubResource(
             offline=settings.offline,
-            **({"endpoint": environ["HF_ENDPOINT"]} if "HF_ENDPOINT" in environ else {}),
+            **endpoint,
         ),
         "snapshot": SnapshotResource(path=settings.snapshot),
         "price_sources": PriceSourcesResource(

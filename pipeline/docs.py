@@ -81,7 +81,7 @@ def accuracy_block(acc: pl.DataFrame) -> str:
             f"| {label} | {evaluation} | {n} | {_pct(r['median_abs_error'])} | "
             f"{_pct(r['p90_abs_error'])} |"
         )
-    verified = acc.get_column("verified_at").max()
+    verified = str(acc.get_column("verified_at").max())  # a date
     lines.append("")
     lines.append(
         f"From the published `accuracy` table (verified {verified}); every subset "
@@ -329,7 +329,7 @@ def coverage_block(coverage: pl.DataFrame) -> str:
         "config rebuilt from published numbers (the snapshot manifest says which), and "
         f"{n.get('stand-in', 0)} as a named stand-in of the same architecture "
         f"(`coverage.sized_as`); {left} are not (`coverage.reason`). From the published "
-        f"`coverage` table (verified {models.get_column('verified_at').max()})."
+        f"`coverage` table (verified {str(models.get_column('verified_at').max())})."
     )
 
 
@@ -357,7 +357,7 @@ def quality_tiers_block(tiers: pl.DataFrame) -> str:
     lines += [
         "",
         "From the published `format_quality_tiers` table (verified "
-        f"{rows.get_column('verified_at').max()}); the tier of a model a source measured "
+        f"{str(rows.get_column('verified_at').max())}); the tier of a model a source measured "
         "is in its rows with `model_id` set.",
     ]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
@@ -53,7 +54,8 @@ def first_failed_target(
             continue
         best = table.select(value.min()).item()
         if field != "budget_usd":
-            loose = dataclasses.replace(loose, **{field: target})
+            relaxed: dict[str, Any] = {field: target}  # the step's field, named at run time
+            loose = dataclasses.replace(loose, **relaxed)
         table = run(loose, budget_usd if field == "budget_usd" else None, min_quality)
         if table.is_empty():
             reached = (

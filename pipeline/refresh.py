@@ -53,9 +53,9 @@ def run(offline: bool, verbose: bool = False) -> int:
     started = time.monotonic()
     settings = Settings.from_env()
     defs = build_defs(os.environ)
-    warehouse = defs.resources["warehouse"]
+    warehouse = (defs.resources or {})["warehouse"]
     where = {"base": warehouse.root, "storage_options": warehouse.storage_options()}
-    loggers = {"progress": {}} | (
+    loggers: dict[str, dict] = {"progress": {}} | (
         {"console": {"config": {"log_level": "DEBUG"}}} if verbose else {}
     )
     print(
@@ -168,7 +168,7 @@ def _locked_run(
         e.check_name == "prices_recent" and not e.passed for e, _ in found
     )
     _summary(before, after)
-    _site_summary(defs.resources["warehouse"].site())
+    _site_summary((defs.resources or {})["warehouse"].site())
     for line in warnings:
         print(f"warning: {line}")
     elapsed = time.monotonic() - started
@@ -210,11 +210,10 @@ def _last_evaluations(
     found = []
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
     for key in sorted(records, key=lambda k: k.to_user_string()):
-        record = records[key]
-        evaluation = record.event.dagster_event.event_specific_data if record.event else None
-        if not isinstance(evaluation, dg.AssetCheckEvaluation):
+        event = records[key].event
+        if event is None or (evaluation := event.asset_check_evaluation) is None:
             continue  # planned, never finished: no finding to repeat
-        day = dt.datetime.fromtimestamp(record.event.timestamp, dt.UTC).date()
+        day = dt.datetime.fromtimestamp(event.timestamp, dt.UTC).date()
         today = dt.datetime.now(dt.UTC).date()
         found.append((evaluation, "" if day == today else f" (checked {day.isoformat()})"))
     return found

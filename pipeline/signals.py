@@ -63,7 +63,7 @@ def stopping(
         stop.REQUESTED.clear()
         for s, handler in before.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        if write is not None:
+        if write is not None and previous_fd is not None:  # set with the pipe
             signal.set_wakeup_fd(previous_fd)
             os.close(write)  # the watcher reads the end of the pipe and returns
 

@@ -53,7 +53,7 @@ def observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
     asset records when observed, reported to the instance directly (a run of its own
     would cost about a second here, for two hashes), and only when they changed (the
     latest observation stands until then)."""
-    resources = defs.resources
+    resources = defs.resources or {}
     for key, digest, metadata in observed(resources["snapshot"], resources["catalog"]):
         last = instance.get_latest_data_version_record(key, is_source=True)
         if last is None or extract_data_version_from_entry(last.event_log_entry) != digest:
@@ -90,7 +90,7 @@ def plan(
     why_not = (
         "online: the live sources are fetched every time"
         if not offline
-        else _why_not_trusted(instance, where, release, defs.resources["warehouse"].site())
+        else _why_not_trusted(instance, where, release, (defs.resources or {})["warehouse"].site())
     )
     if why_not:
         return Plan(keys, frozenset(), f"every step runs: {why_not}")
@@ -111,8 +111,8 @@ def _with_what_follows(graph, stale: set[dg.AssetKey]) -> set[dg.AssetKey]:
     among them (a step that computes several tables runs whole), until nothing is added."""
     run = set(stale)
     while True:
-        grown = dg.AssetSelection.assets(*run).downstream().required_multi_asset_neighbors()
-        grown = set(grown.resolve(graph))
+        selection = dg.AssetSelection.assets(*run).downstream().required_multi_asset_neighbors()
+        grown = set(selection.resolve(graph))
         if grown == run:
             return run
         run = grown
@@ -182,7 +182,7 @@ class _Loading(LoadingContext):
 
     def __init__(self, instance: dg.DagsterInstance):
         self._instance = instance
-        self._loaders = {}
+        self._loaders: dict = {}
 
     @property
     def instance(self) -> dg.DagsterInstance:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from sizing import engines
+from sizing import engines, stats
 from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
@@ -258,5 +258,5 @@ def row_split_sync_seconds(rows: pl.DataFrame) -> float | None:
     )
 
 
-def median_abs_relative_error(measured: pl.Series, predicted: pl.Series) -> float:
-    return ((predicted - measured).abs() / measured).median()
+def median_abs_relative_error(measured: pl.Series, predicted: pl.Series) -> float | None:
+    return stats.median((predicted - measured).abs() / measured)

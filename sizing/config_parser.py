@@ -97,11 +97,11 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
         )
     window = _sliding_window(t)
     if window:
-        every = t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")
-        if every is None and model_type == "gemma2":
-            every = 2
-        if every:
-            every = int(every)
+        period = t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")
+        if period is None and model_type == "gemma2":
+            period = 2
+        if period:
+            every = int(period)
             return tuple(
                 LayerKind.FULL if (i + 1) % every == 0 else LayerKind.SLIDING
                 for i in range(n_layers)

@@ -214,14 +214,14 @@ _RULE_MODEL_COLUMNS = (
     "rope_scaled_max_context",
     "rope_scaling_type",
 )
-_RULE_SCHEMA = {
+_RULE_SCHEMA: dict[str, pl.DataType] = {
     **{k: MODEL[k] for k in _RULE_MODEL_COLUMNS},
     **{k: CONFIGURATION[k] for k in ("context", "kv_dtype", "rope_scaling")},
-    "gpu_id": pl.String,
-    "vendor": pl.String,
-    "compute_capability": pl.Float64,
-    "engines": pl.String,
-    "n_gpus_options": pl.String,
+    "gpu_id": pl.String(),
+    "vendor": pl.String(),
+    "compute_capability": pl.Float64(),
+    "engines": pl.String(),
+    "n_gpus_options": pl.String(),
 }
 
 
@@ -352,11 +352,11 @@ def _validate_extras(m: ModelArch, c: Configuration) -> None:
 def checkpoint_format(m: ModelArch) -> str:
     """The weight format the model's own repository ships."""
     q = m.native_quant
-    method = "" if q is None else q.method
-    if method == "compressed-tensors" and q.format.startswith("mxfp4"):
+    method, packing = ("", "") if q is None else (q.method, q.format)
+    if method == "compressed-tensors" and packing.startswith("mxfp4"):
         method = "mxfp4"  # Kimi K3: routed experts packed as MXFP4 (group 32, E8M0 scales)
     if method == "modelopt":  # NVIDIA's ModelOpt releases: quant_algo names the format
-        method = q.format.lower()
+        method = packing.lower()
     return {"fp8": "FP8", "mxfp4": "MXFP4", "nvfp4": "NVFP4", "awq": "AWQ", "gptq": "GPTQ"}.get(
         method, "BF16"
     )
@@ -533,6 +533,7 @@ def _mmproj_bytes(m: ModelArch, c: Configuration) -> tuple[float, float]:
 
 def _projector(m: ModelArch, c: Configuration, total_gib: float) -> Projector:
     """The projector's part: its weights, and its compute buffer where published."""
+    assert c.mmproj is not None and m.vision is not None  # asked only with a projector
     total, compute = _mmproj_bytes(m, c)
     buffer = (
         f"{gib(compute):.2f} GiB clip compute buffer ({CLIP_COMPUTE_SOURCE})"
@@ -670,7 +671,7 @@ def _result(
         launch=_launch(out, m, c, repo),
         vllm=VllmBudget.from_row(out) if c.engine == vllm.NAME else None,
         draft=None
-        if draft is None
+        if draft is None or c.draft_model is None  # a draft row is the draft model's
         else Draft(
             c.draft_model.name,
             c.draft_format or c.weight_format,
@@ -711,8 +712,8 @@ def _launch(out: dict[str, Any], m: ModelArch, c: Configuration, repo: str | Non
     the flag and the vendor build an engine_support rule names: sizing.support)."""
     backend = out["backend"]
     if c.engine == LLAMA_CPP:
-        command = llama_cpp.launch_command(m, c, repo)
-        return Launch(command, None, "llama.cpp configuration", llama_cpp.build(backend))
+        llama_command = llama_cpp.launch_command(m, c, repo)
+        return Launch(llama_command, None, "llama.cpp configuration", llama_cpp.build(backend))
     command, reason = vllm.serve_command(
         m.name,
         c.weight_format,

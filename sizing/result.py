@@ -9,7 +9,7 @@ draft model, no projector, no MTP, llama.cpp's missing vLLM budget) gives nulls 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any, ClassVar
 
 
@@ -22,6 +22,8 @@ class _Part:
     """A part of the result, built from an evaluated row and flattened back into one."""
 
     PREFIX: ClassVar[str] = ""
+    # Every part is a dataclass (declared for the type checker; set by @dataclass).
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @classmethod
     def keys(cls) -> dict[str, str]:

@@ -114,6 +114,7 @@ def _compressed_attention(m: ModelArch, i: int) -> list[Tensor]:
     a compressor on every compressed layer (overlapping windows at CSA_RATIO: twice as
     wide), and on CSA layers an indexer with its own query and compressor."""
     c, h, hd = m.compressed, m.hidden, m.head_dim
+    assert c is not None
     q = c.q_lora_rank
     out = [
         _w(i, "attn_q_a", h, q),
@@ -142,9 +143,10 @@ def _lightning_indexer(m: ModelArch, i: int) -> list[Tensor]:
     """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2-Exp inference/model.py Indexer;
     vLLM, llama.cpp): queries from the MLA q latent, one shared key head with a LayerNorm
     (weight and bias), and per-head weights on the scores."""
-    s, h = m.sparse_indexer, m.hidden
+    s, a, h = m.sparse_indexer, m.mla, m.hidden
+    assert s is not None and a is not None
     return [
-        _w(i, "indexer_q_b", m.mla.q_lora_rank, s.heads * s.head_dim),
+        _w(i, "indexer_q_b", a.q_lora_rank, s.heads * s.head_dim),
         _w(i, "indexer_k", h, s.head_dim),
         _v(i, "indexer_k_norm", s.head_dim),
         _v(i, "indexer_k_norm.bias", s.head_dim),
@@ -167,6 +169,7 @@ def _compressor(i: int, name: str, hidden: int, width: int, ratio: int) -> list[
 def _hyper_connections(m: ModelArch, i: int) -> list[Tensor]:
     """DeepSeek-V4's hyper-connections around attention and the FFN: each mixes hc_mult
     residual copies with a (2 + hc) x hc map computed from all of them (Block.hc_*)."""
+    assert m.compressed is not None
     hc = m.compressed.hc_mult
     mix = (2 + hc) * hc
     return [
@@ -231,6 +234,7 @@ def _gate_projections(m: ModelArch, i: int) -> list[Tensor]:
     per-channel decay through a low-rank pair (f_a: hidden -> head_dim, f_b: head_dim ->
     k_dim), with a per-channel dt bias (vLLM kda.py, llama.cpp kimi-linear)."""
     la = m.linear
+    assert la is not None
     n = la.n_v_heads
     if la.kda:
         k_dim = la.n_k_heads * la.k_head_dim
@@ -329,6 +333,7 @@ def _gemma4_moe_extras(m: ModelArch, i: int) -> list[Tensor]:
     """Gemma 4's expert branch beside the dense MLP: the router's input scale and
     per-expert scale, a pre-norm for the branch and post-norms for both branches
     (transformers Gemma4TextDecoderLayer / Gemma4TextRouter)."""
+    assert m.moe is not None
     h, e = m.hidden, m.moe.n_experts
     return [
         _v(i, "ffn_gate_inp.scale", h),

@@ -22,6 +22,7 @@ Formats and what each stores per tensor (sources in docs beside each constant):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sizing.architecture import ModelArch
@@ -66,7 +67,7 @@ def _linear(t: Tensor) -> bool:
     return t.matrix and t.kind not in _KEPT_16_BIT
 
 
-def _checkpoint_tensor_bytes(fmt: str, t: Tensor, m: ModelArch) -> int:
+def _checkpoint_tensor_bytes(fmt: str, t: Tensor, m: ModelArch) -> float:
     n, moe = t.n_elems, m.is_moe
     if not t.matrix or not _linear(t) or fmt in ("BF16", "F16"):
         return n * BF16_BYTES
@@ -97,6 +98,7 @@ def weight_bytes(
 
     BF16 and F16 are both: the safetensors checkpoint by default, the GGUF file (norms in
     F32, gpt-oss experts kept in MXFP4) with `gguf=True`."""
+    kinds: Sequence[str]
     if fmt in CHECKPOINT_FORMATS and not (gguf and fmt in GGUF_FTYPES):
         fp4_experts = m.native_quant is not None and m.native_quant.experts_mxfp4
         kinds = tuple(

@@ -42,8 +42,9 @@ def current_names(table: str, frame: pl.DataFrame | pl.LazyFrame):
     """A version published before a column was renamed, read under the column's current
     name (the contract's `renamed`)."""
     contract = CONTRACTS.get(table)
-    old = frame.collect_schema().names() if contract and contract.renamed else ()
-    return frame.rename({o: n for o, n in contract.renamed if o in old}) if old else frame
+    renamed = contract.renamed if contract else ()
+    old = frame.collect_schema().names() if renamed else ()
+    return frame.rename({o: n for o, n in renamed if o in old}) if old else frame
 
 
 def newest_release_id(base: str | None = None) -> int | None:

@@ -6,12 +6,14 @@ the consistency model)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import shutil
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -95,9 +97,15 @@ def release_log(
         log = DeltaTable(releases_uri(base), storage_options=dict(storage_options or {}) or None)
     except TABLE_MISSING:
         return pl.DataFrame(schema=RELEASES.schema)
-    return pl.from_arrow(log.to_pyarrow_table()).sort(
-        "release_id", "table", descending=[True, False]
-    )
+    return _frame(log).sort("release_id", "table", descending=[True, False])
+
+
+def _frame(table: DeltaTable) -> pl.DataFrame:
+    """A Delta table's current version in one frame (`pl.from_arrow` of an Arrow table is a
+    frame; polars types it frame or series, for an Arrow array)."""
+    frame = pl.from_arrow(table.to_pyarrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def _releases_of(log: pl.DataFrame) -> list[Release]:
@@ -170,7 +178,7 @@ def publish_release(
     tables = tuple(tables)
     try:  # loaded before the checks: the commit conflicts with a release written since
         log_table = DeltaTable(releases_uri(base), storage_options=opts or None)
-        log = pl.from_arrow(log_table.to_pyarrow_table())
+        log = _frame(log_table)
     except TABLE_MISSING:
         log_table, log = None, pl.DataFrame(schema=RELEASES.schema)
     past = [r for r in _releases_of(log.sort("release_id", descending=True)) if r.status != EXPIRED]
@@ -228,7 +236,7 @@ def publish_release(
         _retain(_kept(past, keep), tables, base, opts, vacuum_min_age_hours)
         return previous, False
     release = Release(
-        int(log.get_column("release_id").max() or 0) + 1,
+        int(cast("int | None", log.get_column("release_id").max()) or 0) + 1,
         run_id,
         status,
         dt.datetime.now(dt.UTC),
@@ -415,14 +423,15 @@ def _retain(
         wanted = {r.versions[table] for r in kept if table in r.versions} | {
             data_head(delta)["version"]
         }
-        vacuum = {
-            "retention_hours": min_age_hours,
-            "enforce_retention_duration": False,
-            "full": True,
-            "keep_versions": sorted(wanted),
-        }
-        if delta.vacuum(dry_run=True, **vacuum):  # a vacuum logs two commits: only if due
-            delta.vacuum(dry_run=False, **vacuum)
+        vacuum = functools.partial(
+            delta.vacuum,
+            retention_hours=min_age_hours,
+            enforce_retention_duration=False,
+            full=True,
+            keep_versions=sorted(wanted),
+        )
+        if vacuum(dry_run=True):  # a vacuum logs two commits: only if due
+            vacuum(dry_run=False)
         if table == RELEASES_TABLE:
             continue
         names = {f"{v}.parquet" for v in wanted}

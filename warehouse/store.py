@@ -128,7 +128,7 @@ def publish(
     opts = dict(storage_options or {})
     uri = table_uri(table, base)
     single = isinstance(frames, pl.DataFrame)
-    if fingerprint is None and single:
+    if fingerprint is None and isinstance(frames, pl.DataFrame):
         fingerprint = frame_fingerprint(frames)
     if fingerprint is not None:
         if (same := unchanged(table, fingerprint, verified_at, base, opts, dated)) is not None:
@@ -138,7 +138,7 @@ def publish(
     refused: list[ContractViolation] = []
     stream = _checked_batches(
         contract,
-        [frames] if single else _prefetched(frames),
+        [frames] if isinstance(frames, pl.DataFrame) else _prefetched(frames),
         verified_at,
         previous,
         refused,
@@ -324,7 +324,8 @@ def _checked(
     previous_rows: int | None,
     sort: bool,
 ) -> Iterator[pa.RecordBatch]:
-    rows, seen = 0, set()
+    rows = 0
+    seen: set[object] = set()  # the partition keys written so far
     partition_key = contract.keys[0]
     for frame in frames:
         # Rows may carry their own date (prices keep each provider's); else the table's.

@@ -64,7 +64,7 @@ class TableContract:
         return problems
 
 
-VERIFIED_AT = {"verified_at": pl.Date()}
+VERIFIED_AT: dict[str, pl.DataType] = {"verified_at": pl.Date()}
 
 MODELS = TableContract(
     "models",

@@ -4,6 +4,7 @@ command line and the assets read a CSV the same way."""
 from pathlib import Path
 
 import polars as pl
+import polars.selectors as cs
 
 from assets.paths import CATALOG_DIR
 from assets.snapshot_files import read_catalog
@@ -95,7 +96,7 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
     reason = pl.lit(None, dtype=pl.String)
     for cond, text in reversed([*unreadable, *rules]):
         reason = pl.when(cond).then(text).otherwise(reason)
-    return typed.with_columns(reason.alias("reason")).drop(pl.col("^raw_.*$"))
+    return typed.with_columns(reason.alias("reason")).drop(cs.matches("^raw_.*$"))
 
 
 def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:

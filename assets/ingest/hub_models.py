@@ -189,7 +189,10 @@ def hub_models(
     context.log.info(f"hub models: {counts}")
     yield dg.MaterializeResult(
         asset_key="hub_models",
-        metadata={**listed.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
+        metadata={
+            **(listed.metadata or {}),
+            **{k: dg.MetadataValue.int(v) for k, v in counts.items()},
+        },
         check_results=listed.check_results,
         data_version=dg.DataVersion(hashlib.sha256(revisions.encode()).hexdigest()[:16]),
     )

@@ -101,7 +101,7 @@ def models(
         asset_key="models",
         check_results=result.check_results,
         metadata={
-            **result.metadata,
+            **(result.metadata or {}),
             "seen": dg.MetadataValue.int(len(rows) + len(quarantined)),
             "quarantined": dg.MetadataValue.int(len(quarantined)),
         },

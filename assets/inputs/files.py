@@ -56,7 +56,9 @@ def code_version() -> str:
     for requirement in requirements:
         if "extra ==" in requirement:
             continue
-        name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0)
+        match = re.match(r"[A-Za-z0-9_.\-]+", requirement)
+        assert match is not None  # a requirement opens with its project's name
+        name = match.group(0)
         try:
             libraries.append(f"{name}=={version(name)}")
         except PackageNotFoundError:

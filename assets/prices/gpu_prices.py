@@ -246,7 +246,7 @@ def gpu_prices(
         asset_key="gpu_prices",
         check_results=published.check_results,
         metadata={
-            **published.metadata,
+            **(published.metadata or {}),
             "quarantined": bad.height,
             **{f"offers_{k}": v for k, v in by_provider.items()},
         },

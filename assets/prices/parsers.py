@@ -124,7 +124,7 @@ def parse_runpod_pricing_html(body: bytes) -> list[dict[str, Any]]:
         name = name_el.get_text(" ", strip=True)
         for cloud in ("secure", "community"):
             raw = el.get(f"data-{cloud}-cloud-price")
-            if raw in (None, "", "0", "0.00"):
+            if not isinstance(raw, str) or raw in ("", "0", "0.00"):  # absent, or no price
                 continue
             offers.append(
                 _offer(

@@ -15,7 +15,8 @@ def memory_bar(parts: list[tuple[str, float]], usable: float, capacity: float, t
     """A horizontal bar of the memory parts (GiB) against the GPU's usable memory."""
     width, left, bar_h = 640, 10, 34
     scale = (width - 2 * left) / max(capacity, usable, sum(v for _, v in parts), 1e-9)
-    x, rects, legend = left, [], []
+    x: float = left
+    rects, legend = [], []
     for i, (label, value) in enumerate(parts):
         w = max(value, 0) * scale
         colour = PALETTE[i % len(PALETTE)]

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -113,7 +114,7 @@ def release_versions(release: releases.Release) -> dict[str, dict]:
     return {
         t: {
             "version": release.versions[t],
-            "verified_at": dates[t].isoformat() if dates[t] else None,
+            "verified_at": d.isoformat() if (d := dates[t]) else None,
         }
         for t in TABLES
     }
@@ -239,7 +240,8 @@ def load(
     for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
         h[name] = _combine(h["fits"], pick)
     tiers = scan("format_quality_tiers").collect()
-    d.quality_floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
+    floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
+    d.quality_floor = cast("str | None", floor)  # a String column's value
     cost = _with_tiers(scan("cost_matrix"), tiers)
     d.costs = _group(
         cost.join(hctx, on="model_id")
@@ -293,7 +295,8 @@ class Lazy(Mapping):
     """Groups of rows read on first use; their keys are known beforehand."""
 
     def __init__(self, keys: list, read: Callable[[], dict]):
-        self._keys, self._read, self._rows = keys, read, None
+        self._keys, self._read = keys, read
+        self._rows: dict | None = None
         self._key_set = set(keys)
 
     @property

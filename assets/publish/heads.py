@@ -59,7 +59,8 @@ def summarize(
     each engine's headline format and cache) and per format key ("engine format") the
     largest context on one GPU at batch 1 with the page's cache; each engine's formats,
     most bits per weight first. JSON-ready: pairs as [model, GPU, value] lists."""
-    heads, best, seen = [], [], {e: set() for e in ENGINE_ORDER}
+    heads, best = [], []
+    seen: dict[str, set[str]] = {e: set() for e in ENGINE_ORDER}  # each engine's formats
     for (m, g), rows in sorted(fits.items()):
         h, kvs = hctx(models[m]), cache_types(rows)
         engine, fmt = headline(rows)

@@ -21,7 +21,7 @@ def build_release(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
     that it runs last in any job that selects it."""
     publishing = sorted(
         {c.asset_key for a in assets for c in a.check_specs if c.name.endswith(CONTRACT_SUFFIX)},
-        key=lambda k: k.path,
+        key=lambda k: tuple(k.path),
     )
 
     # Eager: when the automation sensor recomputes tables in a run of their own (a price
@@ -122,8 +122,15 @@ def _produced(instance: dg.DagsterInstance, runs: list[str]) -> tuple[dict[str, 
         for record in instance.get_records_for_run(
             run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
         ).records:
-            check = record.event_log_entry.dagster_event.event_specific_data
-            version = check.metadata.get("delta_version")
-            if check.passed and check.check_name.endswith(CONTRACT_SUFFIX) and version:
+            check = record.event_log_entry.asset_check_evaluation
+            if check is None:  # every record of this type carries one
+                continue
+            version = check.metadata.get("delta_version")  # an int (assets/resources)
+            if (
+                check.passed
+                and check.check_name.endswith(CONTRACT_SUFFIX)
+                and isinstance(version, dg.IntMetadataValue)
+                and version.value is not None
+            ):
                 produced[check.check_name.removesuffix(CONTRACT_SUFFIX)] = version.value
     return produced, started

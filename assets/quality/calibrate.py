@@ -54,7 +54,10 @@ def calibrated(frame: pl.DataFrame) -> dict:
         out[f"{kind}_runs"] = {
             k: {"runs": n, "gpus": g} for k, n, g in sorted(runs) if k is not None
         }
-    out["row_split_sync_seconds"] = _significant(row_split_sync_seconds(rows))
+    sync = row_split_sync_seconds(rows)
+    if sync is None:  # fits.json always holds it (llama_cpp.ROW_SPLIT_SYNC_SECONDS)
+        raise ValueError("no llama.cpp row-split decode runs to fit row_split_sync_seconds on")
+    out["row_split_sync_seconds"] = _significant(sync)
     return out
 
 

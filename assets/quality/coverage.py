@@ -185,6 +185,9 @@ def coverage(
         context, "coverage", df, CATALOGS_VERIFIED, "data/catalogs/reference_page.csv"
     )
     return dg.MaterializeResult(
-        metadata={**result.metadata, **{k: dg.MetadataValue.int(v) for k, v in counts.items()}},
+        metadata={
+            **(result.metadata or {}),
+            **{k: dg.MetadataValue.int(v) for k, v in counts.items()},
+        },
         check_results=result.check_results,
     )

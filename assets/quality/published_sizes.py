@@ -14,6 +14,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
+from sizing import stats
 from sizing.architecture import ModelArch
 from sizing.gguf_quant import published_size_tolerance
 from sizing.tensors import enumerate_tensors
@@ -33,7 +34,7 @@ def published_size_frame(
 ) -> pl.DataFrame:
     """Each published size with the bytes computed for its model and quantization (null
     where the model has no sized config, given in `archs`, or the format is not sized)."""
-    computed = []
+    computed: list[tuple[str | None, int | None]] = []  # (the config sized, its bytes)
     for r in published.iter_rows(named=True):
         sized_as = stand_ins.get(r["model_repo"], r["model_repo"])
         quant = _QUANT_NAMES.get(r["quant"], r["quant"])
@@ -132,7 +133,7 @@ def gguf_published_sizes(
         metadata={
             "compared": compared.height,
             "models": compared.get_column("model_id").n_unique(),
-            "median_abs_difference": float(compared["relative_diff"].abs().median() or 0),
+            "median_abs_difference": stats.median(compared["relative_diff"].abs()) or 0.0,
             "over_bound": ", ".join(
                 f"{m} {q}" for m, q in off.select("model_id", "quant").iter_rows()
             )

@@ -17,6 +17,7 @@ from assets.resources import (
     table_asset,
 )
 from assets.snapshot_files import read_catalog
+from sizing import stats
 from sizing.architecture import ModelArch
 from sizing.engines.vllm import (
     LOGIT_BYTES,
@@ -314,7 +315,7 @@ def vllm_startup_checks(
         ),
         metadata={
             "compared": compared.height,
-            "median_abs_kv_pool_error": float(compared["kv_pool_error"].abs().median() or 0),
+            "median_abs_kv_pool_error": stats.median(compared["kv_pool_error"].abs()) or 0.0,
         },
     )
     return dg.MaterializeResult(

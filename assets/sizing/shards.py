@@ -163,7 +163,11 @@ class MatrixInputs:
 
 def matrix_inputs(warehouse: WarehouseResource) -> MatrixInputs:
     tables = {t: warehouse.read(t) for t in ("models", "weights", "gpus", "engine_support")}
+    models, weights, gpus, support = (df.drop("verified_at") for df in tables.values())
     return MatrixInputs(
-        *(df.drop("verified_at") for df in tables.values()),
+        models,
+        weights,
+        gpus,
+        support,
         verified_at=max(df.get_column("verified_at").max() for df in tables.values()),
     )

@@ -4,6 +4,7 @@ the one place where a formula picks the row's engine's term."""
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import polars as pl
 
@@ -35,10 +36,11 @@ def term(name: str, *args: pl.Expr) -> pl.Expr:
     )
 
 
-def fits(table: str) -> dict[str, dict]:
+def fits(table: str) -> dict[str, Any]:
     """A speed-fit table of every engine, keyed "engine|backend" (an engine's own fit for
     that backend), "engine|backend|class" (for that backend's devices of one memory class,
-    DECODE_MEMORY_CLASSES) or "engine" (pooled over backends)."""
+    DECODE_MEMORY_CLASSES) or "engine" (pooled over backends). Its values are the table's:
+    a fit's constants, or a held-out error."""
     return {
         f"{e}|{b}" if b else e: fit
         for e, m in MODULES.items()

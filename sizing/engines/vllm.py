@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from sizing import stats
 from sizing.columns import VLLM_SETTINGS, col
 from sizing.engines.base import Rule, ceil_to, fitted
 from sizing.units import BYTES_PER_GIB
@@ -281,11 +282,16 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
     tp = logs.filter(pl.col("non_torch_gib").is_not_null())
     graphs = logs.filter(pl.col("cuda_graph_gib").is_not_null())
     x, y = graphs.get_column("n_layers").cast(pl.Float64), graphs.get_column("cuda_graph_gib")
-    spread = ((x - x.mean()) ** 2).sum() if graphs.height > 1 else 0.0
-    slope = ((x - x.mean()) * (y - y.mean())).sum() / spread if spread else 0.0
+    x_mean, y_mean = stats.mean(x), stats.mean(y)  # None without graphs
+    slope = base = 0.0
+    if x_mean is not None and y_mean is not None:
+        spread = float(((x - x_mean) ** 2).sum()) if graphs.height > 1 else 0.0
+        slope = float(((x - x_mean) * (y - y_mean)).sum()) / spread if spread else 0.0
+        base = y_mean - slope * x_mean
 
     def median(values: pl.Series, floor: float) -> float:
-        return floor if values.is_empty() else float(values.median())
+        value = stats.median(values)
+        return floor if value is None else value
 
     single = median(tp.filter(pl.col("tensor_parallel") == 1).get_column("non_torch_gib"), 0.0)
     return {
@@ -296,8 +302,8 @@ def fit_budget(logs: pl.DataFrame) -> dict[str, float]:
         "NON_TORCH_GIB_PARALLEL": median(
             tp.filter(pl.col("tensor_parallel") > 1).get_column("non_torch_gib"), single
         ),
-        "GRAPH_GIB_PER_LAYER": float(slope),
-        "GRAPH_GIB_BASE": float(y.mean() - slope * x.mean()) if graphs.height else 0.0,
+        "GRAPH_GIB_PER_LAYER": slope,
+        "GRAPH_GIB_BASE": base,
     }
 
 
