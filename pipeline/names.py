@@ -27,10 +27,13 @@ def _norm(text: str) -> str:
 
 
 def _suggest(query: str, candidates: list[str], n: int = 5) -> str:
+    """Names holding the whole query first (Qwen/Qwen2.5-72B: its -Instruct), then the
+    closest spellings."""
+    key = _norm(query)
+    holding = sorted((c for c in candidates if key and key in _norm(c)), key=len)
     close = difflib.get_close_matches(query, candidates, n=n, cutoff=0.5)
-    if not close:  # a shared word ("4090") is a better hint than nothing
-        close = [c for c in candidates if _norm(query) and _norm(query) in _norm(c)][:n]
-    return f"; close matches: {', '.join(close)}" if close else ""
+    shown = list(dict.fromkeys([*holding, *close]))[:n]
+    return f"; close matches: {', '.join(shown)}" if shown else ""
 
 
 def find_gpu(query: str, gpus, aliases) -> dict:

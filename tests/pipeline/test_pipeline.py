@@ -426,12 +426,14 @@ def test_a_shrinking_quarantine_publishes(tmp_path):
 
 def test_coverage_names_the_model_a_stand_in_is_sized_as(warehouse_root):
     """A reference-page model whose own config is not public but whose architecture is
-    published elsewhere (Gemma 4 31B IT: NVIDIA's NVFP4 release of it) points readers to
-    the rows that size it."""
+    published elsewhere (Gemma 4 26B-A4B IT: its pretrained checkpoint) points readers to
+    the rows that size it; one whose config is bundled (Gemma 4 31B IT) is present."""
     coverage = store.read("coverage", base=warehouse_root)
-    gemma = coverage.filter(pl.col("name_on_page") == "Gemma 4 31B IT").row(0, named=True)
-    assert gemma["status"] == "stand-in" and gemma["id"] == "google/gemma-4-31B-it"
-    assert gemma["sized_as"] == "nvidia/Gemma-4-31B-IT-NVFP4" and "base_model" in gemma["reason"]
+    gemma = coverage.filter(pl.col("name_on_page") == "Gemma 4 26B-A4B IT").row(0, named=True)
+    assert gemma["status"] == "stand-in" and gemma["id"] == "google/gemma-4-26B-A4B-it"
+    assert gemma["sized_as"] == "google/gemma-4-26B-A4B" and "instruction tuning" in gemma["reason"]
+    own = coverage.filter(pl.col("name_on_page") == "Gemma 4 31B IT").row(0, named=True)
+    assert own["status"] == "present" and own["sized_as"] is None
     sized = set(store.read("models", base=warehouse_root).get_column("model_id"))
     stand_ins = coverage.filter(pl.col("status") == "stand-in")
     assert stand_ins.height >= 2 and set(stand_ins.get_column("sized_as")) <= sized
