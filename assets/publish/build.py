@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,9 +97,21 @@ def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
 
 
 def build(data: SiteData, out: Path) -> BuildStats:
-    """Bring `out` up to date with the tables in `data`."""
+    """Bring `out` up to date with the tables in `data`. The workbench data is packed on
+    a thread of its own meanwhile (Polars and zlib let go of the GIL that rendering
+    holds)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench") as pool:
+        packing = (
+            pool.submit(workbench.sync, data.scan, data.versions, out)
+            if data.scan is not None
+            else None
+        )
+        return _build(data, out, started, packing)
+
+
+def _build(data: SiteData, out: Path, started: float, packing: Future | None) -> BuildStats:
     env, code = environment(), code_digest()
     old = _read_manifest(out)
     entries, written, unchanged, rendered, reused = {}, 0, 0, 0, 0
@@ -136,8 +149,8 @@ def build(data: SiteData, out: Path) -> BuildStats:
         entries[page.path] = {"kind": page.kind, "shell": shell, "parts": hashes, "stamps": stamps}
     removed = _remove_stale(out, old.get("pages", {}), entries)
     static_written = _sync_static(out, search_data(data))
-    if data.scan is not None:
-        static_written += workbench.sync(data.scan, data.versions, out)
+    if packing is not None:
+        static_written += packing.result()
     changed = bool(written or removed or static_written)
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
     if changed or not old:

@@ -19,6 +19,7 @@ from typing import cast
 import polars as pl
 
 from assets.publish import heads as hd
+from assets.publish.chunks import model_groups
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
 from sizing.runs_on import candidates, site_rows
@@ -284,7 +285,7 @@ def load(
         "model_id",
     )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
-    d.runs = _group(_runs(scan, tiers).collect(engine="streaming"), h, "runs", "gpu_id")
+    d.runs = _group(_runs(scan, tiers), h, "runs", "gpu_id")
     return d
 
 
@@ -394,11 +395,22 @@ RUN_COLUMNS = (
 )
 
 
-def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.LazyFrame:
+def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFrame:
     """Every GPU's rows that run on one GPU at batch 1, reduced to those the filter can
-    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows)."""
-    rows = candidates(scan("fit_matrix"), scan("cost_matrix"), scan("weight_formats"))
-    return site_rows(rows, tiers, FLOOR_CHOICES).select(RUN_COLUMNS)
+    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows); a
+    group of models at a time (the rule ranks rows within a model), in model order."""
+    fit = scan("fit_matrix")
+    parts = []
+    for models in model_groups(fit):
+        mine = pl.col("model_id").is_in(models)
+        rows = candidates(
+            fit.filter(mine), scan("cost_matrix").filter(mine), scan("weight_formats")
+        )
+        picked = site_rows(rows.collect(engine="streaming").lazy(), tiers, FLOOR_CHOICES)
+        parts.append(picked.select(RUN_COLUMNS).collect())
+    # Each group's rows are in (GPU, model, context, rule) order and the groups in model
+    # order: a GPU's rows come out as one sort of them all would give them.
+    return pl.concat(parts)
 
 
 def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
