@@ -88,7 +88,7 @@ class SiteData:
     heads: dict[tuple[str, str], dict] = field(default_factory=dict)
     best_contexts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     engine_formats: dict[str, list[str]] = field(default_factory=dict)
-    costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    costs: Mapping[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, list[dict]] = field(default_factory=dict)
@@ -96,7 +96,7 @@ class SiteData:
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
     # Per GPU, the rows its "what runs on it" filter chooses from (sizing.runs_on).
-    runs: dict[str, list[dict]] = field(default_factory=dict)
+    runs: Mapping[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
     # A lazy read of a table at the version above (the workbench packs whole tables).
@@ -192,7 +192,7 @@ def load(
 
     def configs(into: dict) -> dict:
         # Configurations the pages show: every format on one GPU, the headline formats on more.
-        return _group(
+        return _grouped(
             scan("fit_configurations")
             .filter(
                 (pl.col("n_gpus") == 1)
@@ -206,7 +206,7 @@ def load(
         )
 
     def fits(into: dict) -> dict:
-        return _group(
+        return _grouped(
             scan("fit_matrix")
             .join(hctx, on="model_id")
             .filter(_shown())
@@ -244,7 +244,7 @@ def load(
     floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
     d.quality_floor = cast("str | None", floor)  # a String column's value
     cost = _with_tiers(scan("cost_matrix"), tiers)
-    d.costs = _group(
+    d.costs = _grouped(
         cost.join(hctx, on="model_id")
         .filter(_shown())
         .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY)
@@ -285,7 +285,7 @@ def load(
         "model_id",
     )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
-    d.runs = _group(_runs(scan, tiers), h, "runs", "gpu_id")
+    d.runs = _grouped(_runs(scan, tiers), h, "runs", "gpu_id")
     return d
 
 
@@ -400,12 +400,17 @@ def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFr
     pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows); a
     group of models at a time (the rule ranks rows within a model), in model order."""
     fit = scan("fit_matrix")
+    # The cost rows the rule can join (one GPU, batch 1), read once for every group.
+    cost = (
+        scan("cost_matrix")
+        .filter((pl.col("batch") == 1) & (pl.col("n_gpus") == 1))
+        .select(*_KEYS, "cost_per_mtok_usd")
+        .collect(engine="streaming")
+    )
     parts = []
     for models in model_groups(fit):
         mine = pl.col("model_id").is_in(models)
-        rows = candidates(
-            fit.filter(mine), scan("cost_matrix").filter(mine), scan("weight_formats")
-        )
+        rows = candidates(fit.filter(mine), cost.lazy().filter(mine), scan("weight_formats"))
         picked = site_rows(rows.collect(engine="streaming").lazy(), tiers, FLOOR_CHOICES)
         parts.append(picked.select(RUN_COLUMNS).collect())
     # Each group's rows are in (GPU, model, context, rule) order and the groups in model
@@ -463,6 +468,49 @@ def _group(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> dict:
     hashes[name] = {k: _digest(v) for k, v in per_group.items()}
     hashes[name][ALL] = _digest(row_hashes)
     return dict(out)
+
+
+class Groups(Mapping):
+    """Rows grouped by key (as `_group` groups them) kept as one frame, each group's rows
+    one after another, and made Python rows only when a group is read: a dict per row
+    held about 1.7 KB (the fit rows a site shows: 1 GB), the frame holds a tenth."""
+
+    def __init__(self, df: pl.DataFrame, spans: dict):
+        self._df, self._spans = df, spans
+
+    def __getitem__(self, key) -> list[dict]:
+        start, n = self._spans[key]
+        return list(self._df.slice(start, n).iter_rows(named=True))
+
+    def __iter__(self) -> Iterator:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __contains__(self, key) -> bool:
+        return key in self._spans
+
+
+def _grouped(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> Groups:
+    """What `_group` gives (the same rows, keys, order and hashes), as Groups."""
+    row_hash = pl.struct(pl.all()).hash(seed=0)
+    by = (
+        df.select(*keys, row_hash.alias("__h"))
+        .with_row_index("__i")
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("__i"), pl.col("__h"))
+    )
+    spans, start = {}, 0
+    hashes[name] = {}
+    for *key, rows, row_hashes in by.iter_rows():
+        k = key[0] if len(keys) == 1 else tuple(key)
+        spans[k] = (start, len(rows))
+        start += len(rows)
+        hashes[name][k] = _digest(row_hashes)
+    hashes[name][ALL] = _digest(df.select(row_hash).to_series().to_list())
+    order = by["__i"].explode()
+    return Groups(_plain(df)[order], spans)
 
 
 def _combine(hashes: dict, pick: int) -> dict:
