@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from assets.publish import build, data  # noqa: E402
+from assets.publish import build  # noqa: E402
 from warehouse import releases, store  # noqa: E402
 
 PRICE_TABLES = ("cost_basis", "cost_matrix")
@@ -65,7 +65,7 @@ def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
 
 def _timed(root: str, out: Path, subset: list[str] | None) -> tuple[build.BuildStats, float]:
     started = time.monotonic()
-    stats = build.build(data.load(root, models=subset, cache_dir=out), out)
+    stats = build.build_tables(root, out, models=subset)
     return stats, round(time.monotonic() - started, 2)
 
 

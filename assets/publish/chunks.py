@@ -5,7 +5,7 @@ by model, so a group's read skips the other groups' row groups)."""
 
 import polars as pl
 
-CHUNK_ROWS = 3_000_000
+CHUNK_ROWS = 1_500_000
 
 
 def model_groups(fit: pl.LazyFrame, max_rows: int = CHUNK_ROWS) -> list[list[str]]:

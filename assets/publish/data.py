@@ -147,18 +147,14 @@ FIT_CACHE = "fit-rows-cache.json"
 _FIT_SOURCES = ("fit_matrix", "fit_configurations", "models", "weight_formats")
 
 
-def load(
+def scanner(
+    versions: dict[str, dict],
     base: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     models: list[str] | None = None,
-    cache_dir: Path | None = None,
-) -> SiteData:
-    """Every row the site shows, from each table's current version (pinned, so that the
-    versions stamped on the pages are the ones read). `models` limits the site to a
-    subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
-    fit rows give beside the pages (FIT_CACHE)."""
+) -> Callable[[str], pl.LazyFrame]:
+    """A lazy read of each table at its version in `versions` (of `models` only, if set)."""
     opts = dict(storage_options or {})
-    versions = table_versions(base, opts)
 
     def scan(t: str) -> pl.LazyFrame:
         lf = store.scan(t, version=versions[t]["version"], base=base, storage_options=opts)
@@ -166,6 +162,24 @@ def load(
             lf = lf.filter(pl.col("model_id").is_in(models))
         return lf
 
+    return scan
+
+
+def load(
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    models: list[str] | None = None,
+    cache_dir: Path | None = None,
+    versions: dict[str, dict] | None = None,
+) -> SiteData:
+    """Every row the site shows, from each table's current version (pinned, so that the
+    versions stamped on the pages are the ones read). `models` limits the site to a
+    subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
+    fit rows give beside the pages (FIT_CACHE); `versions` (table_versions) saves reading
+    them again."""
+    opts = dict(storage_options or {})
+    versions = versions or table_versions(base, opts)
+    scan = scanner(versions, base, opts, models)
     m = scan("models").collect()
     h: dict[str, dict] = {}
     d = SiteData(
@@ -243,10 +257,11 @@ def load(
     tiers = scan("format_quality_tiers").collect()
     floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
     d.quality_floor = cast("str | None", floor)  # a String column's value
-    cost = _with_tiers(scan("cost_matrix"), tiers)
+    # The rows shown are chosen before the quality tiers are joined to them (joined to
+    # every cost row, they held 1.4 GB).
+    cost = scan("cost_matrix").join(hctx, on="model_id")
     d.costs = _grouped(
-        cost.join(hctx, on="model_id")
-        .filter(_shown())
+        _with_tiers(cost.filter(_shown()), tiers)
         .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY)
         .collect(engine="streaming"),
         h,
@@ -277,7 +292,7 @@ def load(
         "gpu_id", "n_gpus", "provider", "tier", "price_per_gpu_hour_usd", "price_verified_at"
     )
     d.cheapest = _group(
-        _cheapest(cost.join(hctx, on="model_id"))
+        _cheapest(cost, tiers)
         .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
         .collect(engine="streaming"),
         h,
@@ -418,12 +433,16 @@ def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFr
     return pl.concat(parts)
 
 
-def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
+def _cheapest(cost: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
     """Per model and weight format, the cheapest configuration per million generated
     tokens at the headline context and default cache: at batch 1 (one user) and at any
-    batch (serving many)."""
-    cost = cost.filter(
-        (pl.col("context") == pl.col("hctx")) & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values()))
+    batch (serving many); with their quality tiers."""
+    cost = _with_tiers(
+        cost.filter(
+            (pl.col("context") == pl.col("hctx"))
+            & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values()))
+        ),
+        tiers,
     )
     one = cost.filter(pl.col("batch") == 1).with_columns(pl.lit("one user").alias("use"))
     many = cost.with_columns(pl.lit("any batch").alias("use"))
