@@ -204,7 +204,7 @@ def load(
         .alias("hctx"),
     )
 
-    def configs(into: dict) -> dict:
+    def configs(into: dict) -> Groups:
         # Configurations the pages show: every format on one GPU, the headline formats on more.
         return _grouped(
             scan("fit_configurations")
@@ -219,7 +219,7 @@ def load(
             "gpu_id",
         )
 
-    def fits(into: dict) -> dict:
+    def fits(into: dict) -> Groups:
         return _grouped(
             scan("fit_matrix")
             .join(hctx, on="model_id")
@@ -310,16 +310,16 @@ _KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", 
 class Lazy(Mapping):
     """Groups of rows read on first use; their keys are known beforehand."""
 
-    def __init__(self, keys: list, read: Callable[[], dict]):
+    def __init__(self, keys: list, read: Callable[[], Mapping]):
         self._keys, self._read = keys, read
-        self._rows: dict | None = None
+        self._rows: Mapping | None = None
         self._key_set = set(keys)
 
     @property
     def loaded(self) -> bool:
         return self._rows is not None
 
-    def _data(self) -> dict:
+    def _data(self) -> Mapping:
         if self._rows is None:
             self._rows = self._read()
         return self._rows

@@ -65,7 +65,7 @@ def sync(scan: Callable[[str], pl.LazyFrame], versions: dict[str, dict], out: Pa
     tables' versions (and this code) are those of the last sync, and when the cost matrix
     alone changed (a price-only refresh) only its rows are packed, the rest of each
     pair's data kept from its own file. Returns files written."""
-    key = {
+    key: dict = {
         "tables": {t: versions[t]["version"] for t in SOURCES},
         "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
     }
