@@ -88,8 +88,8 @@ def _questions(n: int) -> list[dict]:
     above (combinations a GPU's catalog row or the rules refuse are skipped)."""
     from assets.catalogs.readers import load_engine_support, load_gpus
     from pipeline.names import model_config_path
-    from sizing.config_parser import parse_config
-    from sizing.estimate import Configuration, Device, InvalidConfiguration, validate
+    from sizing.model.config_parser import parse_config
+    from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, validate
 
     gpus = {g["gpu_id"]: Device.from_catalog(g) for g in load_gpus().iter_rows(named=True)}
     models = {name: parse_config(model_config_path(name)[1].read_bytes(), name) for name in MODELS}
@@ -147,7 +147,7 @@ def _estimate_many_per_s(questions: list[dict], repeat: int = 3) -> float:
     from pipeline.estimate_command import QueryParser
     from pipeline.options import estimate_options
     from pipeline.questions import from_options, published_offers
-    from sizing.estimate import estimate_many
+    from sizing.questions.estimate import estimate_many
 
     parser = estimate_options(QueryParser(prog="query", exit_on_error=False), bulk=False)
     offers, cache = published_offers(), {}

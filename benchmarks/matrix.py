@@ -38,11 +38,11 @@ from assets.resources import CatalogResource, SnapshotResource, WarehouseResourc
 from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards  # noqa: E402
 from assets.sizing.shards import ALL_SHARDS_TAGS  # noqa: E402
 from benchmarks.results import figure, record  # noqa: E402
-from sizing.architecture import ConfigError  # noqa: E402
-from sizing.config_parser import parse_config  # noqa: E402
 from sizing.engines import FORMATS_BY_ENGINE  # noqa: E402
-from sizing.estimate import Configuration, Device, estimate  # noqa: E402
-from sizing.model_facts import format_row, model_row  # noqa: E402
+from sizing.model.architecture import ConfigError  # noqa: E402
+from sizing.model.config_parser import parse_config  # noqa: E402
+from sizing.model.model_facts import format_row, model_row  # noqa: E402
+from sizing.questions.estimate import Configuration, Device, estimate  # noqa: E402
 from sizing.units import BYTES_PER_GIB  # noqa: E402
 from warehouse import store  # noqa: E402
 
@@ -154,7 +154,7 @@ def _write_floor(base: str, today: dt.date) -> float:
 
 
 def _single_estimate_rate(archs, gpus: pl.DataFrame, rows: int = 200) -> float:
-    """Rows per second through sizing.estimate, one configuration at a time."""
+    """Rows per second through sizing.questions.estimate, one configuration at a time."""
     rng = random.Random(0)
     catalog = (Device.from_catalog(g) for g in gpus.iter_rows(named=True))
     devices = [d for d in catalog if d.engines is None or "llama.cpp" in d.engines]

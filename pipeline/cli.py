@@ -25,7 +25,7 @@ from pipeline.estimate_command import estimate_command
 from pipeline.options import amount, count, estimate_options, hours, positive
 from pipeline.plan_command import plan_command
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
-from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "--min-quality",
         choices=FLOOR_CHOICES,
         default=DEFAULT_MIN_QUALITY,
-        help="rank only formats of this quality tier or better (sizing/quality.py;"
+        help="rank only formats of this quality tier or better (sizing/formulas/quality.py;"
         " 'any' turns the floor off)",
     )
     pl_.add_argument("--json", action="store_true")

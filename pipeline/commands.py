@@ -54,8 +54,8 @@ def prices(args: argparse.Namespace) -> int:
     use_project_instance()
     import polars as pl
 
-    from sizing.cost import DAYS_PER_MONTH, cheapest_on_demand
     from sizing.engines import vllm
+    from sizing.formulas.cost import DAYS_PER_MONTH, cheapest_on_demand
 
     offers = published_offers()
     if offers is None:

@@ -164,7 +164,7 @@ def picks_page(
     picks: pl.DataFrame, reference: pl.DataFrame, sized: pl.DataFrame, offers: pl.DataFrame
 ) -> str:
     """docs/picks.md: the reference page's four picks beside ours for its case, and ours for
-    OTHER_CASES. `sized`: the reference case on every GPU and count (sizing.recommend),
+    OTHER_CASES. `sized`: the reference case on every GPU and count (sizing.questions.recommend),
     `offers`: the published gpu_prices."""
     case = reference.row(0, named=True)
     mine = {
@@ -212,7 +212,7 @@ def picks_page(
         "",
         "Our picks run the configuration at the default "
         f"{next(iter(mine.values()))['min_decode_tok_s']:g} tok/s with room to spare "
-        "(verdict `fits`), the cheapest first (sizing/recommend.py); the reference page "
+        "(verdict `fits`), the cheapest first (sizing/questions/recommend.py); the reference page "
         "states no criterion.",
         "",
     ]
@@ -240,8 +240,8 @@ def _reference_case_sized(
     """The reference case on every GPU and count, as the recommendations size it, with the
     outlay of each (new, or used where the catalog dates a lower price)."""
     from pipeline.names import model_config_path
-    from sizing.config_parser import parse_config
-    from sizing.recommend import sized_over_gpus
+    from sizing.model.config_parser import parse_config
+    from sizing.questions.recommend import sized_over_gpus
 
     c = reference.row(0, named=True)
     name, path = model_config_path(c["model_id"])

@@ -19,7 +19,7 @@ from pipeline.questions import (
     gpu_catalog,
     published_offers,
 )
-from sizing.quality import DEFAULT_MIN_QUALITY
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY
 
 
 def estimate_command(args: argparse.Namespace) -> int:
@@ -55,10 +55,10 @@ def estimate_command(args: argparse.Namespace) -> int:
 
 def _bulk(source: str, offers) -> int:
     """--queries: one JSON object of estimate options per line in, one JSON result (or
-    {"error": ...}) per line out, in order; validated together (sizing.estimate.invalid)
+    {"error": ...}) per line out, in order; validated together (sizing.questions.estimate.invalid)
     and evaluated together (estimate_many), one pass each."""
     from assets.catalogs.readers import load_checkpoint_repos
-    from sizing.estimate import estimate_many, invalid
+    from sizing.questions.estimate import estimate_many, invalid
 
     parser = estimate_options(QueryParser(prog="query", exit_on_error=False), bulk=False)
     try:
@@ -119,12 +119,12 @@ def estimate_and_recommend(
     min_quality: str = DEFAULT_MIN_QUALITY,
 ):
     """The estimate and its recommendations: the question, the hardware candidates for
-    its format (sizing.recommend.recommend's) and the formats for its GPU
-    (best_format_for_gpu's) evaluated in one pass (sizing.estimate.estimate_alongside)."""
+    its format (sizing.questions.recommend.recommend's) and the formats for its GPU
+    (best_format_for_gpu's) evaluated in one pass (sizing.questions.estimate.estimate_alongside)."""
     from assets.catalogs.readers import load_checkpoint_repos, load_quality_tiers
-    from sizing.estimate import estimate_alongside
-    from sizing.quality import ranked_formats
-    from sizing.recommend import (
+    from sizing.formulas.quality import ranked_formats
+    from sizing.questions.estimate import estimate_alongside
+    from sizing.questions.recommend import (
         best_format_inputs,
         best_format_of,
         candidate_inputs,
@@ -147,7 +147,7 @@ def estimate_and_recommend(
     )
     rec = picks(sized(candidates, gpus, support), offers, min_decode_tok_s, budget_usd)
     if objective is not None:
-        from sizing.objectives import per_finetune_regime, per_format, ranked
+        from sizing.questions.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(
             m,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline.output import fmt, no_negative_memory
-from sizing.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
+from sizing.formulas.finetune import DEFAULT_LORA_RANK, DEFAULT_MICRO_BATCH, DEFAULT_SEQUENCE_TOKENS
 
 
 def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name: str) -> None:
@@ -102,8 +102,8 @@ def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name
     if conf.n_cpu_moe:
         print(
             f"  expert offload    routed experts of the first {conf.n_cpu_moe} layers in host "
-            f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/offload.py; the decode "
-            "figure was 77 % too fast on the one public measurement compared: README)"
+            f"memory, read at {conf.host_bandwidth_gb_s:g} GB/s (sizing/formulas/offload.py; the "
+            "decode figure was 77 % too fast on the one public measurement compared: README)"
         )
     if speed.prefill_tok_s is None:
         print(f"  prefill           n/a: {speed.prefill_tok_s_reason}")
@@ -172,7 +172,8 @@ def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name
             )
         print(f"  {label:17} {text}")
     best, tier_of = rec["best_format_for_this_gpu"], rec["quality_tiers"]
-    print(f"  quality           {quant}: {tier_of.get(quant) or 'unmeasured'} (sizing/quality.py)")
+    tier = tier_of.get(quant) or "unmeasured"
+    print(f"  quality           {quant}: {tier} (sizing/formulas/quality.py)")
     print(
         "  best format here  "
         + (

@@ -18,7 +18,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
     order, with its table versions; SystemExit before the first release."""
     import polars as pl
 
-    from sizing.runs_on import candidates
+    from sizing.questions.runs_on import candidates
     from warehouse import releases, store
 
     try:
@@ -57,7 +57,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
 
 def listing(gpu: dict, args: argparse.Namespace, base: str | None = None) -> dict:
     """The answer as one JSON-ready record."""
-    from sizing.runs_on import runs_on
+    from sizing.questions.runs_on import runs_on
 
     rows, models, versions = published_runs(gpu["gpu_id"], args.gpus, base)
     contexts = sorted(rows.select("context").unique().collect()["context"].to_list())

@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from sizing.capacity import TrafficProfile
-from sizing.quality import ANY
+from sizing.formulas.quality import ANY
+from sizing.questions.capacity import TrafficProfile
 
 Run = Callable[[TrafficProfile, float | None, str], pl.DataFrame]
 

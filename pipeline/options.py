@@ -9,7 +9,7 @@ import math
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
 from sizing.engines.llama_cpp import SPLIT_MODES
 from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
-from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 
 def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
         choices=FLOOR_CHOICES,
         default=DEFAULT_MIN_QUALITY,
         help="recommend only formats of this quality tier or better "
-        "(sizing/quality.py; 'any' turns the floor off)",
+        "(sizing/formulas/quality.py; 'any' turns the floor off)",
     )
     e.add_argument(
         "--gpu",
@@ -130,7 +130,7 @@ def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
         type=amount,
         default=DEFAULT_MIN_DECODE_TOK_S,
         help="recommendations decode one sequence at least this fast (default 10: "
-        "twice a reading speed; sizing.recommend)",
+        "twice a reading speed; sizing.questions.recommend)",
     )
     e.add_argument("--budget-usd", type=amount, help="most to spend on the hardware")
     e.add_argument("--objective", choices=OBJECTIVES, help="also rank hardware by this objective")

@@ -19,9 +19,9 @@ def plan_command(args: argparse.Namespace) -> int:
     import polars as pl
 
     from assets.catalogs.readers import load_quality_tiers
-    from sizing.capacity import HOURS_PER_MONTH, TrafficProfile, plan
     from sizing.engines import FORMATS_BY_ENGINE
-    from sizing.model_facts import format_row, model_row
+    from sizing.model.model_facts import format_row, model_row
+    from sizing.questions.capacity import HOURS_PER_MONTH, TrafficProfile, plan
 
     m = _plan_model(args)
     engines = [args.engine] if args.engine else list(FORMATS_BY_ENGINE)
@@ -110,8 +110,8 @@ def plan_command(args: argparse.Namespace) -> int:
         f"cheapest to rent first (cheapest on-demand offer x replicas x {HOURS_PER_MONTH:.1f} "
         "h/month), then cheapest to buy (launch price, or used where the catalog dates a "
         "lower one: 'u'). Queueing: continuous batching, M/M/1 wait for prefills "
-        "(sizing/capacity.py); J/tok at each GPU's board power limit; quality: the worse "
-        "of the weights' and the KV cache's tier (sizing/quality.py)."
+        "(sizing/questions/capacity.py); J/tok at each GPU's board power limit; quality: the worse "
+        "of the weights' and the KV cache's tier (sizing/formulas/quality.py)."
     )
     return 0
 
@@ -126,8 +126,8 @@ def _buy(r: dict) -> str:
 def _plan_model(args: argparse.Namespace):
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, model_config_path
-    from sizing.architecture import ConfigError
-    from sizing.config_parser import parse_config
+    from sizing.model.architecture import ConfigError
+    from sizing.model.config_parser import parse_config
 
     try:
         name, path = (

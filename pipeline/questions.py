@@ -41,14 +41,15 @@ class QueryError(ValueError):
 def from_options(args: argparse.Namespace, offers, cache: dict, check: bool = True):
     """The model, configuration, device and usage an estimate's options describe, each
     name resolved and range checked (QueryError otherwise) and, with `check`, the
-    configuration validated (sizing.estimate.validate). `cache` keeps resolved names,
+    configuration validated (sizing.questions.estimate.validate). `cache` keeps resolved names,
     parsed configs, devices and prices across the queries of one process."""
     from assets.catalogs.readers import load_rope_recipes
     from pipeline.names import UnknownName, find_format, model_config_path
-    from sizing.architecture import ConfigError
-    from sizing.config_parser import parse_config
     from sizing.engines.vllm import VllmSettings
-    from sizing.estimate import (
+    from sizing.model.architecture import ConfigError
+    from sizing.model.config_parser import parse_config
+    from sizing.model.weights import WEIGHT_FORMATS
+    from sizing.questions.estimate import (
         Configuration,
         Device,
         InvalidConfiguration,
@@ -56,7 +57,6 @@ def from_options(args: argparse.Namespace, offers, cache: dict, check: bool = Tr
         default_kv_dtype,
         validate,
     )
-    from sizing.weights import WEIGHT_FORMATS
 
     models = cache.setdefault("model", {})
     try:
@@ -147,7 +147,7 @@ def from_options(args: argparse.Namespace, offers, cache: dict, check: bool = Tr
 
 @functools.cache
 def engine_support():
-    """data/catalogs/engine_support.csv, read once per command (sizing.support)."""
+    """data/catalogs/engine_support.csv, read once per command (sizing.formulas.support)."""
     from assets.catalogs.readers import load_engine_support
 
     return load_engine_support()
@@ -180,7 +180,7 @@ def price_for(args: argparse.Namespace, gpu_id: str, offers) -> tuple[float | No
         return None, "no published prices (run llm-sizing refresh)"
     import polars as pl
 
-    from sizing.cost import cheapest_on_demand
+    from sizing.formulas.cost import cheapest_on_demand
 
     match = cheapest_on_demand(
         offers.filter((pl.col("gpu_id") == gpu_id) & (pl.col("n_gpus") == args.gpus)), ["gpu_id"]

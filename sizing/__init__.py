@@ -12,17 +12,17 @@ hold, for one configuration or many, computed by the same expressions as the mat
     >>> out.speed.speed_basis, out.draft is None
     ('calibrated', True)
 
-`estimate` returns an `Estimate` (sizing.result: memory, speed, cost, launch, and the vLLM
+`estimate` returns an `Estimate` (sizing.questions.result: memory, speed, cost, launch, and the vLLM
 budget, draft, projector and MTP parts where they apply; `to_dict()` is the flat record the
 CLI prints); `estimate_many` answers a list of (model, configuration, device, usage) in one pass;
 `InvalidConfiguration` names every reason a configuration cannot run. These names are the
 stable interface; the modules behind them may move.
 """
 
-from sizing.architecture import ConfigError, ModelArch
-from sizing.config_parser import parse_config
 from sizing.engines.vllm import VllmSettings
-from sizing.estimate import (
+from sizing.model.architecture import ConfigError, ModelArch
+from sizing.model.config_parser import parse_config
+from sizing.questions.estimate import (
     Configuration,
     Device,
     InvalidConfiguration,
@@ -30,7 +30,7 @@ from sizing.estimate import (
     estimate,
     estimate_many,
 )
-from sizing.result import Estimate
+from sizing.questions.result import Estimate
 
 __all__ = [
     "ConfigError",

@@ -10,11 +10,11 @@ command line can build its options without importing the formulas."""
 DEFAULT_MIN_DECODE_TOK_S = 10.0
 
 # Dual-channel DDR5-5600: 2 x 64 bit x 5600 MT/s = 89.6 GB/s, the host profile used for
-# weights and experts kept in system RAM unless the caller gives its own (sizing.speed).
+# weights and experts kept in system RAM unless the caller gives its own (sizing.formulas.speed).
 DEFAULT_HOST_BANDWIDTH_GB_S = 89.6
 
 # The prompt a time to first token is given for unless the question names one.
 DEFAULT_PROMPT_TOKENS = 4096
 
-# The objectives sizing.objectives ranks hardware by.
+# The objectives sizing.questions.objectives ranks hardware by.
 OBJECTIVES = ("cheapest_to_buy", "fastest_under_budget", "cheapest_per_mtok", "cheapest_to_rent")

@@ -1,17 +1,17 @@
 """The estimator's column protocol: the columns each input holds, the columns it publishes,
 and the one order in which the formulas are evaluated.
 
-Every formula in sizing.memory, sizing.speed and sizing.cost is a Polars expression over
-named columns. The four inputs are small tables joined into rows (the matrix joins
+Every formula in sizing.formulas (memory, speed, cost) is a Polars expression over named
+columns. The four inputs are small tables joined into rows (the matrix joins
 millions, the single estimate builds one):
 
-- MODEL: one row per model (sizing.model_facts.model_row), published as `models`;
+- MODEL: one row per model (sizing.model.model_facts.model_row), published as `models`;
 - FORMAT: one row per model and weight format (model_facts.format_row), as `weights`;
-- DEVICE: one row per GPU, count and engine (sizing.grid.gpu_configurations);
+- DEVICE: one row per GPU, count and engine (sizing.formulas.grid.gpu_configurations);
 - CONFIGURATION: what a user chooses besides (context, KV type, batch, offload, prompt,
   RoPE scaling, host bandwidth, vLLM's flags).
 
-sizing.evaluation evaluates them in the order of STAGES. The warehouse's contracts of the
+sizing.formulas.evaluation evaluates them in the order of STAGES. The warehouse's contracts of the
 tables that hold these columns (models, weights, fit_configurations, fit_matrix) are built
 from the schemas here, so a column is named and typed in one place. This module imports
 nothing else of the estimator: the warehouse reads it alone.
@@ -66,8 +66,8 @@ MODEL: dict[str, pl.DataType] = {
     "index_flops_per_key": pl.Int64(),
     "n_hca_layers": pl.Int64(),
     # Images: the F16 mmproj file's tensor bytes llama.cpp loads with --mmproj (null:
-    # text only, or a tower sizing.vision does not enumerate), and the MTP layers the
-    # checkpoint carries (sizing.mtp; counted only when asked for).
+    # text only, or a tower sizing.model.vision does not enumerate), and the MTP layers the
+    # checkpoint carries (sizing.model.mtp; counted only when asked for).
     "multimodal": pl.Boolean(),
     "vision_projector_bytes": pl.Int64(),
     "mtp_layers": pl.Int64(),
@@ -81,7 +81,7 @@ FORMAT: dict[str, pl.DataType] = {
     "expert_bytes": pl.Int64(),
     "vllm_copy_bytes": pl.Int64(),
     # The vision tower and projector as the checkpoint holds them, which vLLM loads with
-    # the weights (sizing.vision; 0 for text-only models, GGUF formats and unsized towers).
+    # the weights (sizing.model.vision; 0 for text-only models, GGUF formats and unsized towers).
     "vision_bytes": pl.Int64(),
 }
 
@@ -120,15 +120,16 @@ CONFIGURATION: dict[str, pl.DataType] = {
     "rope_scaling": pl.String(),
     "host_bandwidth_gb_s": pl.Float64(),
     # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
-    # (sizing.offload), and per GPU a draft model's bytes (sizing.draft), llama.cpp's
-    # vision projector (sizing.vision) and MTP layers (sizing.mtp); 0 in the matrix.
+    # (sizing.formulas.offload), and per GPU a draft model's bytes (sizing.formulas.draft),
+    # llama.cpp's vision projector (sizing.model.vision) and MTP layers (sizing.model.mtp);
+    # 0 in the matrix.
     "cpu_moe_expert_share": pl.Float64(),
     "draft_gpu_bytes": pl.Float64(),
     "mmproj_gpu_bytes": pl.Float64(),
     "mtp_gpu_bytes": pl.Float64(),
     **VLLM_SETTINGS,
     # The engine's backend (llama.cpp: CUDA, ROCm, Vulkan, Metal, SYCL, MUSA; null: the
-    # default for the GPU's vendor, resolved by sizing.speed.efficiency_columns).
+    # default for the GPU's vendor, resolved by sizing.formulas.speed.efficiency_columns).
     "backend": pl.String(),
     # llama.cpp's --split-mode across several GPUs (sizing.engines.llama_cpp.SPLIT_MODES;
     # null: its default, layer).
@@ -139,7 +140,7 @@ CONFIGURATION: dict[str, pl.DataType] = {
 # nothing beside the model on the GPUs, the config's native context (no RoPE scaling), the
 # vendor's own backend and llama.cpp's layer split, and the prompt and host memory of
 # sizing.choices. vLLM's flags default per version in sizing.engines.vllm (VllmSettings).
-# sizing.evaluation.with_input_defaults fills them for the grid, the recommendations, the
+# sizing.formulas.evaluation.with_input_defaults fills them for the grid, the recommendations, the
 # speed checks and the single estimate (whose Configuration starts from the same values).
 INPUT_DEFAULTS: dict[str, object] = {
     "offload_frac": 0.0,
@@ -154,7 +155,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,
 }
 
-# The order of evaluation (sizing.evaluation): the derived inputs (settings resolved,
+# The order of evaluation (sizing.formulas.evaluation): the derived inputs (settings resolved,
 # fitted constants, cache bytes per cell), then memory, then prefill and the basis of the
 # speeds, then decode speed (which needs the memory's concurrency), then energy per token
 # (which needs the speed), then cost.

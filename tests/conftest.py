@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from assets.catalogs.readers import load_rope_recipes
-from sizing.architecture import ModelArch
-from sizing.config_parser import parse_config
+from sizing.model.architecture import ModelArch
+from sizing.model.config_parser import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "data" / "snapshot"

@@ -310,7 +310,7 @@ WEIGHT_FORMATS = TableContract(
 )
 
 # Published measurements of a format's loss against the 16-bit model
-# (data/catalogs/format_quality.csv), each row with its tier (sizing.quality).
+# (data/catalogs/format_quality.csv), each row with its tier (sizing.formulas.quality).
 QUALITY_TIER_NAMES = ("near-lossless", "small-loss", "noticeable", "heavy")
 FORMAT_QUALITY = TableContract(
     "format_quality",
@@ -335,7 +335,7 @@ FORMAT_QUALITY = TableContract(
     not_null=("model", "format", "kind", "metric", "value", "source_url", "quote", "tier"),
     rules=(
         ("kind is weights or kv_cache", pl.col("kind").is_in(["weights", "kv_cache"])),
-        ("a tier of sizing.quality", pl.col("tier").is_in(QUALITY_TIER_NAMES)),
+        ("a tier of sizing.formulas.quality", pl.col("tier").is_in(QUALITY_TIER_NAMES)),
     ),
 )
 
@@ -372,7 +372,7 @@ FORMAT_QUALITY_TIERS = TableContract(
 )
 
 # Which engine runs which format on which hardware (data/catalogs/engine_support.csv,
-# sizing.support): rule_id; engine; hardware as vendor, architecture (a label),
+# sizing.formulas.support): rule_id; engine; hardware as vendor, architecture (a label),
 # compute_capability_min/_max (NVIDIA's CUDA range [min, max), null: unbounded) and gpu_id
 # (a card, where the rule is per card; null: every card of the range); weight_format and
 # kv_dtype (null: any); status (SUPPORT_STATUSES); flag (the launch flag
@@ -777,7 +777,7 @@ COST_MATRIX = TableContract(
     ),
 )
 
-# Capacity plans (sizing.capacity): per standard traffic profile and model, the cheapest
+# Capacity plans (sizing.questions.capacity): per standard traffic profile and model, the cheapest
 # configurations that serve it at its latency targets.
 CAPACITY_PLANS = TableContract(
     "capacity_plans",
@@ -827,7 +827,7 @@ CAPACITY_PLANS = TableContract(
     ),
 )
 
-# The four picks of a model's headline configuration (sizing.recommend.recommend).
+# The four picks of a model's headline configuration (sizing.questions.recommend.recommend).
 PICKS = ("cheapest_single_gpu", "best_value", "smallest_unified_memory", "cheapest_cloud")
 HARDWARE_PICKS = TableContract(
     "hardware_picks",
@@ -992,7 +992,7 @@ ACCURACY = TableContract(
 )
 
 
-# Memory to fine-tune each model in each regime (sizing.finetune: one GPU's worth, the
+# Memory to fine-tune each model in each regime (sizing.formulas.finetune: one GPU's worth, the
 # stated sequence length, micro-batch, LoRA rank and gradient checkpointing).
 FINETUNE = TableContract(
     "finetune",

@@ -8,8 +8,8 @@ import polars.selectors as cs
 
 from assets.paths import CATALOG_DIR
 from assets.snapshot_files import read_catalog
-from sizing.architecture import RopeRecipe
-from sizing.quality import QUALITY_FORMATS, format_tiers, measurement_tier
+from sizing.formulas.quality import QUALITY_FORMATS, format_tiers, measurement_tier
+from sizing.model.architecture import RopeRecipe
 from warehouse.tables import GPU_FACT_SOURCES, GPUS
 
 _GPU_NUMBERS = (
@@ -115,7 +115,7 @@ def load_quantized_releases(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFra
 
 def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/engine_support.csv: which engine runs which format on which hardware
-    (sizing.support), typed, empty cells null, each rule with its source and quote."""
+    (sizing.formulas.support), typed, empty cells null, each rule with its source and quote."""
     raw = read_catalog(catalog_dir, "engine_support.csv")
     return raw.with_columns(
         pl.col("compute_capability_min", "compute_capability_max").cast(pl.Float64)
@@ -124,7 +124,7 @@ def load_engine_support(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 
 def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """data/catalogs/format_quality.csv: published measurements of a format's loss against
-    the 16-bit model, typed, with each row's tier (sizing.quality)."""
+    the 16-bit model, typed, with each row's tier (sizing.formulas.quality)."""
     raw = read_catalog(catalog_dir, "format_quality.csv")
     return raw.with_columns(
         pl.col("value").cast(pl.Float64),
@@ -135,7 +135,7 @@ def load_format_quality(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
 
 def load_quality_tiers(catalog_dir: Path | str = CATALOG_DIR) -> pl.DataFrame:
     """Every weight format and KV-cache type the engines offer, with its tier (and per
-    model where measured): sizing.quality.format_tiers over the catalog."""
+    model where measured): sizing.formulas.quality.format_tiers over the catalog."""
     return format_tiers(load_format_quality(catalog_dir), QUALITY_FORMATS)
 
 

@@ -14,7 +14,7 @@ from assets.catalogs.readers import (
     load_quantized_releases,
 )
 from assets.resources import CatalogResource, WarehouseResource, table_asset
-from sizing.catalog import engine_catalog_rows, format_catalog_rows
+from sizing.formulas.catalog import engine_catalog_rows, format_catalog_rows
 
 # Date the curated catalogs' facts (data/catalogs, the sizing library's format and engine
 # tables) were last checked against their sources.
@@ -82,7 +82,7 @@ format_quality = _catalog_table(
     "format_quality.csv",
     "Published measurements of each weight format's and KV-cache type's loss against the "
     "16-bit model (KL divergence, perplexity ratio, top-token agreement, accuracy recovery), "
-    "each with its source, quote and tier (sizing.quality).",
+    "each with its source, quote and tier (sizing.formulas.quality).",
 )
 format_quality_tiers = _catalog_table(
     "format_quality_tiers",
@@ -98,7 +98,7 @@ engine_support = _catalog_table(
     "engine_support.csv",
     "Which engine runs which weight format on which hardware (vendor, compute-capability "
     "range or card): supported, supported with a flag, or unsupported, each rule with its "
-    "source, quote and the versions it applies to (sizing.support).",
+    "source, quote and the versions it applies to (sizing.formulas.support).",
 )
 
 

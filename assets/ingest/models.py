@@ -20,9 +20,9 @@ from assets.resources import (
     table_spec,
 )
 from assets.snapshot_files import read_catalog
-from sizing.architecture import ConfigError, ModelArch, RopeRecipe
-from sizing.config_parser import parse_config
-from sizing.model_facts import model_row
+from sizing.model.architecture import ConfigError, ModelArch, RopeRecipe
+from sizing.model.config_parser import parse_config
+from sizing.model.model_facts import model_row
 
 
 def _licences(catalog: CatalogResource) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from assets.resources import (
     table_asset,
     table_spec,
 )
-from sizing.cost import INTERRUPTIBLE_TIERS, cheapest_on_demand
+from sizing.formulas.cost import INTERRUPTIBLE_TIERS, cheapest_on_demand
 from warehouse import store
 from warehouse.tables import PLAUSIBLE_GPU_HOUR_USD, PRICE_PROVIDERS
 
@@ -178,7 +178,7 @@ def pricing_label() -> pl.Expr:
 
 def cheapest_by_memory(prices: pl.DataFrame) -> pl.DataFrame:
     """Per provider and instance memory size, the cheapest on-demand instance
-    (sizing.cost.cheapest_on_demand)."""
+    (sizing.formulas.cost.cheapest_on_demand)."""
     sized = prices.filter(pl.col("vram_per_gpu_gb").is_not_null()).with_columns(
         (pl.col("vram_per_gpu_gb") * pl.col("n_gpus")).alias("total_vram_gb")
     )

@@ -1,6 +1,6 @@
 """The rows each page shows, read from the published tables (warehouse.store) as any
 downstream consumer reads them: never from the sizing library's formulas (the GPU pages'
-filter chooses among published rows by the rule `llm-sizing fit` uses, sizing.runs_on).
+filter chooses among published rows by the rule `llm-sizing fit` uses, sizing.questions.runs_on).
 
 Everything is selected with vectorised Polars queries first and then grouped into plain
 Python rows per page, because per-page queries over the 20 M-row fit matrix would cost
@@ -21,8 +21,8 @@ import polars as pl
 from assets.publish import heads as hd
 from assets.publish.chunks import model_groups
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
-from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
-from sizing.runs_on import candidates, site_rows
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
+from sizing.questions.runs_on import candidates, site_rows
 from warehouse import releases, store
 
 TABLES = (
@@ -95,7 +95,7 @@ class SiteData:
     cheapest: dict[str, list[dict]] = field(default_factory=dict)
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
-    # Per GPU, the rows its "what runs on it" filter chooses from (sizing.runs_on).
+    # Per GPU, the rows its "what runs on it" filter chooses from (sizing.questions.runs_on).
     runs: Mapping[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
@@ -387,7 +387,7 @@ _QUALITY = ("quality_tier", "meets_quality_floor")
 
 
 def _with_tiers(rows: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
-    """Rows with the configuration's quality tier (sizing.quality.with_quality) and whether
+    """Rows with the configuration's quality tier (sizing.formulas.quality.with_quality) and whether
     it meets the default floor; null tier and False where either part is unmeasured."""
     return with_quality(rows, tiers).with_columns(
         at_least(DEFAULT_MIN_QUALITY).alias("meets_quality_floor")
@@ -412,7 +412,7 @@ RUN_COLUMNS = (
 
 def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFrame:
     """Every GPU's rows that run on one GPU at batch 1, reduced to those the filter can
-    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows); a
+    pick at some context, speed, engine and quality floor (sizing.questions.runs_on.site_rows); a
     group of models at a time (the rule ranks rows within a model), in model order."""
     fit = scan("fit_matrix")
     # The cost rows the rule can join (one GPU, batch 1), read once for every group.

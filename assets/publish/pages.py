@@ -18,7 +18,7 @@ from assets.publish.data import ALL, SiteData
 from assets.publish.heads import ENGINE_ORDER, cache_types
 from assets.publish.heads import hctx as _hctx
 from sizing.choices import DEFAULT_PROMPT_TOKENS
-from sizing.quality import FLOOR_CHOICES, TIERS
+from sizing.formulas.quality import FLOOR_CHOICES, TIERS
 
 FIT_TABLES = (
     "models",

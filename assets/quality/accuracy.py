@@ -14,7 +14,7 @@ WORSE_RATIO, WORSE_POINTS = 1.10, 0.005
 _WORSE_CHECK = "no_metric_got_worse"
 _KEYS = ["metric", "subset", "evaluation"]
 # The subsets speed errors are reported by: the fit a figure comes from (engine, backend
-# and memory class: sizing.calibration), the engine and backend (prefill's fits, which
+# and memory class: sizing.formulas.calibration), the engine and backend (prefill's fits, which
 # have no memory class), the vendor, dense or MoE models, one GPU or more.
 SPEED_SUBSETS = (
     pl.format("fit: {}", "speed_fit"),

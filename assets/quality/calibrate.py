@@ -17,8 +17,8 @@ from assets.paths import CATALOG_DIR
 from assets.quality.speed_checks import speed_check_frame
 from assets.resources import SnapshotResource
 from sizing import engines
-from sizing.calibration import fit, row_split_sync_seconds
 from sizing.engines.base import FITS_FILE
+from sizing.formulas.calibration import fit, row_split_sync_seconds
 
 # Constants keep 4 significant digits, error bands 3 decimals (a tenth of a percent).
 SIGNIFICANT, BAND_DECIMALS = 4, 3

@@ -6,7 +6,7 @@ import polars as pl
 from assets.catalogs.tables import CATALOGS_VERIFIED
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.snapshot_files import read_catalog
-from sizing.cost import on_demand
+from sizing.formulas.cost import on_demand
 
 # What was searched for a GPU no recorded offer rents (the snapshot's price manifest).
 UNPRICED_SEARCHED = (

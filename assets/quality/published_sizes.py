@@ -15,10 +15,10 @@ from assets.resources import (
 )
 from assets.snapshot_files import read_catalog
 from sizing import stats
-from sizing.architecture import ModelArch
-from sizing.gguf_quant import published_size_tolerance
-from sizing.tensors import enumerate_tensors
-from sizing.weights import WEIGHT_FORMATS, weight_bytes
+from sizing.model.architecture import ModelArch
+from sizing.model.gguf_quant import published_size_tolerance
+from sizing.model.tensors import enumerate_tensors
+from sizing.model.weights import WEIGHT_FORMATS, weight_bytes
 
 # Units as the sources print them.
 _UNIT_BYTES = {"B": 1.0, "GB": 1e9, "GiB": float(2**30), "MiB": float(2**20)}

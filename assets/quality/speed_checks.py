@@ -20,13 +20,14 @@ from assets.resources import (
 )
 from assets.sizing.shards import code_fingerprint
 from assets.snapshot_files import read_catalog
-from sizing import calibration, engines, speed
-from sizing.architecture import ModelArch
-from sizing.calibration import fit
+from sizing import engines
 from sizing.engines import llama_cpp
-from sizing.evaluation import with_input_defaults
-from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
-from sizing.model_facts import format_row, model_row
+from sizing.formulas import calibration, speed
+from sizing.formulas.calibration import fit
+from sizing.formulas.evaluation import with_input_defaults
+from sizing.formulas.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
+from sizing.model.architecture import ModelArch
+from sizing.model.model_facts import format_row, model_row
 from warehouse import store
 
 # The gathered measurements, every comparable one fitted on (the first file was gathered
@@ -232,7 +233,7 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     one: sizing.engines.fit_key): decode as roofline time /
     efficiency (of the format's kind where the fit splits them) + layers x per-layer
     overhead, prefill as the roofline x the capped share of peak
-    (sizing.speed.prefill_share)."""
+    (sizing.formulas.speed.prefill_share)."""
     parts = []
     # The row split's synchronisation is fitted on its own runs, all on one rig: none of
     # them can be held out.
@@ -269,8 +270,8 @@ def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
 
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
     """The speed with the constants `c`: decode as the calibration models it (its share of
-    the bandwidth sizing.speed.decode_share's, then the GPUs' synchronisation), prefill as
-    the roofline times sizing.speed.prefill_share, each with those constants as its
+    the bandwidth sizing.formulas.speed.decode_share's, then the GPUs' synchronisation), prefill as
+    the roofline times sizing.formulas.speed.prefill_share, each with those constants as its
     inputs."""
     if kind == "decode":
         return 1 / (
@@ -282,7 +283,7 @@ def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
 
 
 def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
-    """The input columns of sizing.speed.decode_share set to the constants `c`."""
+    """The input columns of sizing.formulas.speed.decode_share set to the constants `c`."""
     return held.with_columns(
         pl.lit(c.get(f), pl.Float64).alias(f"decode_{f}")
         for f in ("efficiency", *speed.DECODE_KIND_FIELDS)
@@ -290,7 +291,7 @@ def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFr
 
 
 def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
-    """The input columns of sizing.speed.prefill_share set to the constants `c`."""
+    """The input columns of sizing.formulas.speed.prefill_share set to the constants `c`."""
     return held.with_columns(
         pl.lit(c.get(f), pl.Float64).alias(f"prefill_{f}")
         for f in (

@@ -18,7 +18,6 @@ from assets.resources import (
 )
 from assets.snapshot_files import read_catalog
 from sizing import stats
-from sizing.architecture import ModelArch
 from sizing.engines.vllm import (
     LOGIT_BYTES,
     VLLM_V0,
@@ -28,8 +27,9 @@ from sizing.engines.vllm import (
     budget_constants,
     fit_budget,
 )
-from sizing.estimate import Configuration, Device, Usage, configuration_frame
-from sizing.evaluation import evaluate
+from sizing.formulas.evaluation import evaluate
+from sizing.model.architecture import ModelArch
+from sizing.questions.estimate import Configuration, Device, Usage, configuration_frame
 from sizing.units import BYTES_PER_GIB
 
 # Checkpoint dtypes and vLLM quantizations as logged -> the weight format sized.

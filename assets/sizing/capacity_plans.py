@@ -1,15 +1,15 @@
-"""The `capacity_plans` table: for each standard traffic profile (sizing.capacity) and
+"""The `capacity_plans` table: for each standard traffic profile (sizing.questions.capacity) and
 model, the cheapest configurations that serve it at its latency targets, at or above the
-default quality floor (sizing.quality.DEFAULT_MIN_QUALITY)."""
+default quality floor (sizing.formulas.quality.DEFAULT_MIN_QUALITY)."""
 
 import dagster as dg
 import polars as pl
 
 from assets.resources import WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
-from sizing.capacity import STANDARD_PROFILES, plan
-from sizing.cost import on_demand
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP, VLLM
+from sizing.formulas.cost import on_demand
+from sizing.questions.capacity import STANDARD_PROFILES, plan
 from warehouse import store
 
 # Plans kept per profile and model (cheapest to rent first, then to buy).
@@ -40,7 +40,7 @@ def plannable_gpus(gpus: pl.DataFrame, offers: pl.DataFrame) -> pl.DataFrame:
     "capacity_plans",
     group="sizing",
     deps=["models", "weights", "gpus", "gpu_prices", "format_quality_tiers", "engine_support"],
-    description="Per standard traffic profile (chat, rag, batch: sizing.capacity) "
+    description="Per standard traffic profile (chat, rag, batch: sizing.questions.capacity) "
     "and model, the cheapest configurations that serve it at its "
     "targets at the default quality floor: replicas, latencies at the "
     "load, monthly rent, purchase price and quality tier.",

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import WarehouseResource, contract_checks, table_spec
-from sizing.cost import cheapest_on_demand, cost_per_mtok
+from sizing.formulas.cost import cheapest_on_demand, cost_per_mtok
 from warehouse import store
 from warehouse.tables import COST_MATRIX
 

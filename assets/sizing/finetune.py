@@ -7,8 +7,8 @@ import polars as pl
 
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.per_model import publish_per_model
-from sizing.architecture import ModelArch
-from sizing.finetune import finetune_rows
+from sizing.formulas.finetune import finetune_rows
+from sizing.model.architecture import ModelArch
 
 
 @table_asset(

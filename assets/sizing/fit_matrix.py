@@ -14,7 +14,7 @@ from assets.sizing.shards import (
     backfill_policy,
     matrix_inputs,
 )
-from sizing.grid import fit_tables
+from sizing.formulas.grid import fit_tables
 from warehouse import store
 from warehouse.staging import SliceStore
 

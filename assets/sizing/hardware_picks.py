@@ -1,6 +1,6 @@
 """The `hardware_picks` table: for every model at its headline configuration (the site's
 pair pages headline llama.cpp Q4_K_M at 8K tokens with an f16 cache), the four picks of
-sizing.recommend: the cheapest single GPU, the best value (used or several GPUs), the
+sizing.questions.recommend: the cheapest single GPU, the best value (used or several GPUs), the
 smallest unified-memory machine and the cheapest cloud rental, each priced."""
 
 from collections.abc import Iterable
@@ -12,11 +12,11 @@ from assets.ingest.models import sized_archs
 from assets.publish.heads import DEFAULT_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.shards import code_fingerprint
-from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import LLAMA_CPP
-from sizing.quality import ranked_formats
-from sizing.recommend import recommend
+from sizing.formulas.quality import ranked_formats
+from sizing.model.architecture import ModelArch
+from sizing.questions.recommend import recommend
 from warehouse import store
 from warehouse.tables import HARDWARE_PICKS, PICKS
 

@@ -8,7 +8,7 @@ import polars as pl
 from assets.ingest.models import sized_archs
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource
 from assets.sizing.shards import code_fingerprint
-from sizing.architecture import ModelArch
+from sizing.model.architecture import ModelArch
 from warehouse import store
 
 

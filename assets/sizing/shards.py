@@ -83,7 +83,7 @@ def code_of(source: str) -> bytes:
     return ast.dump(tree).encode()
 
 
-# The GPU columns the grid reads (sizing.grid.gpu_configurations; TDP caps prefill; the
+# The GPU columns the grid reads (sizing.formulas.grid.gpu_configurations; TDP caps prefill; the
 # interconnect sets vLLM's all-reduce latency; the memory type picks llama.cpp's HBM decode
 # fit): a price update does not recompute the matrix.
 GRID_GPU_COLUMNS = (
@@ -127,7 +127,7 @@ class MatrixInputs:
     models: pl.DataFrame
     weights: pl.DataFrame
     gpus: pl.DataFrame
-    support: pl.DataFrame  # the engine_support rules (sizing.support)
+    support: pl.DataFrame  # the engine_support rules (sizing.formulas.support)
     verified_at: dt.date
 
     @staticmethod

@@ -7,10 +7,10 @@ import polars as pl
 
 from assets.resources import CatalogResource, SnapshotResource, WarehouseResource, table_asset
 from assets.sizing.per_model import publish_per_model
-from sizing.architecture import ModelArch
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
-from sizing.gguf_quant import published_size_tolerance
-from sizing.model_facts import format_row
+from sizing.model.architecture import ModelArch
+from sizing.model.gguf_quant import published_size_tolerance
+from sizing.model.model_facts import format_row
 from sizing.units import BYTES_PER_GIB
 from warehouse import store
 

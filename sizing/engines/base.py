@@ -5,8 +5,8 @@ NAME, KV_DTYPES, DEFAULT_KV_DTYPE, FORMATS, DEFAULT_FORMAT, BACKENDS, BACKEND_VE
 DEFAULT_BACKENDS, DECODE_FIT, PREFILL_FIT, DECODE_HELD_OUT_ERROR and PREFILL_HELD_OUT_ERROR
 (per backend, "backend|class" per memory class of a backend, "" pooled), DECODE_WEIGHT_KINDS,
 DECODE_MEMORY_CLASSES, build(backend) and the expressions in TERMS. The
-formulas in sizing.memory and sizing.speed read a term through sizing.engines.term, which
-picks the row's engine's.
+formulas in sizing.formulas.memory and sizing.formulas.speed read a term through
+sizing.engines.term, which picks the row's engine's.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def ceil_to(x: pl.Expr, step: int) -> pl.Expr:
 
 @dataclass(frozen=True)
 class Rule:
-    """An existence rule (sizing.rules): an expression true on every row that can exist,
+    """An existence rule (sizing.formulas.rules): an expression true on every row that can exist,
     and the reason where it is false."""
 
     name: str

@@ -3,7 +3,7 @@ to launch it. Every term here has a namesake in sizing.engines.vllm; the formula
 row's engine's term through sizing.engines.
 
 Sources: common/common.h (batch defaults), src/llama-kv-cache*.cpp (cache cells), the
-tools/server README (flags), docs/docker.md (images); fits in sizing.calibration.
+tools/server README (flags), docs/docker.md (images); fits in sizing.formulas.calibration.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from sizing.engines.base import FITS, ceil_to, fitted
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 
 if TYPE_CHECKING:
-    from sizing.architecture import ModelArch
-    from sizing.estimate import Configuration
+    from sizing.model.architecture import ModelArch
+    from sizing.questions.estimate import Configuration
 
 NAME = "llama.cpp"
 KV_DTYPES = ("f16", "q8_0", "q4_0")
@@ -101,7 +101,7 @@ BACKEND_VENDORS = {
 # runs attention (llama.cpp's README, "--split-mode").
 LAYER, ROW = "layer", "row"
 SPLIT_MODES = (LAYER, ROW)
-# The row split's gathers cost a fixed time per layer and extra GPU (sizing.calibration.
+# The row split's gathers cost a fixed time per layer and extra GPU (sizing.formulas.calibration.
 # row_split_sync_seconds, in fits.json): fitted on the one public rig with row- and
 # layer-split runs of the same build, 4x RTX 4090 over PCIe decoding Llama 3 70B Q4_K_M at
 # 0, 32K and 64K tokens of context (llama.cpp PR #19378); the extra time is the same at
@@ -171,7 +171,7 @@ def sparse_entry_extra_bytes() -> pl.Expr:
 
 def host_expert_bytes() -> pl.Expr:
     """`--n-cpu-moe`: the routed experts of the first layers stay in host memory
-    (sizing.offload gives their share of the expert bytes)."""
+    (sizing.formulas.offload gives their share of the expert bytes)."""
     return col("expert_bytes") * col("cpu_moe_expert_share")
 
 

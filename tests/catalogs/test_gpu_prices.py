@@ -150,8 +150,8 @@ def _runpod_community_price(gpu: str) -> float:
 def test_rtx_4090_buys_back_its_rent_for_llama_3_1_8b():
     """The catalog's RTX 4090 (NVIDIA's $1,599 launch MSRP) against RunPod's recorded $0.34
     per hour, 4 h a day at 0.15 USD/kWh: the purchase over the monthly rent saved."""
-    from sizing.cost import DAYS_PER_MONTH
-    from sizing.estimate import Configuration, Device, Usage, estimate
+    from sizing.formulas.cost import DAYS_PER_MONTH
+    from sizing.questions.estimate import Configuration, Device, Usage, estimate
 
     g = GPUS.filter(pl.col("gpu_id") == "rtx_4090").row(0, named=True)
     card = Device.from_catalog(g)

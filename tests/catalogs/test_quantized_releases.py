@@ -6,7 +6,7 @@ import datetime as dt
 import polars as pl
 
 from assets.catalogs.readers import load_quantized_releases
-from sizing.catalog import format_catalog_rows
+from sizing.formulas.catalog import format_catalog_rows
 from warehouse.tables import CONTRACTS
 
 

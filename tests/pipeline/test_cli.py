@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from pipeline.cli import main
-from sizing import speed
+from sizing.formulas import speed
 
 
 def test_estimate_json(capsys):

@@ -16,7 +16,7 @@ import pytest
 import pipeline.names as names
 from assets.catalogs.readers import load_gpu_aliases, load_gpus
 from pipeline.cli import main
-from sizing.weights import WEIGHT_FORMATS
+from sizing.model.weights import WEIGHT_FORMATS
 from tests.conftest import ROOT
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse.tables import CONTRACTS

@@ -12,7 +12,7 @@ is evaluated at the same model, format, GPU and batch, at the running context PP
 One caveat of the benchmark: every sequence is the same token (id 0) at the same
 positions (tools/batched-bench/batched-bench.cpp), so a MoE layer routes all B of them to
 the same experts and reads only a single token's share of its experts. The estimate
-assumes independent routing (sizing.speed.experts_touched_share), which is what distinct
+assumes independent routing (sizing.formulas.speed.experts_touched_share), which is what distinct
 requests do; for MoE models the benchmark is the best case, and the MoE rows are reported
 apart from the dense ones."""
 
@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.estimate import Configuration, Device, Usage, estimate_many
+from sizing.questions.estimate import Configuration, Device, Usage, estimate_many
 from tests.conftest import ROOT, load_arch
 
 RAW = pl.read_csv(

@@ -1,4 +1,4 @@
-"""Capacity planning (sizing.capacity): the throughput-versus-concurrency curve against
+"""Capacity planning (sizing.questions.capacity): the throughput-versus-concurrency curve against
 published `vllm bench serve` sweeps (data/catalogs/serving_benchmarks.csv, none of them in
 the speed fit), and a plan checked against a hand calculation from the fit tables'
 published figures (decode speed per batch, prefill speed per configuration)."""
@@ -9,10 +9,16 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.capacity import BATCH_GRID, HOURS_PER_MONTH, TrafficProfile, plan, serving_rows
 from sizing.engines import FORMATS_BY_ENGINE
-from sizing.grid import configurations, fit_tables
-from sizing.model_facts import format_row, model_row
+from sizing.formulas.grid import configurations, fit_tables
+from sizing.model.model_facts import format_row, model_row
+from sizing.questions.capacity import (
+    BATCH_GRID,
+    HOURS_PER_MONTH,
+    TrafficProfile,
+    plan,
+    serving_rows,
+)
 from tests.conftest import ROOT, load_arch
 
 GPUS = load_gpus()
@@ -108,7 +114,7 @@ def test_serving_throughput_against_published_vllm_sweeps():
     )
     # Regression guards from what is measured (n = 7: median 15 %, p90 40 %, max 114 %:
     # Qwen3-0.6B at rate = inf, host-bound, not modelled). The vLLM decode fit's own
-    # held-out median error is 16 % (sizing.speed); the serving curve adds prefill and
+    # held-out median error is 16 % (sizing.formulas.speed); the serving curve adds prefill and
     # queueing on top of it.
     assert median < 0.25, median
     assert e.max() < 1.2, e.max()

@@ -11,13 +11,15 @@ import pytest
 
 import sizing
 from assets.catalogs.readers import load_gpus
-from sizing import columns, grid, recommend
+from sizing import columns
 from sizing.choices import DEFAULT_PROMPT_TOKENS
 from sizing.engines.vllm import VllmSettings
-from sizing.estimate import Configuration, Device, configuration_frame, estimate
-from sizing.evaluation import with_input_defaults
-from sizing.model_facts import format_row, model_row
-from sizing.weights import WEIGHT_FORMATS
+from sizing.formulas import grid
+from sizing.formulas.evaluation import with_input_defaults
+from sizing.model.model_facts import format_row, model_row
+from sizing.model.weights import WEIGHT_FORMATS
+from sizing.questions import recommend
+from sizing.questions.estimate import Configuration, Device, configuration_frame, estimate
 from tests.conftest import SMALL_MODELS, load_arch
 from warehouse.tables import FIT_CONFIGURATIONS, FIT_MATRIX, MODELS, WEIGHTS
 
@@ -183,7 +185,7 @@ def test_the_formulas_do_not_branch_on_the_engine_themselves():
     from pathlib import Path
 
     for name in ("memory.py", "speed.py", "cost.py", "evaluation.py"):
-        text = (Path(sizing.__file__).parent / name).read_text()
+        text = (Path(sizing.__file__).parent / "formulas" / name).read_text()
         assert 'pl.col("engine") ==' not in text and 'pl.col("engine") !=' not in text, name
 
 

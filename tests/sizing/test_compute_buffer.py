@@ -15,14 +15,14 @@ import polars as pl
 import pytest
 
 from sizing.engines.llama_cpp import UBATCH, compute_buffer_bytes, runtime_bytes
-from sizing.model_facts import model_row
+from sizing.model.model_facts import model_row
 from sizing.units import BYTES_PER_MIB
 from tests.conftest import ROOT, load_arch
 
 LOGS = ROOT / "data" / "catalogs" / "llama_cpp_buffer_logs.csv"
 
 # The bundled config.json of the model a log ran, where the snapshot has it (its row of
-# sizing.model_facts gives the dimensions, as in the matrix); else the log's own n_vocab,
+# sizing.model.model_facts gives the dimensions, as in the matrix); else the log's own n_vocab,
 # n_embd and n_ff (a dense model).
 SNAPSHOT_MODELS = {
     "Meta Llama 3.1 8B Instruct Q4_0 GGUF": "meta-llama/Llama-3.1-8B-Instruct",

@@ -1,6 +1,6 @@
 """The single estimate refuses exactly the configurations the fit matrix has no row for.
 
-Both apply sizing.rules: the grid filters its frames with the rules, `validate` evaluates
+Both apply sizing.formulas.rules: the grid filters its frames with the rules, `validate` evaluates
 them on the one configuration. Random configurations (a model among a few bundled configs:
 a GQA model with 8 KV heads and a documented YaRN recipe, an MLA MoE, a GQA MoE, a model
 whose 10 KV heads split over fewer GPU counts than its 40 attention heads, an FP8-cache-only
@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from assets.catalogs.readers import load_gpus
 from pipeline.cli import main
-from sizing import grid, rules
 from sizing.engines import ENGINES, KV_DTYPES_BY_ENGINE
-from sizing.estimate import Configuration, Device, InvalidConfiguration, validate
-from sizing.gguf_quant import GGUF_FTYPES
-from sizing.model_facts import format_row, model_row
+from sizing.formulas import grid, rules
+from sizing.model.gguf_quant import GGUF_FTYPES
+from sizing.model.model_facts import format_row, model_row
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, validate
 from tests.conftest import load_arch
 
 MODELS = {

@@ -1,4 +1,4 @@
-"""A draft model for speculative decoding (sizing.draft): counted in memory on the same
+"""A draft model for speculative decoding (sizing.formulas.draft): counted in memory on the same
 GPU, its speed-up an assumption with its source, checked against the published run the
 assumption comes from (ggml-org/llama.cpp issue #5877, comment of 2024-11-19)."""
 
@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.draft import DEFAULT_DRAFT_SPEEDUP
 from sizing.engines.llama_cpp import DEVICE_CONTEXT_BYTES
-from sizing.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
+from sizing.formulas.draft import DEFAULT_DRAFT_SPEEDUP
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
 from sizing.units import BYTES_PER_GIB
 from tests.conftest import load_arch
 

@@ -1,4 +1,4 @@
-"""Energy per generated token (sizing.energy): every GPU at its board power limit while it
+"""Energy per generated token (sizing.formulas.energy): every GPU at its board power limit while it
 decodes, over the aggregate decode speed; an upper bound on the GPUs' energy, checked
 against a published NVML measurement (data/catalogs/energy_measurements.csv)."""
 
@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
-from sizing.energy import JOULES_PER_KWH
-from sizing.estimate import Configuration, Device, Usage, estimate
+from sizing.formulas.energy import JOULES_PER_KWH
+from sizing.questions.estimate import Configuration, Device, Usage, estimate
 from tests.conftest import ROOT, load_arch
 
 MEASURED = pl.read_csv(

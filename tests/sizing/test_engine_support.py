@@ -6,10 +6,16 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_engine_support, load_gpus
-from sizing.capacity import TrafficProfile, plan
-from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate, validate
-from sizing.grid import configurations
-from sizing.model_facts import format_row, model_row
+from sizing.formulas.grid import configurations
+from sizing.model.model_facts import format_row, model_row
+from sizing.questions.capacity import TrafficProfile, plan
+from sizing.questions.estimate import (
+    Configuration,
+    Device,
+    InvalidConfiguration,
+    estimate,
+    validate,
+)
 from tests.conftest import load_arch
 
 SUPPORT = load_engine_support()

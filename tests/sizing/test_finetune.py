@@ -12,8 +12,8 @@
 
 import pytest
 
-from sizing.finetune import DEFAULT_TARGETS, finetune_memory, lora_params
-from sizing.tensors import enumerate_tensors
+from sizing.formulas.finetune import DEFAULT_TARGETS, finetune_memory, lora_params
+from sizing.model.tensors import enumerate_tensors
 from sizing.units import BYTES_PER_GIB
 from tests.conftest import load_arch
 
@@ -51,7 +51,7 @@ def test_gradient_checkpointing_saves_activation_memory():
 
 def test_the_published_rows_are_the_estimates_figures():
     """The `finetune` table's rows (finetune_rows) are finetune_memory's, regime by regime."""
-    from sizing.finetune import finetune_memory, finetune_rows
+    from sizing.formulas.finetune import finetune_memory, finetune_rows
 
     m = load_arch("Qwen/Qwen3-8B")
     rows = {r["regime"]: r for r in finetune_rows(m)}

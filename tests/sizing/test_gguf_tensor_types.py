@@ -15,9 +15,9 @@ from collections import defaultdict
 
 import pytest
 
-from sizing.config_parser import parse_config
-from sizing.gguf_quant import GGUF_DEFAULT_TYPE, NEVER_QUANTIZED, gguf_tensor_types
-from sizing.tensors import enumerate_tensors
+from sizing.model.config_parser import parse_config
+from sizing.model.gguf_quant import GGUF_DEFAULT_TYPE, NEVER_QUANTIZED, gguf_tensor_types
+from sizing.model.tensors import enumerate_tensors
 from tests.conftest import TEST_DATA, config_path
 
 # Snapshot model name -> the Hugging Face repository whose config describes it.

@@ -10,15 +10,15 @@ quantization method with the embeddings and output weights quantized to Q8_0").
 
 import pytest
 
-from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import (
+from sizing.model.ggml_types import GGML_TYPES
+from sizing.model.gguf_quant import (
     GGUF_DEFAULT_TYPE,
     GGUF_FTYPES,
     IMATRIX_REQUIRED,
     Q8_EMBED_OUTPUT_FTYPES,
     gguf_tensor_types,
 )
-from sizing.tensors import enumerate_tensors
+from sizing.model.tensors import enumerate_tensors
 from tests.conftest import load_arch
 
 QK_K, HALF = 256, 2  # ggml-common.h: QK_K, sizeof(ggml_half)

@@ -19,13 +19,13 @@ Rows come from tests/data/published_kv_logs.csv, each with its source:
 import polars as pl
 import pytest
 
-from sizing.memory import (
+from sizing.formulas.memory import (
     kv_bytes_per_element_column,
     kv_cache_bytes,
     kv_cell_bytes_columns,
     state_bytes_per_sequence,
 )
-from sizing.model_facts import model_row
+from sizing.model.model_facts import model_row
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import TEST_DATA, load_arch
 
@@ -133,7 +133,7 @@ def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
     (vllm/config/model.py get_num_kv_heads), per attention layer: Gemma 4 26B-A4B's full
     layers have 2 KV heads, its sliding layers 8, so at TP 4 a GPU holds half of the full
     layers' cache and a quarter of the sliding layers'."""
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.questions.estimate import Configuration, Device, estimate
 
     m = load_arch("google/gemma-4-26B-A4B")
     ctx = 131072
@@ -183,7 +183,7 @@ def test_sparse_attention_indexer_keys_and_capped_reads():
     reads every indexer key but only the top 2048 latent entries where the kernel skips
     the rest (FlashMLA's sparse kernel in vLLM; llama.cpp's CUDA flash attention, PR
     #21149); on other llama.cpp backends all of them."""
-    from sizing.speed import kv_bytes_read_per_step
+    from sizing.formulas.speed import kv_bytes_read_per_step
 
     assert model_row(load_arch("deepseek-ai/DeepSeek-V3.2"))["kv_full_elems_per_token"] == 61 * (
         576 + 128

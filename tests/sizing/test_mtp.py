@@ -1,15 +1,15 @@
-"""Multi-token-prediction layers (sizing.mtp): left out by default as both engines do,
+"""Multi-token-prediction layers (sizing.model.mtp): left out by default as both engines do,
 counted with --mtp, checked against DeepSeek's published MTP parameter count
 (deepseek-ai/DeepSeek-V3 README_WEIGHTS.md: "Parameters: 11.5B unique parameters
 (excluding the shared 0.9B Embedding and 0.9B output Head)")."""
 
 import pytest
 
-from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
-from sizing.mtp import MTP_SPEEDUP, mtp_sized, mtp_tensors
-from sizing.tensors import count_params
+from sizing.model.mtp import MTP_SPEEDUP, mtp_sized, mtp_tensors
+from sizing.model.tensors import count_params
+from sizing.model.weights import weight_bytes
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, estimate
 from sizing.units import BYTES_PER_GIB
-from sizing.weights import weight_bytes
 from tests.conftest import load_arch
 
 H200 = Device("h200_141gb", 141.0, vendor="NVIDIA", bandwidth_gb_s=4800.0)

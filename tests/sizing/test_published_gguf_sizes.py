@@ -15,14 +15,14 @@ import statistics
 
 import pytest
 
-from sizing.gguf_quant import APPROXIMATE_SIZE_TOLERANCE, RECIPE_SIZE_TOLERANCE
-from sizing.tensors import enumerate_tensors
-from sizing.weights import WEIGHT_FORMATS, weight_bytes
+from sizing.model.gguf_quant import APPROXIMATE_SIZE_TOLERANCE, RECIPE_SIZE_TOLERANCE
+from sizing.model.tensors import enumerate_tensors
+from sizing.model.weights import WEIGHT_FORMATS, weight_bytes
 from tests.conftest import ROOT, config_path, load_arch
 
 UNIT_BYTES = {"B": 1, "GB": 1e9, "GiB": 2**30, "MiB": 2**20}
 QUANT_NAMES = {"FP16": "F16", "MXFP4": "MXFP4_MOE"}
-# The one bound for published sizes (sizing.gguf_quant): 2 %, Unsloth's UD mixes (sized as
+# The one bound for published sizes (sizing.model.gguf_quant): 2 %, Unsloth's UD mixes (sized as
 # their base type: recipe not public) 6 %.
 TARGET, APPROXIMATE_TARGET = RECIPE_SIZE_TOLERANCE, APPROXIMATE_SIZE_TOLERANCE
 

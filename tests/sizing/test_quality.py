@@ -1,4 +1,4 @@
-"""Quality tiers (sizing.quality) against published measurements of each format's loss
+"""Quality tiers (sizing.formulas.quality) against published measurements of each format's loss
 (data/catalogs/format_quality.csv), the catalog's coverage of the formats the matrix
 publishes, and the quality floor in the capacity plan and the recommendations."""
 
@@ -6,11 +6,11 @@ import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_format_quality, load_gpus, load_quality_tiers
-from sizing.capacity import TrafficProfile, plan
 from sizing.engines import FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE
-from sizing.quality import TIERS, at_least, measurement_tier, tier_rank
-from sizing.recommend import best_format_for_gpu, fit_over_gpus
-from sizing.weights import WEIGHT_FORMATS
+from sizing.formulas.quality import TIERS, at_least, measurement_tier, tier_rank
+from sizing.model.weights import WEIGHT_FORMATS
+from sizing.questions.capacity import TrafficProfile, plan
+from sizing.questions.recommend import best_format_for_gpu, fit_over_gpus
 from tests.conftest import load_arch
 from warehouse.tables import QUALITY_TIER_NAMES
 
@@ -160,7 +160,7 @@ OFFERS = pl.DataFrame(
 
 
 def _plan(min_quality: str) -> pl.DataFrame:
-    from sizing.model_facts import format_row, model_row
+    from sizing.model.model_facts import format_row, model_row
 
     m = load_arch(LLAMA_8B)
     pairs = [(e, f) for e, fs in FORMATS_BY_ENGINE.items() for f in fs]

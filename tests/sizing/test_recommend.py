@@ -7,7 +7,7 @@ import pytest
 from assets.catalogs.readers import load_gpus
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import FORMATS_BY_ENGINE
-from sizing.recommend import (
+from sizing.questions.recommend import (
     best_format_for_gpu,
     fit_over_gpus,
     recommend,
@@ -96,7 +96,7 @@ def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
 
 
 def test_used_price_shortens_break_even():
-    from sizing.estimate import Configuration, Device, Usage, estimate
+    from sizing.questions.estimate import Configuration, Device, Usage, estimate
 
     card = Device("rtx_3090", 24.0, False, "NVIDIA", 936.0, 71.0, 350.0, 1499.0, 1207.0)
     r = estimate(
@@ -117,13 +117,20 @@ def test_used_price_shortens_break_even():
 )
 def test_one_pass_answers_what_separate_passes_answer(model, fmt, kv, engine, gpu_id, n_gpus):
     """`llm-sizing estimate` evaluates the question, recommend()'s candidates and
-    best_format_for_gpu()'s formats as one frame (sizing.estimate.estimate_alongside): each
-    part comes out as its own evaluation would have it."""
+    best_format_for_gpu()'s formats as one frame
+    (sizing.questions.estimate.estimate_alongside): each part comes out as its own
+    evaluation would have it."""
     from polars.testing import assert_frame_equal
 
     from assets.catalogs.readers import load_engine_support, load_quality_tiers
-    from sizing.estimate import Configuration, Device, Usage, estimate_alongside, estimate_many
-    from sizing.recommend import (
+    from sizing.questions.estimate import (
+        Configuration,
+        Device,
+        Usage,
+        estimate_alongside,
+        estimate_many,
+    )
+    from sizing.questions.recommend import (
         best_format_inputs,
         best_format_of,
         candidate_inputs,

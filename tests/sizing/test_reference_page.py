@@ -10,7 +10,7 @@ Expected values are published facts, not our output:
 
 import pytest
 
-from sizing.estimate import Configuration, Device, estimate
+from sizing.questions.estimate import Configuration, Device, estimate
 from tests.conftest import load_arch
 
 QWEN_72B = "Qwen/Qwen2.5-72B-Instruct"

@@ -26,10 +26,10 @@ import pytest
 
 from assets.paths import CATALOG_DIR
 from pipeline.cli import main
-from sizing import grid
-from sizing.config_parser import parse_config
-from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
-from sizing.model_facts import model_row
+from sizing.formulas import grid
+from sizing.model.config_parser import parse_config
+from sizing.model.model_facts import model_row
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, estimate
 from sizing.units import BYTES_PER_GIB
 from tests.conftest import RECIPES, config_path, load_arch
 from warehouse.tables import MODELS

@@ -10,8 +10,8 @@ token (the compute buffer against published logs: tests/sizing/test_compute_buff
 import pytest
 
 from sizing.engines.llama_cpp import UBATCH as LLAMA_CPP_UBATCH
-from sizing.estimate import Configuration, Device, estimate
-from sizing.model_facts import format_row
+from sizing.model.model_facts import format_row
+from sizing.questions.estimate import Configuration, Device, estimate
 from sizing.units import BYTES_PER_GIB, BYTES_PER_MIB
 from tests.conftest import load_arch
 
@@ -99,7 +99,7 @@ def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
     """vllm/model_executor/layers/deepseek_v4_attention.py: "DeepseekV4 only supports fp8
     kv-cache format". An estimate that asks for vLLM's default cache is refused and the
     default it picks is fp8 (the matrix side: tests/pipeline/test_pipeline.py)."""
-    from sizing.estimate import InvalidConfiguration, default_kv_dtype
+    from sizing.questions.estimate import InvalidConfiguration, default_kv_dtype
 
     m = load_arch("deepseek-ai/DeepSeek-V4-Flash")
     with pytest.raises(InvalidConfiguration, match="fp8 KV cache only"):
@@ -114,8 +114,8 @@ def test_prefill_takes_its_backends_share_of_the_peak():
     a compute-bound prompt on one card is faster on ROCm than on Vulkan by exactly the
     ratio of their shares, and each figure carries its fit's held-out error; a device
     without a published FP16 peak has no prefill figure, with the reason."""
-    from sizing import speed
     from sizing.engines import llama_cpp
+    from sizing.formulas import speed
 
     m = load_arch("Qwen/Qwen3-8B")
     amd = Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0)

@@ -3,8 +3,8 @@
 data/catalogs/speed_measurements*.csv hold each measurement with its source and the
 verbatim llama-bench line. Models map to a bundled config with the same tensor shapes, GPUs
 to catalog rows (assets.quality.speed_checks, which also publishes them as a table). The
-constants in sizing/speed.py are sizing.calibration's fit on these rows; this test refits
-them and bounds the errors of the estimates that use them, in sample and held out.
+constants in sizing/formulas/speed.py are sizing.formulas.calibration's fit on these rows;
+this test refits them and bounds the errors of the estimates that use them, in sample and held out.
 """
 
 from dataclasses import replace
@@ -15,8 +15,9 @@ import pytest
 import assets.quality.speed_checks as checks
 from assets.catalogs.readers import gpu_alias_map, load_gpus
 from assets.paths import CATALOG_DIR
-from sizing import engines, speed
-from sizing.calibration import fit, median_abs_relative_error
+from sizing import engines
+from sizing.formulas import speed
+from sizing.formulas.calibration import fit, median_abs_relative_error
 from tests.conftest import load_arch
 
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
@@ -126,7 +127,7 @@ def test_llama_cpp_decodes_a_smaller_share_of_hbm_bandwidth():
     measured runs reach a smaller share of the bandwidth there than on GDDR cards, and a
     figure on an HBM card names that fit (sizing.engines.memory_class)."""
     from sizing.engines import llama_cpp
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.questions.estimate import Configuration, Device, estimate
 
     fits = llama_cpp.DECODE_FIT
     assert fits["CUDA|HBM"]["efficiency"] < fits["CUDA"]["efficiency"]
@@ -213,7 +214,7 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
 
 
 def test_published_error_bands_are_the_held_out_errors(held_out):
-    """sizing.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
+    """sizing.formulas.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
     median held-out error of the runs its fit (engine, backend and memory class; or the
     engine pooled) gives the figures of."""
     errors = held_out.filter(pl.col("kind") == "decode").with_columns(
@@ -231,7 +232,7 @@ def test_every_speed_says_what_it_rests_on():
     """Moore Threads' MTT S4000 (the reference page's GPU) has no llama.cpp measurement:
     its decode figure is transferred from the pooled fit and says so; an RTX 4090's is
     calibrated; a configuration that does not fit has no speed and no cost."""
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.questions.estimate import Configuration, Device, estimate
 
     m = load_arch("Qwen/Qwen2.5-72B-Instruct")
     gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
@@ -268,7 +269,7 @@ def test_vllm_batched_decode_step_against_serve_benchmarks():
     prompts; data/catalogs/speed_measurements.csv): the mean time per output token at 32 to
     512 concurrent requests is one decode step of that batch. ShareGPT's requests average
     about 214 prompt and 92 output tokens, so the running context is about 306 tokens."""
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.questions.estimate import Configuration, Device, estimate
 
     raw = pl.read_csv(CATALOG_DIR / checks.MEASUREMENT_FILES[0], infer_schema_length=0).filter(
         (pl.col("test") == "serve_output_throughput") & pl.col("notes").str.contains("Mean TPOT")
@@ -447,7 +448,7 @@ def test_prefill_error_per_backend_on_devices_left_out_of_the_fit(held_out):
 
 
 def test_published_prefill_error_bands_are_the_held_out_errors(held_out):
-    """sizing.speed.PREFILL_HELD_OUT_ERROR, the band every prefill figure carries, is the
+    """sizing.formulas.speed.PREFILL_HELD_OUT_ERROR, the band every prefill figure carries, is the
     median held-out error of the runs its fit (engine and backend, or the engine pooled)
     gives the figures of."""
     errors = held_out.filter(pl.col("kind") == "prefill").with_columns(
@@ -476,7 +477,7 @@ def test_backend_picks_its_own_fit():
     picks another's fit (Vulkan on the same card), names it and its build; a backend
     with no measurement (SYCL on Intel) is transferred the pooled fit, named."""
     from sizing.engines import llama_cpp
-    from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+    from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, estimate
 
     gpus = {g["gpu_id"]: g for g in load_gpus().iter_rows(named=True)}
 
@@ -539,7 +540,7 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     held-out error; the same configuration over PCIe is slower by exactly the latency
     difference."""
     from sizing.engines import vllm
-    from sizing.estimate import Configuration, Device, estimate
+    from sizing.questions.estimate import Configuration, Device, estimate
 
     tp = held_out.filter(
         pl.col("kind") == "decode", pl.col("engine") == "vllm", pl.col("n_gpus") > 1
@@ -619,9 +620,9 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
     row- and layer-split runs of one build (4x RTX 4090, Llama 3 70B Q4_K_M at 0, 32K and
     64K tokens of context; llama.cpp PR #19378): printed in sample (no device to hold out).
     The figure is transferred and names the rig; prefill with the row split has no figure."""
-    from sizing.calibration import row_split_runs, row_split_sync_seconds
     from sizing.engines import llama_cpp
-    from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
+    from sizing.formulas.calibration import row_split_runs, row_split_sync_seconds
+    from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, estimate
 
     assert row_split_sync_seconds(rows) == pytest.approx(llama_cpp.ROW_SPLIT_SYNC_SECONDS, rel=0.01)
     runs = rows.filter(pl.col("kind") == "decode", row_split_runs()).with_columns(

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.config_parser import parse_config
-from sizing.estimate import Configuration, Device, Usage, estimate, estimate_many
-from sizing.model_facts import format_row, model_row
+from sizing.model.config_parser import parse_config
+from sizing.model.model_facts import format_row, model_row
+from sizing.questions.estimate import Configuration, Device, Usage, estimate, estimate_many
 from tests.conftest import load_arch
 
 
@@ -98,13 +98,13 @@ def test_moe_decodes_faster_by_about_the_active_ratio(bandwidth, low):
 
 
 def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
-    """The closed form of sizing.speed.attention_flops against a token-by-token count of
+    """The closed form of sizing.formulas.speed.attention_flops against a token-by-token count of
     what DeepSeek-V4-Flash's reference code (inference/model.py) attends to: query t sees
     min(t, 128) window tokens on every layer; on ratio-4 layers the top min(512, t // 4)
     pooled entries after the indexer scored all t // 4 of them (64 heads x 128 wide); on
     ratio-128 layers all t // 128 entries. 4 FLOPs per pair, head and dimension (QK and
     AV over the shared 512-wide K=V head)."""
-    from sizing.speed import attention_flops
+    from sizing.formulas.speed import attention_flops
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
         "engine": "vllm",
@@ -122,8 +122,12 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
 def test_deepseek_v4_decode_reads_only_the_picked_entries():
     """At 1M tokens a DeepSeek-V4 decode step reads the indexer keys whole but only the
     512 entries per ratio-4 layer that its indexer picks, not all 262,144 pooled ones."""
-    from sizing.memory import kv_bytes_per_element_column, kv_cache_bytes, kv_cell_bytes_columns
-    from sizing.speed import kv_bytes_read_per_step
+    from sizing.formulas.memory import (
+        kv_bytes_per_element_column,
+        kv_cache_bytes,
+        kv_cell_bytes_columns,
+    )
+    from sizing.formulas.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V4-Flash")) | {
         "engine": "llama.cpp",
@@ -149,7 +153,7 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
     """DeepSeek-V3.2 (inference/model.py of V3.2-Exp): each of the 61 MLA layers attends to
     the top min(2048, t) earlier tokens its indexer picks after scoring all t of them
     (64 heads x 128); MLA's heads are 192 wide for QK and 128 for AV, 128 heads."""
-    from sizing.speed import attention_flops
+    from sizing.formulas.speed import attention_flops
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
         "engine": "vllm",
@@ -166,8 +170,8 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
 def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     """Under vLLM's FP8 cache a DeepSeek-V3.2 decode step reads all indexer keys (132 bytes
     each) and the 2048 picked latents at 656 bytes each, per layer."""
-    from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
-    from sizing.speed import kv_bytes_read_per_step
+    from sizing.formulas.memory import kv_bytes_per_element_column, kv_cell_bytes_columns
+    from sizing.formulas.speed import kv_bytes_read_per_step
 
     row = model_row(load_arch("deepseek-ai/DeepSeek-V3.2")) | {
         "engine": "vllm",
@@ -191,7 +195,7 @@ def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
 def test_chunked_attention_prefill_counts_each_query_like_the_reference():
     """Llama 4 Scout's chunked layers (attention_chunk_size 8192; every fourth layer is
     global) attend only within the current chunk: query t sees (t - 1) % 8192 + 1 keys."""
-    from sizing.speed import attention_flops
+    from sizing.formulas.speed import attention_flops
 
     row = model_row(load_arch("meta-llama/Llama-4-Scout-17B-16E-Instruct")) | {
         "engine": "vllm",

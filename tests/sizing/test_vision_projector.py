@@ -1,4 +1,4 @@
-"""The vision tower and projector (sizing.vision) against published mmproj file sizes and
+"""The vision tower and projector (sizing.model.vision) against published mmproj file sizes and
 vLLM's logged weight memory (data/catalogs/published_mmproj_sizes.csv and
 engine_startup_logs.csv, source and quote per row), and its place in the estimate."""
 
@@ -7,10 +7,10 @@ import csv
 import polars as pl
 import pytest
 
-from sizing.estimate import Configuration, Device, InvalidConfiguration, estimate
-from sizing.model_facts import format_row, model_row
+from sizing.model.model_facts import format_row, model_row
+from sizing.model.vision import CLIP_COMPUTE_BYTES, checkpoint_bytes, mmproj_bytes
+from sizing.questions.estimate import Configuration, Device, InvalidConfiguration, estimate
 from sizing.units import BYTES_PER_GIB
-from sizing.vision import CLIP_COMPUTE_BYTES, checkpoint_bytes, mmproj_bytes
 from tests.conftest import SNAPSHOT, load_arch
 
 CATALOGS = SNAPSHOT.parents[0] / "catalogs"

@@ -21,7 +21,7 @@ from assets.quality.startup_logs import (
     with_held_out_errors,
 )
 from sizing.engines.vllm import VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings, fit_budget
-from sizing.estimate import Configuration, Device
+from sizing.questions.estimate import Configuration, Device
 from tests.conftest import RECIPES, SNAPSHOT, load_arch
 
 LOGS = load_startup_logs(SNAPSHOT.parents[0] / "catalogs")
@@ -139,7 +139,7 @@ def test_an_estimate_at_default_flags_uses_vllms_defaults():
     m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
     g = GPUS.filter(pl.col("gpu_id") == "h100_sxm5_80gb").row(0, named=True)
     device = Device(g["gpu_id"], g["memory_gib"], memory_cuda_gib=g["memory_gib_cuda"])
-    from sizing.estimate import Usage, estimate
+    from sizing.questions.estimate import Usage, estimate
 
     default = estimate(m, Configuration("BF16", 8192, "auto", engine="vllm"), device, Usage())
     eager = estimate(
@@ -161,8 +161,8 @@ def test_mxfp4_experts_are_loaded_padded_to_the_marlin_layout():
     experts load as 3072 x 2944. Measured: gpt-oss-120b on one H100, "Model loading took
     65.9651 GiB" (vllm-project/vllm#23278); gpt-oss-20b on one H100, 13.64 GiB
     (llm-d-planner's vLLM 0.19.0 log, data/catalogs/engine_startup_logs.csv)."""
-    from sizing.estimate import Usage, configuration_frame
-    from sizing.evaluation import evaluate
+    from sizing.formulas.evaluation import evaluate
+    from sizing.questions.estimate import Usage, configuration_frame
 
     g = GPUS.filter(pl.col("gpu_id") == "h100_sxm5_80gb").row(0, named=True)
     device = Device(g["gpu_id"], g["memory_gib"], memory_cuda_gib=g["memory_gib_cuda"])

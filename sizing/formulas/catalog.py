@@ -13,16 +13,16 @@ from sizing.engines import (
     llama_cpp,
 )
 from sizing.engines.vllm import DEFAULT_UTILIZATION, VLLM_DEFAULT_VERSION
-from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE, Q8_EMBED_OUTPUT_FTYPES
-from sizing.memory import UNIFIED_GPU_SHARE
-from sizing.units import BYTES_PER_MIB
-from sizing.weights import (
+from sizing.formulas.memory import UNIFIED_GPU_SHARE
+from sizing.model.ggml_types import GGML_TYPES
+from sizing.model.gguf_quant import APPROXIMATE_FTYPES, GGUF_DEFAULT_TYPE, Q8_EMBED_OUTPUT_FTYPES
+from sizing.model.weights import (
     MXFP4_BLOCK_BYTES,
     MXFP4_BLOCK_ELEMS,
     NF4_BITS_PER_WEIGHT,
     NVFP4_BITS_PER_WEIGHT,
 )
+from sizing.units import BYTES_PER_MIB
 
 _CHECKPOINT_KINDS = {
     "BF16": ("16-bit checkpoint", 16.0),

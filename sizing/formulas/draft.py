@@ -1,7 +1,7 @@
 """A draft model for speculative decoding (llama.cpp's `--model-draft`), counted in memory
 on the same GPUs, with its speed-up stated as an assumption and its source.
 
-The draft is sized by the same expressions as any model (sizing.memory): its weights on the
+The draft is sized by the same expressions as any model (sizing.formulas.memory): its weights on the
 GPUs, its own KV cache at the same context, batch and cache type, and its compute buffer
 (llama.cpp gives the draft its own context: no second device context, which the GPU
 already has). These bytes per GPU (`draft_gpu_bytes`) are added to what the main model

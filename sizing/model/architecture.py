@@ -1,5 +1,5 @@
 """One typed description of a model's architecture (ModelArch and its parts), as
-sizing.config_parser reads it from a Hugging Face config.json. A config the estimator
+sizing.model.config_parser reads it from a Hugging Face config.json. A config the estimator
 cannot describe raises `ConfigError` naming the model and the missing piece: never a
 silent guess.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sizing.vision import VisionTower
+from sizing.model.vision import VisionTower
 
 
 class ConfigError(ValueError):
@@ -205,10 +205,10 @@ class ModelArch:
     sparse_indexer: SparseIndexer | None = None
     # A documented recipe reaching past max_context (None: the native maximum is all).
     rope_recipe: RopeRecipe | None = None
-    # A vision_config: the model reads images (its tower where sizing.vision enumerates it).
+    # A vision_config: the model reads images (its tower where sizing.model.vision enumerates it).
     multimodal: bool = False
     vision: VisionTower | None = None
-    # Multi-token-prediction layers the checkpoint carries beside the model (sizing.mtp).
+    # Multi-token-prediction layers the checkpoint carries beside the model (sizing.model.mtp).
     mtp_layers: int = 0
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:

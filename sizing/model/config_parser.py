@@ -1,5 +1,5 @@
 """Every family's config.json read by one function (`parse_config`) into a ModelArch; the
-differences between families are data (sizing.families: which key holds the expert
+differences between families are data (sizing.model.families: which key holds the expert
 count, how sliding-window layers are marked), not code paths."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sizing import families
-from sizing.architecture import (
+from sizing.model import families
+from sizing.model.architecture import (
     CSA_RATIO,
     HCA_RATIO,
     MLA,
@@ -26,7 +26,7 @@ from sizing.architecture import (
     RopeRecipe,
     SparseIndexer,
 )
-from sizing.vision import parse_vision
+from sizing.model.vision import parse_vision
 
 
 def _first(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:

@@ -2,7 +2,7 @@
 
 The matrix joins these small dimension rows onto millions of configuration rows, and
 the single estimate builds one row the same way, so both evaluate the same
-expressions in sizing.memory.
+expressions in sizing.formulas.memory.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sizing.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
 from sizing.engines import vllm
-from sizing.tensors import count_params, enumerate_tensors
-from sizing.vision import checkpoint_bytes, mmproj_bytes
-from sizing.weights import weight_bytes
+from sizing.model.architecture import CSA_RATIO, HCA_RATIO, LayerKind, ModelArch
+from sizing.model.tensors import count_params, enumerate_tensors
+from sizing.model.vision import checkpoint_bytes, mmproj_bytes
+from sizing.model.weights import weight_bytes
 
 
 def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:

@@ -1,5 +1,5 @@
 """Hardware ranked by a stated objective, among configurations that fit, have the engine's
-kernels for the format (sizing.kernels) and decode at least a minimum speed.
+kernels for the format (sizing.formulas.kernels) and decode at least a minimum speed.
 
 Objectives:
 - `cheapest_to_buy`: the lowest purchase outlay (new launch price, or the catalog's dated
@@ -19,13 +19,13 @@ from typing import Any
 
 import polars as pl
 
-from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, OBJECTIVES
-from sizing.cost import rental
 from sizing.engines import FORMATS_BY_ENGINE
-from sizing.finetune import finetune_memory
-from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
-from sizing.recommend import runs_at, sized_over_gpus
+from sizing.formulas.cost import rental
+from sizing.formulas.finetune import finetune_memory
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, ranked_formats
+from sizing.model.architecture import ModelArch
+from sizing.questions.recommend import runs_at, sized_over_gpus
 
 _RENTAL = ("cheapest_per_mtok", "cheapest_to_rent")
 
@@ -55,7 +55,7 @@ def ranked(
     support: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The best `top` configurations for the objective, best first (`support`: the
-    engine_support rules, sizing.support)."""
+    engine_support rules, sizing.formulas.support)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
     if objective == "fastest_under_budget" and budget_usd is None:
@@ -117,7 +117,7 @@ def per_format(
 ) -> pl.DataFrame:
     """The first-ranked configuration for each weight format the engine loads (the
     reference page's "recommended GPU per format"); formats with none are left out, and
-    with `quality` (sizing.quality.format_tiers) those below `min_quality`, the rest
+    with `quality` (sizing.formulas.quality.format_tiers) those below `min_quality`, the rest
     carrying their `quality_tier`, best tier first."""
     tiered = (
         [(f, None) for f in FORMATS_BY_ENGINE[engine]]
@@ -160,7 +160,7 @@ def per_finetune_regime(
     m: ModelArch, gpus: pl.DataFrame, budget_usd: float | None = None
 ) -> dict[str, dict[str, Any] | None]:
     """The cheapest single GPU (outlay as above) whose memory holds each fine-tuning regime
-    of sizing.finetune (one GPU: sharding over several is not modelled)."""
+    of sizing.formulas.finetune (one GPU: sharding over several is not modelled)."""
     out: dict[str, dict[str, Any] | None] = {}
     cards = (
         gpus.filter(pl.col("vendor").is_in(FINETUNE_VENDORS))

@@ -3,7 +3,7 @@ speed-up stated as an assumption and its source.
 
 DeepSeek-V3/R1/V3.2, GLM-4.5/GLM-5 and Qwen3.5/3.6 checkpoints carry `num_nextn_predict_layers`
 / `mtp_num_hidden_layers` extra blocks that predict one token further. Neither engine
-loads them by default, so sizing.tensors leaves them out of every weight count:
+loads them by default, so sizing.model.tensors leaves them out of every weight count:
 - vLLM's model classes skip the spec layers (`model.layers.61` of DeepSeek-V3, `mtp.*` of
   Qwen3.5) unless `--speculative-config '{"method": "mtp", ...}'` loads them as a drafter;
 - llama.cpp's converter drops them (DeepSeek: layers past num_hidden_layers; Qwen3.5:
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sizing.architecture import LayerKind, ModelArch
-from sizing.tensors import Tensor, enumerate_tensors
+from sizing.model.architecture import LayerKind, ModelArch
+from sizing.model.tensors import Tensor, enumerate_tensors
 from sizing.units import BYTES_PER_GIB
 
 # Families whose MTP block is one layer of the model's own kind (the others carry MTP
@@ -106,5 +106,5 @@ def mtp_tensors(m: ModelArch) -> list[Tensor]:
 
 def mtp_gpu_bytes(row: dict) -> float:
     """Bytes per GPU the MTP layers add: their weights and their KV cache (_mtp_rows of
-    sizing.estimate: the block sized as its own one-layer configuration)."""
+    sizing.questions.estimate: the block sized as its own one-layer configuration)."""
     return (row["mtp_weights_gpu_gib"] + row["kv_cache_gib"]) * BYTES_PER_GIB

@@ -2,8 +2,8 @@
 
 Each rule is a Polars expression true where the configuration can run, with the reason
 it cannot where it is false; an engine's own rules are in its module (sizing.engines). The
-grid (sizing.grid) filters its rows with them, stage by
-stage as its frame gains the columns; the single estimate (sizing.estimate.validate)
+grid (sizing.formulas.grid) filters its rows with them, stage by
+stage as its frame gains the columns; the single estimate (sizing.questions.estimate.validate)
 evaluates every rule on its one-row frame and refuses with the reasons of those that fail.
 A configuration is refused by the estimate exactly when the matrix has no row for it.
 
@@ -12,7 +12,7 @@ max_context, rope_scaled_max_context, rope_scaling_type (the model's row); engin
 weight_format, kv_dtype, context, n_gpus, rope_scaling (the configuration: the RoPE
 scaling asked for, null for none); gpu_id, engines and n_gpus_options (the GPU
 catalog's `;`-lists; null where the device is not from the catalog: not checked); the
-support_* columns of sizing.support (null where no engine_support rule matches).
+support_* columns of sizing.formulas.support (null where no engine_support rule matches).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import polars as pl
 
 from sizing.engines import KV_DTYPES_BY_ENGINE, LLAMA_CPP, VLLM, vllm
 from sizing.engines.base import Rule
-from sizing.gguf_quant import GGUF_FTYPES
-from sizing.support import unsupported, unsupported_reason
+from sizing.formulas.support import unsupported, unsupported_reason
+from sizing.model.gguf_quant import GGUF_FTYPES
 
 _SIXTEEN_BIT = ("BF16", "F16")  # loaded by both engines (a 16-bit GGUF or checkpoint)
 
@@ -74,7 +74,7 @@ ENGINE_LOADS_FORMAT = Rule(
     pl.format("{} does not load {} weights", pl.col("engine"), pl.col("weight_format")),
 )
 ENGINE_SUPPORTS = Rule(
-    "the engine runs the format on this hardware (engine_support rules, sizing.support)",
+    "the engine runs the format on this hardware (engine_support rules, sizing.formulas.support)",
     ~unsupported(),
     unsupported_reason(),
 )

@@ -1,8 +1,8 @@
 """Memory per configuration row as Polars expressions: KV cache, runtime, placement, verdict.
 
 These expressions are the only implementation of the row-level formulas: the full
-matrix evaluates them over millions of rows and `sizing.estimate` over one. They read
-the columns sizing.columns names (and the derived inputs of sizing.evaluation); what
+matrix evaluates them over millions of rows and `sizing.questions.estimate` over one. They read
+the columns sizing.columns names (and the derived inputs of sizing.formulas.evaluation); what
 differs between engines is each engine's term (sizing.engines). Bytes are Float64 bytes;
 results end in `_gib`.
 """
@@ -14,9 +14,9 @@ import polars as pl
 from sizing import engines
 from sizing.columns import col
 from sizing.engines.base import RECURRENT_STATE_BYTES
-from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import APPROXIMATE_FTYPES
-from sizing.offload import host_expert_bytes
+from sizing.formulas.offload import host_expert_bytes
+from sizing.model.ggml_types import GGML_TYPES
+from sizing.model.gguf_quant import APPROXIMATE_FTYPES
 from sizing.units import BYTES_PER_GIB
 
 # KV-cache element sizes: llama.cpp's cache types are ggml types (q8_0 is 34 bytes per 32
@@ -141,7 +141,7 @@ def engine_weights_bytes() -> pl.Expr:
 
 def weights_on_gpus_bytes() -> pl.Expr:
     """Weights held in GPU memory (all GPUs together): what the engine keeps on the
-    device, less the routed experts kept in host memory (sizing.offload) and the
+    device, less the routed experts kept in host memory (sizing.formulas.offload) and the
     offloaded share, which stay in system RAM."""
     return (engines.term("weights_on_device_bytes") - host_expert_bytes()) * (
         1 - col("offload_frac")
@@ -201,8 +201,8 @@ def memory_columns() -> list[pl.Expr]:
     kv_gpu = kv_cache_bytes_held() * (1 - kv_off) / kv_split()
     weights_gpu = weights_on_gpus_bytes() / n
     runtime = runtime_bytes_per_gpu()
-    # What the user adds: a draft model (sizing.draft), llama.cpp's vision projector
-    # (sizing.vision), MTP layers (sizing.mtp).
+    # What the user adds: a draft model (sizing.formulas.draft), llama.cpp's vision projector
+    # (sizing.model.vision), MTP layers (sizing.model.mtp).
     draft = col("draft_gpu_bytes") + col("mmproj_gpu_bytes") + col("mtp_gpu_bytes")
     required = weights_gpu + kv_gpu + runtime + draft
     usable = usable_bytes_per_gpu()

@@ -128,7 +128,7 @@ class Cost(_Part):
 
 @dataclass(frozen=True)
 class FinetuneRegime:
-    """GPU memory to fine-tune the model in one regime (sizing.finetune)."""
+    """GPU memory to fine-tune the model in one regime (sizing.formulas.finetune)."""
 
     key: str
     label: str
@@ -148,7 +148,7 @@ class Launch(_Part):
 
 @dataclass(frozen=True)
 class Draft(_Part):
-    """A draft model for speculative decoding on the same GPUs (sizing.draft)."""
+    """A draft model for speculative decoding on the same GPUs (sizing.formulas.draft)."""
 
     PREFIX: ClassVar[str] = "draft_"
     model: str
@@ -162,7 +162,7 @@ class Draft(_Part):
 
 @dataclass(frozen=True)
 class Projector(_Part):
-    """llama.cpp's vision projector (--mmproj) on one GPU (sizing.vision)."""
+    """llama.cpp's vision projector (--mmproj) on one GPU (sizing.model.vision)."""
 
     PREFIX: ClassVar[str] = "mmproj_"
     type: str
@@ -173,7 +173,7 @@ class Projector(_Part):
 
 @dataclass(frozen=True)
 class Mtp(_Part):
-    """The checkpoint's MTP layers used for speculative decoding (sizing.mtp)."""
+    """The checkpoint's MTP layers used for speculative decoding (sizing.model.mtp)."""
 
     PREFIX: ClassVar[str] = "mtp_"
     gib: float

@@ -9,7 +9,7 @@ plus attention, which grows with the square of the prompt.
 
 Efficiency factors (the share of peak bandwidth / FLOPS an engine reaches) and the
 per-layer decode overhead are fitted per engine and backend on
-data/catalogs/speed_measurements.csv by sizing.calibration; each engine's module
+data/catalogs/speed_measurements.csv by sizing.formulas.calibration; each engine's module
 (sizing.engines) holds that fit's output, and tests/sizing/test_speed_calibration.py refits them
 and checks they agree. The columns read are those sizing.columns names.
 """
@@ -19,20 +19,20 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import engines
-from sizing.architecture import HCA_RATIO
 from sizing.columns import col
-from sizing.memory import (
+from sizing.formulas.memory import (
     engine_weights_bytes,
     kv_cache_bytes,
     kv_cells_full,
 )
-from sizing.offload import host_expert_bytes
+from sizing.formulas.offload import host_expert_bytes
+from sizing.model.architecture import HCA_RATIO
 
 # Fitted on the decode and prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
 # single-request time to first token from `vllm bench serve` runs), each engine's in its
 # module (sizing.engines), keyed here "engine|backend" where a backend has
-# sizing.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit, which a
+# sizing.formulas.calibration.MIN_ROWS of them, or "engine" for the engine's pooled fit, which a
 # backend without measurements of its own is transferred (prefill as decode).
 DECODE_FIT = engines.fits("DECODE_FIT")
 PREFILL_FIT = engines.fits("PREFILL_FIT")
@@ -264,7 +264,7 @@ def decode_step_seconds() -> pl.Expr:
     """Seconds for one decode step of the whole batch."""
     weights = weight_bytes_read_per_step(pl.col("batch"))  # one new token per sequence
     kv = kv_bytes_read_per_step()
-    # Experts kept in host memory (sizing.offload) are read there, by the CPU.
+    # Experts kept in host memory (sizing.formulas.offload) are read there, by the CPU.
     host_experts = host_expert_bytes() * experts_touched_share(pl.col("batch"))
     kv_off = engines.term("kv_offload_share")  # the cache's share in host memory
     device_weights = (weights - host_experts) * (1 - col("offload_frac"))

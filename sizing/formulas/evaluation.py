@@ -4,7 +4,7 @@ single estimate and the recommendations alike.
 `derive_inputs` adds what follows from the four inputs alone; `evaluate` then adds each
 stage's columns in order. The matrix evaluates the stages that depend on the
 configuration only (configuration memory, prefill) once per configuration and the rest
-per row (sizing.grid); the order is the same.
+per row (sizing.formulas.grid); the order is the same.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ from typing import TypeVar
 import polars as pl
 
 from sizing.columns import CONFIGURATION, INPUT_DEFAULTS, STAGES
-from sizing.cost import cost_columns
-from sizing.energy import energy_columns
 from sizing.engines.vllm import VllmSettings, resolved_settings_columns, settings_row
-from sizing.memory import kv_bytes_per_element_column, kv_cell_bytes_columns, memory_columns
-from sizing.rules import effective_max_context
-from sizing.speed import (
+from sizing.formulas.cost import cost_columns
+from sizing.formulas.energy import energy_columns
+from sizing.formulas.memory import (
+    kv_bytes_per_element_column,
+    kv_cell_bytes_columns,
+    memory_columns,
+)
+from sizing.formulas.rules import effective_max_context
+from sizing.formulas.speed import (
     decode_configuration_columns,
     efficiency_columns,
     prefill_columns,

@@ -12,7 +12,7 @@ per offloaded layer (a few KiB each) and the CPU's own compute; prefill, which l
 runs on the GPU by copying the host-resident experts over PCIe per micro-batch.
 
 Column read: `cpu_moe_expert_share`, the share of the routed-expert bytes in host memory
-(sizing.estimate derives it from N and the model's MoE layers; 0 in the matrix), with
+(sizing.questions.estimate derives it from N and the model's MoE layers; 0 in the matrix), with
 `expert_bytes` and `engine`.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import engines
-from sizing.architecture import ModelArch
+from sizing.model.architecture import ModelArch
 
 
 def cpu_moe_expert_share(m: ModelArch, n_cpu_moe: int) -> float:

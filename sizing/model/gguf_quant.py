@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from sizing.architecture import ModelArch
-from sizing.ggml_types import GGML_TYPES
-from sizing.tensors import Tensor
+from sizing.model.architecture import ModelArch
+from sizing.model.ggml_types import GGML_TYPES
+from sizing.model.tensors import Tensor
 
 # ftype -> the type every quantizable tensor gets unless a rule below says otherwise
 # (llama-quant.cpp `llama_ftype_get_default_type`: note IQ2_S -> IQ2_XS, IQ2_M -> IQ2_S,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import engines, stats
-from sizing.speed import DECODE_KIND_FIELDS, UNQUANTIZED
+from sizing.formulas.speed import DECODE_KIND_FIELDS, UNQUANTIZED
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.

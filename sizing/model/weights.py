@@ -1,7 +1,7 @@
 """Weight bytes of a model in a weight format, summed tensor by tensor.
 
 Formats and what each stores per tensor (sources in docs beside each constant):
-- GGUF file types: the ggml type llama-quantize picks per tensor (sizing.gguf_quant);
+- GGUF file types: the ggml type llama-quantize picks per tensor (sizing.model.gguf_quant);
   1-D tensors (norms, biases) stay F32.
 - BF16 / F16: two bytes for every parameter, as the safetensors checkpoint holds them.
 - FP8 (DeepSeek/Qwen block FP8): one byte per linear weight plus an F32 scale per
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sizing.architecture import ModelArch
-from sizing.ggml_types import GGML_TYPES
-from sizing.gguf_quant import GGUF_FTYPES, gguf_tensor_types
-from sizing.tensors import Tensor, held_twice_by_vllm
+from sizing.model.architecture import ModelArch
+from sizing.model.ggml_types import GGML_TYPES
+from sizing.model.gguf_quant import GGUF_FTYPES, gguf_tensor_types
+from sizing.model.tensors import Tensor, held_twice_by_vllm
 
 BF16_BYTES = 2
 F32_BYTES = 4
@@ -59,7 +59,9 @@ class WeightBytes:
     total: int
     token_embd: int
     experts: int  # routed expert tensors: only k of E are read per token
-    held_twice_by_vllm: int = 0  # copies vLLM makes at load (sizing.tensors.held_twice_by_vllm)
+    held_twice_by_vllm: int = (
+        0  # copies vLLM makes at load (sizing.model.tensors.held_twice_by_vllm)
+    )
     kinds: tuple[str, ...] = ()  # per-tensor storage type, for reports and tests
 
 

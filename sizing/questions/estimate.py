@@ -9,25 +9,28 @@ from typing import Any
 import polars as pl
 
 from sizing import engines
-from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_HOST_BANDWIDTH_GB_S, DEFAULT_PROMPT_TOKENS
 from sizing.columns import CONFIGURATION, DEVICE, FORMAT, MODEL, STAGES
-from sizing.config_parser import ROPE_SCALING_TYPES
-from sizing.cost import (
-    DEFAULT_ELECTRICITY_USD_PER_KWH,
-    DEFAULT_HOST_POWER_W,
-    DEFAULT_HOURS_PER_DAY,
-)
-from sizing.draft import DEFAULT_DRAFT_SPEEDUP, DRAFT_SPEEDUP_SOURCE, draft_gpu_bytes
 from sizing.engines import ENGINES, LLAMA_CPP, llama_cpp, vllm
 from sizing.engines.vllm import (
     VllmSettings,
     settings_row,
 )
-from sizing.evaluation import derive_inputs, evaluate, evaluate_parts
-from sizing.finetune import finetune_memory
-from sizing.model_facts import format_row, model_row
-from sizing.mtp import (
+from sizing.formulas.cost import (
+    DEFAULT_ELECTRICITY_USD_PER_KWH,
+    DEFAULT_HOST_POWER_W,
+    DEFAULT_HOURS_PER_DAY,
+)
+from sizing.formulas.draft import DEFAULT_DRAFT_SPEEDUP, DRAFT_SPEEDUP_SOURCE, draft_gpu_bytes
+from sizing.formulas.evaluation import derive_inputs, evaluate, evaluate_parts
+from sizing.formulas.finetune import finetune_memory
+from sizing.formulas.offload import cpu_moe_expert_share
+from sizing.formulas.rules import refusals_of_rows
+from sizing.formulas.support import SUPPORT_COLUMNS, support_columns
+from sizing.model.architecture import ModelArch
+from sizing.model.config_parser import ROPE_SCALING_TYPES
+from sizing.model.model_facts import format_row, model_row
+from sizing.model.mtp import (
     MTP_SPEEDUP,
     MTP_SPEEDUP_SOURCE,
     mtp_block,
@@ -35,8 +38,14 @@ from sizing.mtp import (
     mtp_sized,
     mtp_tensors,
 )
-from sizing.offload import cpu_moe_expert_share
-from sizing.result import (
+from sizing.model.vision import (
+    CLIP_COMPUTE_BYTES,
+    CLIP_COMPUTE_SOURCE,
+    MMPROJ_TYPES,
+    mmproj_bytes,
+)
+from sizing.model.weights import WEIGHT_FORMATS, weight_bytes
+from sizing.questions.result import (
     Cost,
     CostBasis,
     Draft,
@@ -49,16 +58,7 @@ from sizing.result import (
     Speed,
     VllmBudget,
 )
-from sizing.rules import refusals_of_rows
-from sizing.support import SUPPORT_COLUMNS, support_columns
 from sizing.units import gib
-from sizing.vision import (
-    CLIP_COMPUTE_BYTES,
-    CLIP_COMPUTE_SOURCE,
-    MMPROJ_TYPES,
-    mmproj_bytes,
-)
-from sizing.weights import WEIGHT_FORMATS, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Device:
     # cards has a fit of its own.
     memory_type: str | None = None
     # NVIDIA's CUDA compute capability (None: not NVIDIA or not known): engine_support
-    # rules (sizing.support) are per compute-capability range.
+    # rules (sizing.formulas.support) are per compute-capability range.
     compute_capability: float | None = None
 
     @classmethod
@@ -123,18 +123,18 @@ class Configuration:
     host_bandwidth_gb_s: float = DEFAULT_HOST_BANDWIDTH_GB_S
     vllm: VllmSettings = VllmSettings()  # `vllm serve` flags that change its budget
     # RoPE scaling asked for ("yarn", ...; None: the native maximum context). Allowed only
-    # as the model card documents it (sizing.architecture.RopeRecipe).
+    # as the model card documents it (sizing.model.architecture.RopeRecipe).
     rope_scaling: str | None = None
     # llama.cpp's --n-cpu-moe: the routed experts of the first N layers in host memory.
     n_cpu_moe: int = 0
     # A draft model for speculative decoding (llama.cpp --model-draft) and its format
-    # (the main model's unless given): sizing.draft.
+    # (the main model's unless given): sizing.formulas.draft.
     draft_model: ModelArch | None = None
     draft_format: str | None = None
     # llama.cpp's --mmproj: the vision projector file's type ("F16", "BF16", "Q8_0";
-    # None: text only), sizing.vision. vLLM loads the tower with the weights.
+    # None: text only), sizing.model.vision. vLLM loads the tower with the weights.
     mmproj: str | None = None
-    # MTP speculative decoding with the checkpoint's own MTP layers (sizing.mtp).
+    # MTP speculative decoding with the checkpoint's own MTP layers (sizing.model.mtp).
     mtp: bool = False
     # The engine's backend (sizing.engines.<engine>.BACKENDS; None: the vendor's default).
     backend: str | None = None
@@ -174,8 +174,8 @@ def _rule_frame(
     configurations: Sequence[tuple[ModelArch, Configuration, Device | None]],
     support: pl.DataFrame | None,
 ) -> pl.DataFrame:
-    """The columns sizing.rules reads, one row per configuration, with the engine_support
-    rules' verdict on each (`support`, sizing.support)."""
+    """The columns sizing.formulas.rules reads, one row per configuration, with the engine_support
+    rules' verdict on each (`support`, sizing.formulas.support)."""
     facts: dict[int, dict[str, Any]] = {}
     rows = []
     for m, c, d in configurations:
@@ -229,7 +229,7 @@ def validate(
     m: ModelArch, c: Configuration, d: Device | None = None, support: pl.DataFrame | None = None
 ) -> None:
     """Refuse a configuration that cannot run, with every reason: the existence rules of
-    the matrix (sizing.rules, with the engine_support rules `support`) evaluated on this
+    the matrix (sizing.formulas.rules, with the engine_support rules `support`) evaluated on this
     configuration's row, after the checks of values the grid never holds (unknown names,
     non-positive counts)."""
     (reason,) = invalid([(m, c, d)], support)
@@ -408,7 +408,7 @@ def _configuration_row(
     }
 
 
-# The cost inputs beside the estimator's four (sizing.cost reads them).
+# The cost inputs beside the estimator's four (sizing.formulas.cost reads them).
 _USAGE_SCHEMA = {
     k: pl.Float64
     for k in (
@@ -430,7 +430,7 @@ def configuration_inputs(
     queries: list[Query], extra: list[dict[str, float]] | None = None
 ) -> pl.DataFrame:
     """The input columns of every query, one row each, as the matrix's rows carry them
-    (before sizing.evaluation.derive_inputs); `extra`: each query's EXTRA_GPU_BYTES (a
+    (before sizing.formulas.evaluation.derive_inputs); `extra`: each query's EXTRA_GPU_BYTES (a
     draft model, a projector, MTP layers), 0 where absent."""
     facts: dict = {}
     rows = [
@@ -462,7 +462,7 @@ def estimate(
 ) -> Estimate:
     """Memory, speed, cost, fine-tuning and launch commands for one configuration;
     `repos` (model, weight format) -> a public repository holding it, for the commands;
-    `support` the engine_support rules (sizing.support)."""
+    `support` the engine_support rules (sizing.formulas.support)."""
     validate(m, c, d, support)
     return estimate_many([(m, c, d, u or Usage())], repos, support)[0]
 
@@ -485,8 +485,8 @@ def estimate_alongside(
     support: pl.DataFrame | None = None,
 ) -> tuple[list[Estimate], list[pl.DataFrame]]:
     """estimate_many, with other frames of input rows (a recommendation's candidates:
-    sizing.recommend.candidate_inputs), each with the stage to evaluate it through,
-    evaluated in the same pass (sizing.evaluation.evaluate_parts) and returned beside the
+    sizing.questions.recommend.candidate_inputs), each with the stage to evaluate it through,
+    evaluated in the same pass (sizing.formulas.evaluation.evaluate_parts) and returned beside the
     estimates."""
     drafts = _draft_rows(queries)
     mtp = _mtp_rows(queries)
@@ -546,7 +546,7 @@ def _projector(m: ModelArch, c: Configuration, total_gib: float) -> Projector:
         total_gib,
         gib(total - compute),
         f"{c.mmproj} mmproj of the {m.vision.kind} tower, tensor by tensor as "
-        f"llama.cpp's converter writes it (sizing/vision.py), on one GPU; {buffer}",
+        f"llama.cpp's converter writes it (sizing/model/vision.py), on one GPU; {buffer}",
     )
 
 
@@ -709,7 +709,7 @@ def _rope_note(m: ModelArch, c: Configuration) -> str | None:
 
 def _launch(out: dict[str, Any], m: ModelArch, c: Configuration, repo: str | None) -> Launch:
     """llama-server's or `vllm serve`'s command for the configuration, and the build (with
-    the flag and the vendor build an engine_support rule names: sizing.support)."""
+    the flag and the vendor build an engine_support rule names: sizing.formulas.support)."""
     backend = out["backend"]
     if c.engine == LLAMA_CPP:
         llama_command = llama_cpp.launch_command(m, c, repo)

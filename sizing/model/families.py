@@ -1,10 +1,10 @@
 """The model families as data: which names a config uses for its layer kinds, which
 families are dense or mixture-of-experts, and which carry a bias, norm or gate no config
-key announces. Adding a family is adding a row (sizing.config_parser reads them)."""
+key announces. Adding a family is adding a row (sizing.model.config_parser reads them)."""
 
 from __future__ import annotations
 
-from sizing.architecture import LayerKind
+from sizing.model.architecture import LayerKind
 
 # Names transformers and vendors use in `layer_types` / `hybrid_override_pattern`.
 LAYER_TYPE_NAMES = {

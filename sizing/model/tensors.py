@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sizing.architecture import CSA_RATIO, LayerKind, ModelArch
+from sizing.model.architecture import CSA_RATIO, LayerKind, ModelArch
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Regimes and their bytes per parameter (sources):
   fine-tune figure (3.1 x the weights, 6.2 bytes per parameter) is close to this regime.
 - LoRA: frozen BF16 base weights; the adapters train in mixed precision, 16 bytes per
   trainable parameter (BF16 weight and gradient, FP32 master and two Adam moments).
-- QLoRA: the same adapters on a bitsandbytes NF4 base (sizing.weights "NF4"), not a GGUF.
+- QLoRA: the same adapters on a bitsandbytes NF4 base (sizing.model.weights "NF4"), not a GGUF.
 Adapters: rank r on each targeted projection adds r x (d_in + d_out) parameters; the
 default targets every attention and MLP projection (not routed experts).
 Activations, BF16 (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sizing.architecture import ModelArch
-from sizing.tensors import Tensor, enumerate_tensors
+from sizing.model.architecture import ModelArch
+from sizing.model.tensors import Tensor, enumerate_tensors
+from sizing.model.weights import weight_bytes
 from sizing.units import gib
-from sizing.weights import weight_bytes
 
 FULL_MIXED_PRECISION_BYTES_PER_PARAM = 18
 FULL_PURE_BF16_BYTES_PER_PARAM = 8

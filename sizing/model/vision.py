@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.ggml_types import GGML_TYPES
+from sizing.model.ggml_types import GGML_TYPES
 
 # The file types an mmproj is published in, and the checkpoint's own (vLLM).
 MMPROJ_TYPES = ("F16", "BF16", "Q8_0")

@@ -8,16 +8,16 @@ from typing import Any
 
 import polars as pl
 
-from sizing.architecture import ModelArch
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, DEFAULT_PROMPT_TOKENS
-from sizing.cost import cheapest_on_demand
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
-from sizing.evaluation import derive_inputs, evaluate, with_input_defaults
-from sizing.grid import gpu_configurations, tensor_parallel_possible
-from sizing.kernels import kernel_basis, kernel_refusal
-from sizing.model_facts import format_row, model_row
-from sizing.quality import DEFAULT_MIN_QUALITY, ranked_formats
-from sizing.support import support_columns
+from sizing.formulas.cost import cheapest_on_demand
+from sizing.formulas.evaluation import derive_inputs, evaluate, with_input_defaults
+from sizing.formulas.grid import gpu_configurations, tensor_parallel_possible
+from sizing.formulas.kernels import kernel_basis, kernel_refusal
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, ranked_formats
+from sizing.formulas.support import support_columns
+from sizing.model.architecture import ModelArch
+from sizing.model.model_facts import format_row, model_row
 
 
 def passed_over(
@@ -78,7 +78,7 @@ def candidate_inputs(
 ) -> pl.DataFrame:
     """The configuration's input rows in each of `formats` on every catalog GPU and count
     the engine runs on and tensor parallelism can split it over (the grid's defaults for
-    what the question does not set), before sizing.evaluation.derive_inputs."""
+    what the question does not set), before sizing.formulas.evaluation.derive_inputs."""
     facts = model_row(m)
     dims = pl.DataFrame([facts | format_row(m, f, gguf=engine == LLAMA_CPP) for f in formats])
     configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
@@ -139,8 +139,9 @@ def sized_over_gpus(
     support: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
-    sizing.evaluation through energy) and whether the engine has kernels for the format
-    there (sizing.kernels, by the engine_support rules `support`: sizing.support)."""
+    sizing.formulas.evaluation through energy) and whether the engine has kernels for the format
+    there (sizing.formulas.kernels, by the engine_support rules `support`:
+    sizing.formulas.support)."""
     rows = evaluate(
         _inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens), through="energy"
     )
@@ -187,7 +188,7 @@ def recommend(
 ) -> dict[str, Any]:
     """Hardware that fits, has the engine's kernels for the format (the engine_support
     rules `support`) and decodes at least `min_decode_tok_s`
-    (sizing.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
+    (sizing.questions.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
     hardware where given."""
     return picks(
         sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support),
@@ -306,7 +307,7 @@ def best_format_for_gpu(
     min_quality: str = DEFAULT_MIN_QUALITY,
 ) -> str | None:
     """The most faithful format that fits this GPU and count at this context, if any:
-    with `quality` (sizing.quality.format_tiers), the best tier at or above `min_quality`
+    with `quality` (sizing.formulas.quality.format_tiers), the best tier at or above `min_quality`
     first, then the most bits."""
     order = format_order(m, engine, quality, min_quality)
     if not order:

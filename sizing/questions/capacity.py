@@ -4,10 +4,10 @@ the `plan` command and the `capacity_plans` table).
 
 The serving model (continuous batching, as vLLM and llama-server run it):
 - A replica holding B sequences in decode advances all of them by one token per decode
-  step of `t(B)` seconds (sizing.speed.decode_step_seconds at batch B, context = prompt +
+  step of `t(B)` seconds (sizing.formulas.speed.decode_step_seconds at batch B, context = prompt +
   output tokens: every sequence's KV read at its final length, a pessimistic bound).
 - Each request also needs one prefill of its P prompt tokens, `S` seconds
-  (sizing.speed.prefill_seconds); prefill work and decode steps share the GPUs' time.
+  (sizing.formulas.speed.prefill_seconds); prefill work and decode steps share the GPUs' time.
 - Steady state at concurrency B: a share rho = lambda x S of each second goes to prefills,
   the rest to decode steps, so the replica sustains lambda(B) = B / (O t(B) + B S)
   requests per second (O output tokens each) and each sequence sees a token every
@@ -39,14 +39,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from sizing.columns import col
-from sizing.cost import DAYS_PER_MONTH, rental
-from sizing.energy import joules_per_token
 from sizing.engines import FORMATS_BY_ENGINE, VLLM
-from sizing.evaluation import STAGE_COLUMNS
-from sizing.grid import configurations, engine_kv_dtypes
-from sizing.memory import kv_cell_bytes_columns
-from sizing.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
-from sizing.rules import ROW_RULES, allowed, effective_max_context
+from sizing.formulas.cost import DAYS_PER_MONTH, rental
+from sizing.formulas.energy import joules_per_token
+from sizing.formulas.evaluation import STAGE_COLUMNS
+from sizing.formulas.grid import configurations, engine_kv_dtypes
+from sizing.formulas.memory import kv_cell_bytes_columns
+from sizing.formulas.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
+from sizing.formulas.rules import ROW_RULES, allowed, effective_max_context
 
 # Concurrency per replica tried: 1 to 1,024 in steps of at most 25 %.
 BATCH_GRID = tuple(sorted({max(1, round(1.25**k)) for k in range(32)}))
@@ -100,7 +100,7 @@ def serving_rows(
     output_tokens: int,
     batches: tuple[int, ...] = BATCH_GRID,
 ) -> pl.LazyFrame:
-    """Every configuration (sizing.grid.configurations' rows, or the estimate's) at each
+    """Every configuration (sizing.formulas.grid.configurations' rows, or the estimate's) at each
     KV type the engine offers and each concurrency of `batches`, for requests of
     `prompt_tokens` + `output_tokens`: memory, speed and serving_columns()."""
     return (
@@ -147,7 +147,7 @@ def plans(
     cheapest to rent first, then cheapest to buy. `prices`: the GPU catalog's gpu_id, name,
     price_new_usd, price_used_usd, vendor, compute_capability. `budget_usd` drops plans
     whose purchase (the lower of new and used) exceeds it. `quality`: the tiers
-    (sizing.quality.format_tiers); with them, plans below `min_quality` are dropped
+    (sizing.formulas.quality.format_tiers); with them, plans below `min_quality` are dropped
     (without, the tier columns are null and nothing is dropped)."""
     if quality is not None:
         rows = with_quality(rows, quality).filter(at_least(min_quality))
@@ -264,9 +264,9 @@ def plan(
     min_quality: str = DEFAULT_MIN_QUALITY,
     support: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """plans() over every configuration of the grid (sizing.grid.configurations: each
+    """plans() over every configuration of the grid (sizing.formulas.grid.configurations: each
     model's formats on every catalog GPU and count its engine runs) that the engine_support
-    rules (`support`, sizing.support) do not refuse. `formats`: (engine, weight_format)
+    rules (`support`, sizing.formulas.support) do not refuse. `formats`: (engine, weight_format)
     pairs, the grid's unless given; `quality` and `min_quality` as plans()."""
     configured = configurations(
         models.lazy(),

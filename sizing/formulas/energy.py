@@ -5,7 +5,7 @@ Power is the catalog's board power (`tdp_w`, each figure sourced in data/catalog
 times the GPU count: the assumption is that every card draws its power limit while it
 decodes. Memory-bound decode at a small batch usually draws less, so these figures are an
 upper bound on the GPUs' energy (the host's CPU, RAM and fans are not counted: see
-sizing.cost's `host_power_w` for the electricity bill). Reads `tdp_w`, `n_gpus` and
+sizing.formulas.cost's `host_power_w` for the electricity bill). Reads `tdp_w`, `n_gpus` and
 `decode_aggregate_tok_s` (tokens per second of the whole batch).
 """
 
@@ -24,7 +24,7 @@ def gpu_power_w() -> pl.Expr:
 def joules_per_token(tokens_per_s: pl.Expr | None = None) -> pl.Expr:
     """Joules the GPUs draw per generated token: power over the tokens generated per
     second (the batch's aggregate decode speed unless another rate is given, such as a
-    serving replica's, whose time also goes to prefills: sizing.capacity)."""
+    serving replica's, whose time also goes to prefills: sizing.questions.capacity)."""
     rate = pl.col("decode_aggregate_tok_s") if tokens_per_s is None else tokens_per_s
     return gpu_power_w() / rate.cast(pl.Float64)
 

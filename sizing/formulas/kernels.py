@@ -3,7 +3,7 @@
 A configuration that fits in memory is still no answer when the engine refuses the format
 on that hardware: vLLM's AWQ kernels need Turing (SM 7.5) or newer, so a V100 (SM 7.0)
 cannot serve an AWQ checkpoint however much memory it has. The rules are data
-(data/catalogs/engine_support.csv, applied by sizing.support.support_columns, which these
+(data/catalogs/engine_support.csv, applied by sizing.formulas.support.support_columns, which these
 expressions read); formats and vendors no rule covers are left ungated (`kernel_basis`
 says which).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import engines
-from sizing.support import unsupported, unsupported_reason
+from sizing.formulas.support import unsupported, unsupported_reason
 
 
 def kernel_refusal() -> pl.Expr:

@@ -10,7 +10,7 @@ are ranked by parameters (the biggest model that runs first), then by decode spe
 
 import polars as pl
 
-from sizing.quality import at_least, with_quality
+from sizing.formulas.quality import at_least, with_quality
 
 # KV-cache precision, most precise first: the engine's own 16-bit cache, then 8-bit,
 # then 4-bit (llama.cpp's f16, q8_0, q4_0; vLLM's auto = the model's dtype, fp8).

@@ -1,7 +1,7 @@
 """The default configuration grid of the published fit matrix (documented in warehouse/README.md).
 
 Rows that cannot exist are left out by the rules the single estimate also applies
-(sizing.rules): a format the engine cannot load, a context beyond the model's maximum (or
+(sizing.formulas.rules): a format the engine cannot load, a context beyond the model's maximum (or
 its card's RoPE-scaled maximum, on rows labelled `rope_scaled`), a GPU the engine does not
 run on or a count the catalog does not list, a format an engine_support rule says the
 engine does not run on that hardware, vLLM tensor parallelism that does not divide the
@@ -13,20 +13,20 @@ from __future__ import annotations
 import polars as pl
 
 from sizing.engines import FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE, vllm
-from sizing.evaluation import STAGE_COLUMNS, configuration_inputs, with_input_defaults
-from sizing.memory import (
+from sizing.formulas.evaluation import STAGE_COLUMNS, configuration_inputs, with_input_defaults
+from sizing.formulas.memory import (
     configuration_memory_columns,
     kv_bytes_per_element_column,
     kv_cell_bytes_columns,
 )
-from sizing.rules import (
+from sizing.formulas.rules import (
     CONFIGURATION_RULES,
     GPU_RULES,
     ROW_RULES,
     allowed,
     effective_max_context,
 )
-from sizing.support import support_columns
+from sizing.formulas.support import support_columns
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 4, 16, 64)
@@ -81,7 +81,8 @@ def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (GPU, count, engine) the catalog says exists (sizing.rules.GPU_RULES)."""
+    """One row per (GPU, count, engine) the catalog says exists
+    (sizing.formulas.rules.GPU_RULES)."""
     return (
         gpus.with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
         .explode("n_gpus")
@@ -108,7 +109,7 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
 
 def tensor_parallel_possible() -> pl.Expr:
     """vLLM's tensor parallelism needs the attention heads and the KV heads to divide
-    across the GPUs (sizing.rules); llama.cpp splits by layers and runs on any count."""
+    across the GPUs (sizing.formulas.rules); llama.cpp splits by layers and runs on any count."""
     return allowed(vllm.TENSOR_PARALLEL_RULES)
 
 
@@ -122,9 +123,9 @@ def configurations(
     """One row per model x format x engine x GPU x count, with what depends on nothing
     else: weights and runtime buffers per GPU, usable memory, prefill speed. `formats`
     (engine, weight_format) pairs to try, the default grid's unless given; `support` the
-    engine_support rules (sizing.support: rows they refuse are left out, none without).
+    engine_support rules (sizing.formulas.support: rows they refuse are left out, none without).
 
-    The stages of sizing.evaluation in their order, split where the matrix saves work:
+    The stages of sizing.formulas.evaluation in their order, split where the matrix saves work:
     the configuration's inputs, memory and prefill here, once per configuration; the
     row's inputs, memory and speed in fit_matrix, per context, KV type and batch."""
     return (
@@ -140,8 +141,8 @@ def configurations(
 
 
 def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
-    """Every grid row with its memory and speed columns (sizing.memory, sizing.speed): the
-    configurations multiplied by contexts, KV-cache types and batches."""
+    """Every grid row with its memory and speed columns (sizing.formulas.memory and
+    speed): the configurations multiplied by contexts, KV-cache types and batches."""
     rows = (
         configured.join(contexts(models), on="model_id")
         .join(engine_kv_dtypes(), on="engine")
