@@ -87,6 +87,8 @@ class SiteData:
     # What other parts need of the fit rows (heads.summarize): per pair its headline.
     heads: dict[tuple[str, str], dict] = field(default_factory=dict)
     best_contexts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    # Per pair, the verdict per (engine, format) on one GPU at the headline context.
+    cells: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
     engine_formats: dict[str, list[str]] = field(default_factory=dict)
     costs: Mapping[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
@@ -241,7 +243,7 @@ def load(
     if cached is None:
         d.configs, d.fits = configs(h), fits(h)
         bits = {f: r["nominal_bits_per_weight"] for f, r in d.formats.items()}
-        summary = hd.summarize(d.fits, d.models, bits)
+        summary = hd.summarize(d.fits.frame, d.models, bits)
         _write_fit_cache(cache_dir, key, h, summary)
     else:
         for name in ("configs", "fits"):
@@ -251,6 +253,7 @@ def load(
         summary = cached["summary"]
     d.heads = {(m_, g): v for m_, g, v in summary["heads"]}
     d.best_contexts = {(m_, g): v for m_, g, v in summary["best"]}
+    d.cells = {(m_, g): {(e, f): v for e, f, v in c} for m_, g, c in summary["cells"]}
     d.engine_formats = summary["formats"]
     for name, pick in (("fits_by_model", 0), ("fits_by_gpu", 1)):
         h[name] = _combine(h["fits"], pick)
@@ -496,6 +499,11 @@ class Groups(Mapping):
 
     def __init__(self, df: pl.DataFrame, spans: dict):
         self._df, self._spans = df, spans
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """Every group's rows, each group's together."""
+        return self._df
 
     def __getitem__(self, key) -> list[dict]:
         start, n = self._spans[key]

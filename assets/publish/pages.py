@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from assets.publish import words
 from assets.publish.data import ALL, SiteData
-from assets.publish.heads import ENGINE_ORDER, cache_types
+from assets.publish.heads import ENGINE_ORDER
 from assets.publish.heads import hctx as _hctx
 from sizing.choices import DEFAULT_PROMPT_TOKENS
 from sizing.formulas.quality import FLOOR_CHOICES, TIERS
@@ -497,19 +497,14 @@ def gpu_parts(d: SiteData, g: str) -> list[Part]:
         ]
         grid = []
         for m in sorted(d.models):
-            hctx = _hctx(d.models[m])
-            rows = d.fits.get((m, g), [])
-            kvs = cache_types(rows)
-            cells = {
-                (r["engine"], r["weight_format"]): r["verdict"]
-                for r in rows
-                if r["n_gpus"] == 1
-                and r["batch"] == 1
-                and r["context"] == hctx
-                and r["kv_dtype"] == kvs[r["engine"]]
-            }
-            if cells:
-                grid.append({"model_id": m, "hctx": hctx, "cells": [cells.get(f) for f in fmts]})
+            if cells := d.cells.get((m, g)):
+                grid.append(
+                    {
+                        "model_id": m,
+                        "hctx": _hctx(d.models[m]),
+                        "cells": [cells.get(f) for f in fmts],
+                    }
+                )
         return {"gpu": gpu, "formats": fmts, "grid": grid}
 
     return [
