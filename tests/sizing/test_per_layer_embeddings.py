@@ -1,0 +1,84 @@
+"""Gemma 4 E2B: per-layer input embeddings and KV shared across layers, checked against
+llama.cpp's own load of a published GGUF of google/gemma-4-E2B-it and a published file size.
+
+The rules (sizing.architecture ModelArch.has_own_kv / layer_ffn, sizing.tensors
+_per_layer_embeddings): llama.cpp's gemma4 loader (ggml-org/llama.cpp
+src/models/gemma4.cpp, load_arch_hparams / load_arch_tensors) sets
+`n_layer_kv_from_start = n_layer - shared_kv_layers`; llama_kv_cache skips every layer
+past it ("layer %3d: does not have KV cache", src/llama-kv-cache.cpp), those layers
+reading the cache of the last earlier layer of their kind; the per-layer table is
+`per_layer_token_embd` {n_embd_per_layer * n_layer, n_vocab}, an input tensor
+(LLM_TENSOR_LAYER_INPUT, src/llama-arch.cpp) with `per_layer_model_proj` and per layer
+`inp_gate`, `proj`, `post_norm`; `n_ff(il)` doubles in the shared layers when
+use_double_wide_mlp is set.
+
+The published figures: a llama.cpp load log of Unsloth's gemma-4-E2B-it-Q4_K_M.gguf,
+public in the code index (file id 56762473812; the index shows no repository for it):
+"print_info: n_ff = [6144, ... 12288, ...]", "print_info: model params = 4.65 B",
+"llama_kv_cache: size = 12.00 MiB (  2048 cells,   3 layers,  1/1 seqs), K (f16): 6.00
+MiB, V (f16): 6.00 MiB" (the non-SWA cache) and "llama_kv_cache: size = 24.00 MiB (
+2048 cells,  12 layers,  1/1 seqs)" (the SWA cache, full-size at 2,048 cells); and
+ggml-org/gemma-4-E2B-it-GGUF's Q8_0 file as a LlamaBarn-style app catalog lists it
+(code index file id 51766049169): "quantization: \"Q8_0\", fileSize: 4_967_494_592".
+"""
+
+import pytest
+
+from sizing.model_facts import model_row
+from sizing.tensors import count_params, enumerate_tensors
+from sizing.weights import weight_bytes
+from tests.conftest import load_arch
+
+E2B = "google/gemma-4-E2B-it"
+MIB = 2**20
+F16 = 2
+
+
+def test_only_the_first_15_layers_cache_kv():
+    """35 layers, 20 shared: 3 full-attention and 12 sliding layers keep a cache."""
+    m = load_arch(E2B)
+    own = [i for i in range(m.n_layers) if m.has_own_kv(i)]
+    assert own == list(range(15))
+
+
+def test_kv_cache_matches_llama_cpp_log():
+    """2,048 cells in F16: 12.00 MiB over the 3 full layers, 24.00 MiB over the 12 sliding
+    ones (both exact)."""
+    row = model_row(load_arch(E2B))
+    assert row["kv_full_elems_per_token"] * F16 * 2048 == 12 * MIB
+    assert row["kv_window_elems_per_token"] * F16 * 2048 == 24 * MIB
+
+
+def test_double_wide_mlp_in_shared_layers():
+    m = load_arch(E2B)
+    assert [m.layer_ffn(i) for i in (0, 14, 15, 34)] == [6144, 6144, 12288, 12288]
+
+
+def test_parameter_count_matches_llama_cpp():
+    """llama.cpp prints 4.65 B (the GGUF also holds one 256-element rope_freqs tensor,
+    not enumerated)."""
+    total = count_params(load_arch(E2B)).total
+    assert round(total / 1e9, 2) == 4.65
+
+
+def test_q8_0_file_size():
+    """ggml-org's Q8_0 file: 4,967,494,592 bytes, header and tokenizer included; the
+    tensors alone within the published-size bound of 2 %."""
+    m = load_arch(E2B)
+    ours = weight_bytes(m, enumerate_tensors(m), "Q8_0", gguf=True).total
+    assert ours == pytest.approx(4_967_494_592, rel=0.02)
+
+
+def test_per_layer_table_is_input_only_and_not_the_output_head():
+    """The per-layer table stays in host memory (llama.cpp) and is not given the tied
+    output head's type: Q4_K in a Q4_K_M file, as token_embd gets Q6_K."""
+    from sizing.model_facts import format_row
+
+    m = load_arch(E2B)
+    ts = enumerate_tensors(m)
+    w = weight_bytes(m, ts, "Q4_K_M", gguf=True)
+    kinds = dict(zip((t.name for t in ts), w.kinds, strict=True))
+    assert kinds["token_embd"] == "Q6_K"
+    assert kinds["per_layer_token_embd"] == "Q4_K"
+    assert kinds["per_layer_model_proj"] == "BF16"
+    assert format_row(m, "Q4_K_M", gguf=True)["input_embd_bytes"] == w.per_layer_embd > 0
