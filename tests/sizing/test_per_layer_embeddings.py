@@ -70,8 +70,9 @@ def test_q8_0_file_size():
 
 
 def test_per_layer_table_is_input_only_and_not_the_output_head():
-    """The per-layer table stays in host memory (llama.cpp) and is not given the tied
-    output head's type: Q4_K in a Q4_K_M file, as token_embd gets Q6_K."""
+    """The per-layer table stays in host memory (llama.cpp) and, with tied embeddings,
+    takes the output head's type as token_embd does (Q6_K in a Q4_K_M file; the E4B
+    files below show it)."""
     from sizing.model_facts import format_row
 
     m = load_arch(E2B)
@@ -79,6 +80,34 @@ def test_per_layer_table_is_input_only_and_not_the_output_head():
     w = weight_bytes(m, ts, "Q4_K_M", gguf=True)
     kinds = dict(zip((t.name for t in ts), w.kinds, strict=True))
     assert kinds["token_embd"] == "Q6_K"
-    assert kinds["per_layer_token_embd"] == "Q4_K"
+    assert kinds["per_layer_token_embd"] == "Q6_K"
     assert kinds["per_layer_model_proj"] == "BF16"
     assert format_row(m, "Q4_K_M", gguf=True)["input_embd_bytes"] == w.per_layer_embd > 0
+
+
+E4B = "google/gemma-4-E4B-it"
+
+
+@pytest.mark.parametrize(
+    ("quant", "published"), [("Q8_0", 8_031_240_160), ("Q4_K_M", 5_335_289_824)]
+)
+def test_e4b_reconstruction_against_ggml_org_files(quant, published):
+    """The reconstructed E4B text model against ggml-org/gemma-4-E4B-it-GGUF's files as the
+    same app catalog lists them (code index file id 51766049169): "fileSize: 8_031_240_160"
+    (Q8_0), "fileSize: 5_335_289_824" (Q4_K_M). Both within 0.5 %; the Q4_K_M file also
+    shows the tied rule reaching the per-layer table (Q6_K: in Q4_K the file would be
+    13.9 % smaller)."""
+    m = load_arch(E4B)
+    ours = weight_bytes(m, enumerate_tensors(m), quant, gguf=True).total
+    assert ours == pytest.approx(published, rel=0.005)
+
+
+def test_e4b_caches_24_layers():
+    """42 layers, 18 shared: 4 full and 20 sliding layers keep a cache (exllamav3 PR 253:
+    'E4B: sliding layers share layer 22, full layers 23')."""
+    m = load_arch(E4B)
+    own = [i for i in range(m.n_layers) if m.has_own_kv(i)]
+    assert own == list(range(24))
+    row = model_row(m)
+    assert row["kv_full_elems_per_token"] == 4 * 2 * 2 * 512
+    assert row["kv_window_elems_per_token"] == 20 * 2 * 2 * 256
