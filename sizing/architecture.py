@@ -222,9 +222,12 @@ class ModelArch:
 
     def has_own_kv(self, layer: int) -> bool:
         """Whether a layer allocates a KV cache of its own: all but the last
-        `kv_shared_layers` (llama.cpp llama_hparams::has_kv, `n_layer_kv_from_start`:
-        'layer %3d: does not have KV cache'; vLLM gives such layers a
-        kv_sharing_target_layer_name and no cache of their own)."""
+        `kv_shared_layers`. llama.cpp: src/models/gemma4.cpp sets `n_layer_kv_from_start =
+        n_layer_all - shared_kv_layers`, and llama_kv_cache skips each layer past it ("layer
+        %3d: does not have KV cache", src/llama-kv-cache.cpp), the layer reading the cache
+        of the last earlier layer of its kind. vLLM: such a layer's Attention gets a
+        `kv_sharing_target_layer_name` and the KV cache manager redirects it to that layer's
+        cache (as described in vllm-project/tpu-inference PR 2572)."""
         return layer < self.n_layers - self.kv_shared_layers
 
     def layer_ffn(self, layer: int) -> int:
