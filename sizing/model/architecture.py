@@ -210,6 +210,32 @@ class ModelArch:
     vision: VisionTower | None = None
     # Multi-token-prediction layers the checkpoint carries beside the model (sizing.model.mtp).
     mtp_layers: int = 0
+    # Gemma 4 E2B / E4B (as Gemma 3n): per-layer input embeddings of this width, looked up
+    # in a per_layer_vocab x (n_layers x per_layer_input) table and projected from the
+    # hidden state (0: none); the last `kv_shared_layers` layers reuse the KV cache of the
+    # last earlier layer of their kind and cache nothing of their own; with
+    # `double_wide_shared` those layers' MLP is twice `ffn` wide.
+    per_layer_input: int = 0
+    per_layer_vocab: int = 0
+    kv_shared_layers: int = 0
+    double_wide_shared: bool = False
+
+    def has_own_kv(self, layer: int) -> bool:
+        """Whether a layer allocates a KV cache of its own: all but the last
+        `kv_shared_layers`. llama.cpp: src/models/gemma4.cpp sets `n_layer_kv_from_start =
+        n_layer_all - shared_kv_layers`, and llama_kv_cache skips each layer past it ("layer
+        %3d: does not have KV cache", src/llama-kv-cache.cpp), the layer reading the cache
+        of the last earlier layer of its kind. vLLM: such a layer's Attention gets a
+        `kv_sharing_target_layer_name` and the KV cache manager redirects it to that layer's
+        cache (as described in vllm-project/tpu-inference PR 2572)."""
+        return layer < self.n_layers - self.kv_shared_layers
+
+    def layer_ffn(self, layer: int) -> int:
+        """The dense MLP width of a layer (Gemma 4 E2B's `use_double_wide_mlp`: twice
+        `ffn` in the KV-shared layers; llama.cpp reads it per layer as n_ff(il))."""
+        if self.double_wide_shared and not self.has_own_kv(layer):
+            return 2 * self.ffn
+        return self.ffn
 
     def attention_geometry(self, kind: LayerKind) -> tuple[int, int, int]:
         """(KV heads, K head width, V head width) of a layer of this kind."""

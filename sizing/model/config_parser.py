@@ -347,10 +347,13 @@ def _parse(
         raise ConfigError(
             name, "per-layer-type attention settings (attention_other_setting) are not modelled"
         )
-    if t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers"):
+    if model_type != "gemma4_text" and (
+        t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers")
+    ):
         raise ConfigError(
             name,
-            "per-layer input embeddings and shared KV layers (Gemma 4 E2B/E4B) are not modelled",
+            f"per-layer input embeddings and shared KV layers are modelled for Gemma 4 only, "
+            f"not {model_type!r}",
         )
 
     hidden = int(_require(name, t, "hidden_size", "d_model", "n_embd"))
@@ -487,7 +490,24 @@ def _parse(
             )
             or 0
         ),
+        **_per_layer_inputs(name, t, n_layers, vocab),
     )
+
+
+def _per_layer_inputs(name: str, t: Mapping[str, Any], n_layers: int, vocab: int) -> dict:
+    """Gemma 4 E2B / E4B: per-layer input embeddings and KV shared across layers
+    (transformers Gemma4TextConfig: hidden_size_per_layer_input, vocab_size_per_layer_input,
+    num_kv_shared_layers, use_double_wide_mlp)."""
+    shared = int(t.get("num_kv_shared_layers") or 0)
+    if not 0 <= shared < n_layers:
+        raise ConfigError(name, f"num_kv_shared_layers = {shared} leaves no layer its own cache")
+    width = int(t.get("hidden_size_per_layer_input") or 0)
+    return {
+        "per_layer_input": width,
+        "per_layer_vocab": int(t.get("vocab_size_per_layer_input") or vocab) if width else 0,
+        "kv_shared_layers": shared,
+        "double_wide_shared": bool(t.get("use_double_wide_mlp")) and shared > 0,
+    }
 
 
 def _sparse_indexer(name: str, t: Mapping[str, Any], n_layers: int) -> SparseIndexer:

@@ -113,7 +113,16 @@ _FALLBACK = {
 }
 _ATTN_V_LIKE = ("attn_v", "attn_qkv", "attn_kv_b")  # `category_is_attn_v`
 # Tensors llama-quantize never quantizes (llama-quant.cpp `tensor_allows_quantization`).
-NEVER_QUANTIZED = ("ffn_gate_inp", "ssm_conv1d", "shortconv.conv", "attn_sinks")
+NEVER_QUANTIZED = (
+    "ffn_gate_inp",
+    "ssm_conv1d",
+    "shortconv.conv",
+    "attn_sinks",
+    "per_layer_model_proj",
+)
+# Never quantized and kept in the converter's 16-bit type rather than F32 (Gemma 4's
+# per-layer projection: Unsloth's gemma-4-E2B-it-Q4_K_M.gguf loads "type bf16: 1 tensors").
+KEPT_AS_CONVERTED = ("per_layer_model_proj",)
 # llama.cpp's LLM_TYPE_70B (80-layer llama and qwen2 models; deci uses the llama rule):
 # attn_v gets one K-quant step more.
 _70B_FAMILIES = {"llama", "qwen2", "deci"}
@@ -313,6 +322,10 @@ def _chosen_type(c: _Context, t: Tensor, n: _Counters) -> str:
         return default
     if c.q8_embed_output and cat in ("output", "token_embd"):
         return "Q8_0"  # the explicit tensor types are applied as given, without fallback
+    # With tied embeddings both token_embd and Gemma 4's per-layer table take the output
+    # head's type (tensor_get_category puts both in the token-embedding category):
+    # ggml-org's gemma-4-E4B-it-Q4_K_M.gguf is 5,335,289,824 bytes, 13.9 % more than with
+    # the per-layer table in Q4_K (tests/sizing/test_per_layer_embeddings.py).
     if cat == "output" or (cat == "token_embd" and c.tied):
         return _output_type(c, t.ne0)
     if c.ftype == "MXFP4_MOE":  # every 3-D tensor (experts, MLA's per-head k_b / v_b)
@@ -384,7 +397,9 @@ def gguf_tensor_types(
     counters = _Counters()
     for k in _visit_order(tensors):
         t = tensors[k]
-        if t.matrix and t.kind not in NEVER_QUANTIZED:
+        if t.kind in KEPT_AS_CONVERTED:
+            types[k] = "BF16" if ftype != "F16" else "F16"
+        elif t.matrix and t.kind not in NEVER_QUANTIZED:
             chosen = _chosen_type(c, t, counters)
             explicit = c.q8_embed_output and _category(t) in ("output", "token_embd")
             types[k] = chosen if explicit else _fallback(chosen, t.ne0)

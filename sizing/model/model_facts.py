@@ -22,11 +22,12 @@ def _kv_elems_per_token(m: ModelArch, kinds: tuple[LayerKind, ...]) -> int:
 
     MLA caches one compressed latent plus the RoPE key per layer (kv_lora_rank +
     qk_rope_dim, K only: llama.cpp and vLLM both store no separate V). Gemma 4's full
-    layers have their own geometry; with k_eq_v they still cache V beside K.
+    layers have their own geometry; with k_eq_v they still cache V beside K. Layers that
+    share an earlier layer's cache (Gemma 4 E2B / E4B, ModelArch.has_own_kv) add nothing.
     """
     total = 0
-    for kind in m.layer_kinds:
-        if kind in kinds:
+    for i, kind in enumerate(m.layer_kinds):
+        if kind in kinds and m.has_own_kv(i):
             n_kv, hd, hd_v = m.attention_geometry(kind)
             total += (hd + hd_v) * n_kv
     return total
@@ -151,7 +152,7 @@ def _state_elems_per_sequence(m: ModelArch) -> tuple[int, int]:
 def _ffn_active_width(m: ModelArch) -> int:
     """Widest FFN intermediate one token passes through (dense, or k experts plus shared)."""
     if m.moe is None:
-        return m.ffn
+        return max(m.layer_ffn(i) for i in range(m.n_layers))
     return max(m.ffn, m.moe.n_active * m.moe.expert_ffn + m.moe.shared_ffn)
 
 
@@ -259,7 +260,9 @@ def _format_row(m: ModelArch, fmt: str, imatrix: bool, gguf: bool) -> dict[str, 
         # The embedding table when it is only an input (untied): a token reads one row of
         # it, and llama.cpp keeps it in host memory. A tied table is also the output head:
         # read whole for every token, and duplicated onto the GPU by llama.cpp.
-        "input_embd_bytes": 0 if m.tied_embeddings else w.token_embd,
+        # Gemma 4 E-models' per-layer table is input-only whatever the tying (llama.cpp
+        # LLM_TENSOR_LAYER_INPUT, src/llama-arch.cpp).
+        "input_embd_bytes": (0 if m.tied_embeddings else w.token_embd) + w.per_layer_embd,
         "expert_bytes": w.experts,
         "vllm_copy_bytes": w.held_twice_by_vllm,
         "vision_bytes": checkpoint_bytes(m.vision) if m.vision is not None and not gguf else 0,

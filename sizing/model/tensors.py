@@ -319,8 +319,9 @@ def _dense_ffn(m: ModelArch, i: int) -> list[Tensor]:
     h = m.hidden
     if m.fused_qkv:  # Phi-3 fuses gate and up as it fuses q, k and v
         return [_w(i, "ffn_up", h, 2 * m.ffn), _w(i, "ffn_down", m.ffn, h)]
-    gate = [_w(i, "ffn_gate", h, m.ffn)] if m.gated_ffn else []
-    return [*gate, _w(i, "ffn_up", h, m.ffn), _w(i, "ffn_down", m.ffn, h)]
+    f = m.layer_ffn(i)
+    gate = [_w(i, "ffn_gate", h, f)] if m.gated_ffn else []
+    return [*gate, _w(i, "ffn_up", h, f), _w(i, "ffn_down", f, h)]
 
 
 def _attn_res(m: ModelArch, i: int, before: str) -> list[Tensor]:
@@ -371,9 +372,39 @@ def enumerate_tensors(m: ModelArch) -> list[Tensor]:
     return list(hit[1])
 
 
+def _per_layer_embeddings(m: ModelArch) -> list[Tensor]:
+    """Gemma 4 E2B / E4B per-layer input embeddings, as llama.cpp loads them
+    (src/models/gemma4.cpp load_arch_tensors): a table of n_layers x per_layer_input per
+    token (`per_layer_token_embd` {n_embd_per_layer * n_layer, n_vocab}, an input tensor
+    kept in host memory like token_embd), a projection of the hidden state to the same
+    width (`per_layer_model_proj`, never quantized) and its norm."""
+    w = m.per_layer_input * m.n_layers
+    return [
+        Tensor("per_layer_token_embd", "per_layer_token_embd", -1, w, w * m.per_layer_vocab, True),
+        Tensor("per_layer_model_proj", "per_layer_model_proj", -1, m.hidden, m.hidden * w, True),
+        Tensor(
+            "per_layer_proj_norm",
+            "per_layer_proj_norm",
+            -1,
+            m.per_layer_input,
+            m.per_layer_input,
+            False,
+        ),
+    ]
+
+
+def _per_layer_block(m: ModelArch, i: int) -> list[Tensor]:
+    """Each layer's use of its per-layer input: a gate from the hidden state, a projection
+    back and a norm (gemma4.cpp: blk.N.inp_gate, blk.N.proj, blk.N.post_norm)."""
+    p, h = m.per_layer_input, m.hidden
+    return [_w(i, "inp_gate", h, p), _w(i, "proj", p, h), _v(i, "post_norm", h)]
+
+
 def _enumerate_tensors(m: ModelArch) -> list[Tensor]:
     h = m.hidden
     tensors = [Tensor("token_embd", "token_embd", -1, h, h * m.vocab, True)]
+    if m.per_layer_input:
+        tensors += _per_layer_embeddings(m)
     for i, kind in enumerate(m.layer_kinds):
         tensors.append(_v(i, "attn_norm", h))
         if m.attn_res:
@@ -390,6 +421,8 @@ def _enumerate_tensors(m: ModelArch) -> list[Tensor]:
             continue  # Mamba blocks have no FFN of their own
         tensors.append(_v(i, "ffn_norm", h))
         tensors += _ffn(m, i)
+        if m.per_layer_input:
+            tensors += _per_layer_block(m, i)
         if m.layer_scalar:
             tensors.append(_v(i, "layer_output_scale", 1))
     tensors.append(Tensor("output_norm", "output_norm", -1, h, h, False))

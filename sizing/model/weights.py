@@ -44,6 +44,8 @@ WEIGHT_FORMATS = CHECKPOINT_FORMATS + GGUF_FTYPES
 # indexer head weights are BF16 in its FP8 checkpoint: inference/model.py).
 _KEPT_16_BIT = (
     "token_embd",
+    "per_layer_token_embd",
+    "per_layer_model_proj",
     "output",
     "ffn_gate_inp",
     "attn_compressor_kv",
@@ -63,6 +65,8 @@ class WeightBytes:
         0  # copies vLLM makes at load (sizing.model.tensors.held_twice_by_vllm)
     )
     kinds: tuple[str, ...] = ()  # per-tensor storage type, for reports and tests
+    # Gemma 4 E-models' per-layer embedding table: input-only, a token reads one row.
+    per_layer_embd: int = 0
 
 
 def _linear(t: Tensor) -> bool:
@@ -117,8 +121,16 @@ def weight_bytes(
         raise KeyError(f"unknown weight format {fmt!r}; known: {', '.join(WEIGHT_FORMATS)}")
     total = round(sum(sizes))
     embd = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.kind == "token_embd"))
+    ple = round(
+        sum(s for t, s in zip(tensors, sizes, strict=True) if t.kind == "per_layer_token_embd")
+    )
     experts = round(sum(s for t, s in zip(tensors, sizes, strict=True) if t.is_expert))
     twice = round(sum(s for t, s in zip(tensors, sizes, strict=True) if held_twice_by_vllm(m, t)))
     return WeightBytes(
-        total=total, token_embd=embd, experts=experts, held_twice_by_vllm=twice, kinds=tuple(kinds)
+        total=total,
+        token_embd=embd,
+        experts=experts,
+        held_twice_by_vllm=twice,
+        kinds=tuple(kinds),
+        per_layer_embd=ple,
     )
