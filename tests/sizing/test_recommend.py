@@ -79,11 +79,12 @@ def test_best_format_is_the_most_faithful_that_fits():
 
 
 def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
-    """Llama 3.1 8B at Q4_K_M and 8K fits a 10 GB card: a used RTX 3080 (GPU Poet's
-    lowest-listing average, 2026-07: $305) is the lowest outlay among the cards that fit."""
+    """Llama 3.1 8B at Q4_K_M and 16K fits a 10 GB card but no 8 GB one: a used RTX 3080
+    (GPU Poet's lowest-listing average, 2026-07: $305) is the lowest outlay among the cards
+    that fit. (At 8K an 8 GB card fits, and the $299 launch price of the RTX 5060 wins.)"""
     m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
-    value = recommend(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)["best_value"]
-    rows = fit_over_gpus(m, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS).filter(
+    value = recommend(m, "Q4_K_M", 16384, "f16", "llama.cpp", GPUS)["best_value"]
+    rows = fit_over_gpus(m, "Q4_K_M", 16384, "f16", "llama.cpp", GPUS).filter(
         pl.col("verdict") == "fits"
     )
     outlays = (
