@@ -186,8 +186,9 @@ ATTENTION_SHARES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 EXPERT_TOKENS = (None, *range(16, 513, 16))
 # The runs that tell attention's share: the same model, format, GPU and GPU count at two
 # or more prompt lengths with flash attention off; the experts' token count: MoE and
-# dense runs on the same GPU, backend, GPU count and kind of weights. Each is fitted where such runs number MIN_ROWS
-# on MIN_CLASS_DEVICES GPUs (so that one left out leaves a fit), else left out (null).
+# dense runs on the same GPU, backend, GPU count and kind of weights. Each is fitted where
+# such runs number MIN_ROWS on MIN_CLASS_DEVICES GPUs (so that one left out leaves a fit),
+# else left out (null).
 _ATTENTION_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "model", "fmt"]
 _EXPERT_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "_quantized"]
 
