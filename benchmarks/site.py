@@ -9,10 +9,11 @@ Builds into a fresh temporary folder: (1) every page (reading the tables include
 versions of `cost_basis` and `cost_matrix` with every cloud price 5 % higher, published
 and released in a copy of the warehouse: only cost and cheapest-per-token parts are
 rendered. Prints pages, seconds (each build includes
-reading the tables), pages per second, parts rendered, bytes on disk and peak resident
-memory as JSON and, for the whole site (no `--models`) unless `--no-record`, writes the
-figures to benchmarks/results/site.json (docs/performance.md and the README render them:
-`llm-sizing docs`).
+reading the tables), pages per second, parts rendered, bytes on disk, the write floor (the
+built files written again as they are, no rendering) and the full build's ratio to it,
+and peak resident memory as JSON and, for the whole site (no `--models`) unless
+`--no-record`, writes the figures to benchmarks/results/site.json (docs/performance.md
+and the README render them: `llm-sizing docs`).
 """
 
 import argparse
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from assets.publish import build, data  # noqa: E402
+from assets.publish import build  # noqa: E402
 from warehouse import releases, store  # noqa: E402
 
 PRICE_TABLES = ("cost_basis", "cost_matrix")
@@ -65,8 +66,24 @@ def _price_refresh(source: Path, scratch: Path, factor: float) -> None:
 
 def _timed(root: str, out: Path, subset: list[str] | None) -> tuple[build.BuildStats, float]:
     started = time.monotonic()
-    stats = build.build(data.load(root, models=subset, cache_dir=out), out)
+    stats = build.build_tables(root, out, models=subset)
     return stats, round(time.monotonic() - started, 2)
+
+
+def _write_floor(site: Path, dest: Path) -> float:
+    """Seconds to write the built site's files as they are into an empty folder, each read
+    first (untimed): the cost of storing the pages, with no reading of tables and no
+    rendering (issue 31's floor)."""
+    total = 0.0
+    for f in sorted(site.rglob("*")):
+        if f.is_file():
+            content = f.read_bytes()
+            target = dest / f.relative_to(site)
+            started = time.monotonic()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            total += time.monotonic() - started
+    return round(total, 2)
 
 
 def main() -> None:
@@ -79,6 +96,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out, scratch = Path(tmp) / "site", Path(tmp) / "warehouse"
         full, full_s = _timed(args.warehouse, out, subset)
+        floor_s = _write_floor(out, Path(tmp) / "floor")
+        shutil.rmtree(Path(tmp) / "floor")
         again, again_s = _timed(args.warehouse, out, subset)
         _price_refresh(Path(args.warehouse), scratch, 1.05)
         prices, prices_s = _timed(str(scratch), out, subset)
@@ -88,6 +107,8 @@ def main() -> None:
         "render_s": full.seconds,
         "pages_per_s": round(full.pages / full_s, 1),
         "bytes_on_disk": full.bytes_on_disk,
+        "write_floor_s": floor_s,
+        "full_over_floor": round(full_s / floor_s, 1) if floor_s else None,
         "unchanged_s": again_s,
         "unchanged_parts_rendered": again.parts_rendered,
         "price_only_s": prices_s,
@@ -115,6 +136,10 @@ def _record(result: dict) -> None:
         ),
         figure("every page, from nothing: pages", result["pages"], "pages"),
         figure("every page, from nothing: on disk", round(result["bytes_on_disk"] / 1e6), "MB"),
+        figure("every page, from nothing: writing its files alone", result["write_floor_s"], "s"),
+        figure(
+            "every page, from nothing / writing its files alone", result["full_over_floor"], "x"
+        ),
         figure("same tables again (build called anyway)", result["unchanged_s"], "s"),
         figure("same tables again: parts rendered", result["unchanged_parts_rendered"], "parts"),
         figure("price-only refresh, every price changed", result["price_only_s"], "s"),

@@ -6,6 +6,8 @@ rent), `snapshot record` (fresh raw inputs), `catalogs record`, `calibrate`, `do
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from assets.paths import CATALOG_DIR, SNAPSHOT_DIR
 from pipeline.commands import (
@@ -136,3 +138,24 @@ def main(argv: list[str] | None = None) -> int:
     srv.set_defaults(func=serve_site)
     args = parser.parse_args(argv)
     return args.func(args)
+
+
+def console() -> None:
+    """The `llm-sizing` command: main's exit code, the process ended at once (`end`)."""
+    try:
+        code = main()
+    except SystemExit as e:  # argparse's and the commands' own exits, with their words
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    end(code)
+
+
+def end(code: int) -> None:
+    """End the process with `code` now, its output flushed, without the interpreter's own
+    exit: there a native library's threads still winding down aborted it now and then
+    (SIGABRT, "terminate called without an active exception"), after a finished run as after
+    a stopped one (tests/pipeline/test_signals.py). What a run wrote is whole by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -44,21 +44,7 @@ def refresh(args: argparse.Namespace) -> int:
     settings()
     from pipeline.refresh import run
 
-    return _ended(run(args.offline, args.verbose))
-
-
-def _ended(code: int) -> int:
-    """An interrupted command ends the process at once: stopped mid-step, a library's
-    native threads may still be winding down, and the interpreter's own exit then aborted
-    once in 32 stops (SIGABRT, "terminate called without an active exception":
-    tests/pipeline/test_signals.py). What the run wrote is committed whole or not at all."""
-    from pipeline.signals import EXIT_INTERRUPTED
-
-    if code == EXIT_INTERRUPTED:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    return run(args.offline, args.verbose)
 
 
 def prices(args: argparse.Namespace) -> int:
@@ -227,7 +213,7 @@ def record(args: argparse.Namespace) -> int:
         stopped = True
     if stopped:
         print(words, file=sys.stderr)
-        return _ended(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     failed = _failed_sources(result)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)

@@ -16,6 +16,7 @@ import time
 import dagster as dg
 
 from pipeline import signals
+from pipeline.cli import end
 from tests import fault_run
 from warehouse import releases, stop, store
 
@@ -84,4 +85,4 @@ if __name__ == "__main__":
         except KeyboardInterrupt:
             stopped = True
     print(f"{'interrupted' if stopped else 'finished'}: {_words(before)}", file=sys.stderr)
-    sys.exit(signals.EXIT_INTERRUPTED if stopped else 0 if result.success else 1)
+    end(signals.EXIT_INTERRUPTED if stopped else 0 if result.success else 1)

@@ -13,19 +13,28 @@ import hashlib
 import json
 import os
 import time
+import types
+from collections import OrderedDict
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import jinja2.runtime
 import polars as pl
 
 from assets.publish import charts, pages, words, workbench
+from assets.publish import data as tables
 from assets.publish.data import SiteData
 from assets.publish.search_index import search_data
 
 HERE = Path(__file__).parent
 TEMPLATES, STATIC = HERE / "templates", HERE / "static"
 MANIFEST, VERSIONS = "manifest.json", "versions.jsonl"
+# Renderings kept for parts of equal hash: those repeat on consecutive pages (a model's
+# pair pages), so a few suffice where keeping all held every page's HTML at once.
+SHARED = 64
 
 
 @dataclass
@@ -41,8 +50,43 @@ class BuildStats:
     site_version: int
 
 
+_DICT_NAMES = frozenset(dir(dict))
+_PLAIN = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+class _Context(jinja2.runtime.Context):
+    """Jinja's context, calling a plain function (one that takes no context, environment
+    or eval context: it has no `jinja_pass_arg`) the short way, as Context.call ends up
+    calling it (a site's pages make two million such calls)."""
+
+    def call(__self, __obj, *args, **kwargs):  # noqa: N805 (Jinja's own signature)
+        if type(__obj) in _PLAIN and not hasattr(__obj, "jinja_pass_arg"):
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+            try:
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.environment.undefined(
+                    "value was undefined because a callable raised a StopIteration exception"
+                )
+        return super().call(__obj, *args, **kwargs)
+
+
+class _Environment(jinja2.Environment):
+    """Jinja's environment, finding a row's field (`r.total_gib` on a dict) the short way:
+    a key of a plain dict that is no name of dict's is what Environment.getattr finds
+    after the attribute lookup fails (six million failed lookups a site)."""
+
+    context_class = _Context
+
+    def getattr(self, obj, attribute):
+        if type(obj) is dict and attribute not in _DICT_NAMES and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = _Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         trim_blocks=True,
@@ -95,14 +139,45 @@ def current(out: Path, versions: dict[str, dict]) -> BuildStats | None:
     return BuildStats(n, 0, n, 0, 0, 0, 0.0, _size(out), old["site_version"])
 
 
-def build(data: SiteData, out: Path) -> BuildStats:
-    """Bring `out` up to date with the tables in `data`."""
+def build_tables(
+    base: str | None,
+    out: Path,
+    storage_options: Mapping[str, str] | None = None,
+    models: list[str] | None = None,
+) -> BuildStats:
+    """Read the tables (data.load) and bring `out` up to date with them, the workbench data
+    packed on a thread of its own from the start: it reads its own tables, so it needs
+    no wait for the rows the pages show."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
+    versions = tables.table_versions(base, storage_options)
+    scan = tables.scanner(versions, base, storage_options, models)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench") as pool:
+        packing = pool.submit(workbench.sync, scan, versions, out)
+        site = tables.load(base, storage_options, models, cache_dir=out, versions=versions)
+        return _build(site, out, started, packing)
+
+
+def build(data: SiteData, out: Path) -> BuildStats:
+    """Bring `out` up to date with the tables in `data`. The workbench data is packed on
+    a thread of its own meanwhile (Polars and zlib let go of the GIL that rendering
+    holds)."""
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench") as pool:
+        packing = (
+            pool.submit(workbench.sync, data.scan, data.versions, out)
+            if data.scan is not None
+            else None
+        )
+        return _build(data, out, started, packing)
+
+
+def _build(data: SiteData, out: Path, started: float, packing: Future | None) -> BuildStats:
     env, code = environment(), code_digest()
     old = _read_manifest(out)
     entries, written, unchanged, rendered, reused = {}, 0, 0, 0, 0
-    shared: dict[tuple[str, str, str], str] = {}
+    shared: OrderedDict[tuple[str, str, str], str] = OrderedDict()
     for page in pages.all_pages(data):
         hashes = part_hashes(data, page, code)
         shell = _hash(code, page.title, page.kind)
@@ -125,10 +200,14 @@ def build(data: SiteData, out: Path) -> BuildStats:
             # A part shows its input rows only, so parts of equal hash at the same depth
             # (a model's alternatives on each of its pair pages) are one rendering.
             key = (p.template, hashes[p.name], root)
-            if key not in shared:
+            if key in shared:
+                shared.move_to_end(key)
+            else:
                 shared[key] = env.get_template(p.template).render(
                     **p.context(), stamp=stamps[p.name], root=root, page=page
                 )
+                if len(shared) > SHARED:  # the least recently used goes
+                    shared.popitem(last=False)
             html.append((p.name, shared[key]))
             rendered += 1
         _write(target, env.get_template("page.html.j2").render(page=page, parts=html, root=root))
@@ -136,8 +215,8 @@ def build(data: SiteData, out: Path) -> BuildStats:
         entries[page.path] = {"kind": page.kind, "shell": shell, "parts": hashes, "stamps": stamps}
     removed = _remove_stale(out, old.get("pages", {}), entries)
     static_written = _sync_static(out, search_data(data))
-    if data.scan is not None:
-        static_written += workbench.sync(data.scan, data.versions, out)
+    if packing is not None:
+        static_written += packing.result()
     changed = bool(written or removed or static_written)
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
     if changed or not old:

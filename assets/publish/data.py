@@ -19,6 +19,7 @@ from typing import cast
 import polars as pl
 
 from assets.publish import heads as hd
+from assets.publish.chunks import model_groups
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from sizing.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
 from sizing.runs_on import candidates, site_rows
@@ -87,7 +88,7 @@ class SiteData:
     heads: dict[tuple[str, str], dict] = field(default_factory=dict)
     best_contexts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     engine_formats: dict[str, list[str]] = field(default_factory=dict)
-    costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    costs: Mapping[tuple[str, str], list[dict]] = field(default_factory=dict)
     cost_basis: dict[str, list[dict]] = field(default_factory=dict)
     offers: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, list[dict]] = field(default_factory=dict)
@@ -95,7 +96,7 @@ class SiteData:
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
     # Per GPU, the rows its "what runs on it" filter chooses from (sizing.runs_on).
-    runs: dict[str, list[dict]] = field(default_factory=dict)
+    runs: Mapping[str, list[dict]] = field(default_factory=dict)
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
     # A lazy read of a table at the version above (the workbench packs whole tables).
@@ -146,18 +147,14 @@ FIT_CACHE = "fit-rows-cache.json"
 _FIT_SOURCES = ("fit_matrix", "fit_configurations", "models", "weight_formats")
 
 
-def load(
+def scanner(
+    versions: dict[str, dict],
     base: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     models: list[str] | None = None,
-    cache_dir: Path | None = None,
-) -> SiteData:
-    """Every row the site shows, from each table's current version (pinned, so that the
-    versions stamped on the pages are the ones read). `models` limits the site to a
-    subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
-    fit rows give beside the pages (FIT_CACHE)."""
+) -> Callable[[str], pl.LazyFrame]:
+    """A lazy read of each table at its version in `versions` (of `models` only, if set)."""
     opts = dict(storage_options or {})
-    versions = table_versions(base, opts)
 
     def scan(t: str) -> pl.LazyFrame:
         lf = store.scan(t, version=versions[t]["version"], base=base, storage_options=opts)
@@ -165,6 +162,24 @@ def load(
             lf = lf.filter(pl.col("model_id").is_in(models))
         return lf
 
+    return scan
+
+
+def load(
+    base: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    models: list[str] | None = None,
+    cache_dir: Path | None = None,
+    versions: dict[str, dict] | None = None,
+) -> SiteData:
+    """Every row the site shows, from each table's current version (pinned, so that the
+    versions stamped on the pages are the ones read). `models` limits the site to a
+    subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
+    fit rows give beside the pages (FIT_CACHE); `versions` (table_versions) saves reading
+    them again."""
+    opts = dict(storage_options or {})
+    versions = versions or table_versions(base, opts)
+    scan = scanner(versions, base, opts, models)
     m = scan("models").collect()
     h: dict[str, dict] = {}
     d = SiteData(
@@ -189,9 +204,9 @@ def load(
         .alias("hctx"),
     )
 
-    def configs(into: dict) -> dict:
+    def configs(into: dict) -> Groups:
         # Configurations the pages show: every format on one GPU, the headline formats on more.
-        return _group(
+        return _grouped(
             scan("fit_configurations")
             .filter(
                 (pl.col("n_gpus") == 1)
@@ -204,8 +219,8 @@ def load(
             "gpu_id",
         )
 
-    def fits(into: dict) -> dict:
-        return _group(
+    def fits(into: dict) -> Groups:
+        return _grouped(
             scan("fit_matrix")
             .join(hctx, on="model_id")
             .filter(_shown())
@@ -242,10 +257,11 @@ def load(
     tiers = scan("format_quality_tiers").collect()
     floor = tiers.filter(pl.col("meets_default_floor")).sort("tier_rank")["tier"].last()
     d.quality_floor = cast("str | None", floor)  # a String column's value
-    cost = _with_tiers(scan("cost_matrix"), tiers)
-    d.costs = _group(
-        cost.join(hctx, on="model_id")
-        .filter(_shown())
+    # The rows shown are chosen before the quality tiers are joined to them (joined to
+    # every cost row, they held 1.4 GB).
+    cost = scan("cost_matrix").join(hctx, on="model_id")
+    d.costs = _grouped(
+        _with_tiers(cost.filter(_shown()), tiers)
         .select(*_KEYS, "cost_per_mtok_usd", *_QUALITY)
         .collect(engine="streaming"),
         h,
@@ -276,7 +292,7 @@ def load(
         "gpu_id", "n_gpus", "provider", "tier", "price_per_gpu_hour_usd", "price_verified_at"
     )
     d.cheapest = _group(
-        _cheapest(cost.join(hctx, on="model_id"))
+        _cheapest(cost, tiers)
         .join(offer, on=["gpu_id", "n_gpus"], how="left", maintain_order="left")
         .collect(engine="streaming"),
         h,
@@ -284,7 +300,7 @@ def load(
         "model_id",
     )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
-    d.runs = _group(_runs(scan, tiers).collect(engine="streaming"), h, "runs", "gpu_id")
+    d.runs = _grouped(_runs(scan, tiers), h, "runs", "gpu_id")
     return d
 
 
@@ -294,16 +310,16 @@ _KEYS = ("model_id", "weight_format", "engine", "context", "kv_dtype", "batch", 
 class Lazy(Mapping):
     """Groups of rows read on first use; their keys are known beforehand."""
 
-    def __init__(self, keys: list, read: Callable[[], dict]):
+    def __init__(self, keys: list, read: Callable[[], Mapping]):
         self._keys, self._read = keys, read
-        self._rows: dict | None = None
+        self._rows: Mapping | None = None
         self._key_set = set(keys)
 
     @property
     def loaded(self) -> bool:
         return self._rows is not None
 
-    def _data(self) -> dict:
+    def _data(self) -> Mapping:
         if self._rows is None:
             self._rows = self._read()
         return self._rows
@@ -394,19 +410,39 @@ RUN_COLUMNS = (
 )
 
 
-def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.LazyFrame:
+def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFrame:
     """Every GPU's rows that run on one GPU at batch 1, reduced to those the filter can
-    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows)."""
-    rows = candidates(scan("fit_matrix"), scan("cost_matrix"), scan("weight_formats"))
-    return site_rows(rows, tiers, FLOOR_CHOICES).select(RUN_COLUMNS)
+    pick at some context, speed, engine and quality floor (sizing.runs_on.site_rows); a
+    group of models at a time (the rule ranks rows within a model), in model order."""
+    fit = scan("fit_matrix")
+    # The cost rows the rule can join (one GPU, batch 1), read once for every group.
+    cost = (
+        scan("cost_matrix")
+        .filter((pl.col("batch") == 1) & (pl.col("n_gpus") == 1))
+        .select(*_KEYS, "cost_per_mtok_usd")
+        .collect(engine="streaming")
+    )
+    parts = []
+    for models in model_groups(fit):
+        mine = pl.col("model_id").is_in(models)
+        rows = candidates(fit.filter(mine), cost.lazy().filter(mine), scan("weight_formats"))
+        picked = site_rows(rows.collect(engine="streaming").lazy(), tiers, FLOOR_CHOICES)
+        parts.append(picked.select(RUN_COLUMNS).collect())
+    # Each group's rows are in (GPU, model, context, rule) order and the groups in model
+    # order: a GPU's rows come out as one sort of them all would give them.
+    return pl.concat(parts)
 
 
-def _cheapest(cost: pl.LazyFrame) -> pl.LazyFrame:
+def _cheapest(cost: pl.LazyFrame, tiers: pl.DataFrame) -> pl.LazyFrame:
     """Per model and weight format, the cheapest configuration per million generated
     tokens at the headline context and default cache: at batch 1 (one user) and at any
-    batch (serving many)."""
-    cost = cost.filter(
-        (pl.col("context") == pl.col("hctx")) & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values()))
+    batch (serving many); with their quality tiers."""
+    cost = _with_tiers(
+        cost.filter(
+            (pl.col("context") == pl.col("hctx"))
+            & pl.col("kv_dtype").is_in(list(DEFAULT_KV.values()))
+        ),
+        tiers,
     )
     one = cost.filter(pl.col("batch") == 1).with_columns(pl.lit("one user").alias("use"))
     many = cost.with_columns(pl.lit("any batch").alias("use"))
@@ -451,6 +487,49 @@ def _group(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> dict:
     hashes[name] = {k: _digest(v) for k, v in per_group.items()}
     hashes[name][ALL] = _digest(row_hashes)
     return dict(out)
+
+
+class Groups(Mapping):
+    """Rows grouped by key (as `_group` groups them) kept as one frame, each group's rows
+    one after another, and made Python rows only when a group is read: a dict per row
+    held about 1.7 KB (the fit rows a site shows: 1 GB), the frame holds a tenth."""
+
+    def __init__(self, df: pl.DataFrame, spans: dict):
+        self._df, self._spans = df, spans
+
+    def __getitem__(self, key) -> list[dict]:
+        start, n = self._spans[key]
+        return list(self._df.slice(start, n).iter_rows(named=True))
+
+    def __iter__(self) -> Iterator:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __contains__(self, key) -> bool:
+        return key in self._spans
+
+
+def _grouped(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> Groups:
+    """What `_group` gives (the same rows, keys, order and hashes), as Groups."""
+    row_hash = pl.struct(pl.all()).hash(seed=0)
+    by = (
+        df.select(*keys, row_hash.alias("__h"))
+        .with_row_index("__i")
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("__i"), pl.col("__h"))
+    )
+    spans, start = {}, 0
+    hashes[name] = {}
+    for *key, rows, row_hashes in by.iter_rows():
+        k = key[0] if len(keys) == 1 else tuple(key)
+        spans[k] = (start, len(rows))
+        start += len(rows)
+        hashes[name][k] = _digest(row_hashes)
+    hashes[name][ALL] = _digest(df.select(row_hash).to_series().to_list())
+    order = by["__i"].explode()
+    return Groups(_plain(df)[order], spans)
 
 
 def _combine(hashes: dict, pick: int) -> dict:

@@ -9,6 +9,7 @@ price-only refresh renders the cost parts and nothing else.
 
 import functools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -180,7 +181,11 @@ def all_pages(d: SiteData) -> list[Page]:
 
 
 def _pick(rows: list[dict], **keys) -> list[dict]:
-    return [r for r in rows if all(r[k] == v for k, v in keys.items())]
+    """The rows whose fields equal `keys` (one itemgetter and one tuple comparison a row)."""
+    get, want = operator.itemgetter(*keys), tuple(keys.values())
+    if len(want) == 1:
+        return [r for r in rows if get(r) == want[0]]
+    return [r for r in rows if get(r) == want]
 
 
 def pair_parts(d: SiteData, m: str, g: str, summary: Callable[[], dict]) -> list[Part]:

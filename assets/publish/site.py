@@ -41,9 +41,7 @@ def site(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.
     if stats is None:  # built beside the current build, switched to in one step
         new = switch.stage(out)
         try:
-            stats = build.build(
-                data.load(warehouse.root, warehouse.storage_options(), cache_dir=new), new
-            )
+            stats = build.build_tables(warehouse.root, new, warehouse.storage_options())
         except BaseException:
             switch.discard(new)
             raise

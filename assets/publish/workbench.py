@@ -12,12 +12,16 @@ undoes this: it computes no figure.
 import base64
 import hashlib
 import json
+import math
+import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
 
+from assets.publish.chunks import model_groups
 from assets.publish.pages import slug
 
 DIMS = ("weight_format", "engine", "kv_dtype", "n_gpus", "batch", "context")
@@ -58,48 +62,116 @@ def data_path(model_id: str, gpu_id: str) -> str:
 
 def sync(scan: Callable[[str], pl.LazyFrame], versions: dict[str, dict], out: Path) -> int:
     """Write each pair's data where its bytes changed; nothing is read when the source
-    tables' versions (and this code) are those of the last sync. Returns files written."""
-    key = {
+    tables' versions (and this code) are those of the last sync, and when the cost matrix
+    alone changed (a price-only refresh) only its rows are packed, the rest of each
+    pair's data kept from its own file. Returns files written."""
+    key: dict = {
         "tables": {t: versions[t]["version"] for t in SOURCES},
         "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
     }
     marker = out / _KEY
-    if marker.exists() and json.loads(marker.read_text()) == key:
+    last = _read_key(marker)
+    if last == key:
         return 0
+    scripts = None
+    if last and last.get("code") == key["code"]:
+        kept = [t for t in SOURCES if t != "cost_matrix"]
+        if all(last["tables"].get(t) == key["tables"][t] for t in kept):
+            scripts = cost_scripts(scan, out)
     written = 0
-    for (m, g), text in pair_scripts(scan).items():
+    for (m, g), text in scripts if scripts is not None else pair_scripts(scan):
         target = out / data_path(m, g)
         if not target.exists() or target.read_text() != text:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            _write(target, text)
             written += 1
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(key))
     return written
 
 
-def pair_scripts(scan: Callable[[str], pl.LazyFrame]) -> dict[tuple[str, str], str]:
-    """Per (model, GPU), the script that hands its rows to the workbench."""
-    fit = scan("fit_matrix")
-    dims = dict(
-        fit.select(pl.col(d).unique().sort().implode() for d in DIMS).collect().row(0, named=True)
-    )
-    key = pl.lit(0, pl.Int64)
-    for d in DIMS:
-        key = key * len(dims[d]) + pl.col(d).replace_strict(
-            dims[d], list(range(len(dims[d]))), return_dtype=pl.Int64
+def _read_key(marker: Path) -> dict | None:
+    try:
+        return json.loads(marker.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write(target: Path, text: str) -> None:
+    """Written aside and renamed: the file may be a hard link shared with the current
+    build (assets.publish.switch), which must keep its bytes."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
+
+
+class _Grid:
+    """The fit matrix's grid: each dimension's values, its models and GPUs, and the
+    expressions that number a row's grid position (`key`, mixed radix, context fastest)
+    and its pair (`pair`: model x GPU)."""
+
+    def __init__(self, fit: pl.LazyFrame):
+        cols = (*DIMS, "model_id", "gpu_id")
+        # A column at a time, streamed: all at once held every column's values.
+        values = {
+            c: fit.select(pl.col(c).unique()).collect(engine="streaming")[c].sort().to_list()
+            for c in cols
+        }
+        self.dims = {d: values[d] for d in DIMS}
+        self.models, self.gpus = values["model_id"], values["gpu_id"]
+        self.positions = math.prod(len(v) for v in self.dims.values())  # every key is below
+        key = pl.lit(0, pl.Int64)
+        for d in DIMS:
+            key = key * len(self.dims[d]) + _code(d, self.dims[d])
+        self.key = key
+        self.pair = _code("model_id", self.models) * len(self.gpus) + _code("gpu_id", self.gpus)
+
+    def name(self, pair: int) -> tuple[str, str]:
+        return self.models[pair // len(self.gpus)], self.gpus[pair % len(self.gpus)]
+
+    def within(self, rows: pl.LazyFrame) -> pl.LazyFrame:
+        """`rows` (of another table) of the grid's models and GPUs: every value has a code."""
+        return rows.filter(
+            pl.col("model_id").is_in(self.models) & pl.col("gpu_id").is_in(self.gpus)
         )
-    fits = _packed(
-        fit,
-        key,
-        {
-            **{c: _scaled(c, s) for c, s in FIT_SCALE.items()},
-            "verdict": pl.col("verdict").replace_strict(
-                VERDICTS, list(range(len(VERDICTS))), return_dtype=pl.Int64
-            ),
-        },
-    )
-    costs = _packed(scan("cost_matrix"), key, {c: _scaled(c, s) for c, s in COST_SCALE.items()})
+
+
+def _code(column: str, values: list) -> pl.Expr:
+    """A column's value as its position in `values` (sorted, and holding every value of
+    the column): a binary search, faster than replacing by a mapping."""
+    return pl.lit(pl.Series(values)).search_sorted(pl.col(column)).cast(pl.Int64)
+
+
+def _fit_values() -> dict[str, pl.Expr]:
+    return {
+        **{c: _scaled(c, s) for c, s in FIT_SCALE.items()},
+        # Its position in VERDICTS, by comparisons (faster than replacing by a mapping).
+        "verdict": pl.sum_horizontal(
+            (pl.col("verdict") == v).cast(pl.Int64) * i for i, v in enumerate(VERDICTS) if i
+        ),
+    }
+
+
+def _cost_values() -> dict[str, pl.Expr]:
+    return {c: _scaled(c, s) for c, s in COST_SCALE.items()}
+
+
+def _head(dims: dict) -> dict:
+    return {
+        "dims": dims,
+        "fit_columns": [*FIT_SCALE, "verdict"],
+        "scale": {**FIT_SCALE, **COST_SCALE, "verdict": 1},
+        "verdicts": VERDICTS,
+        "cost_columns": list(COST_SCALE),
+    }
+
+
+def pair_scripts(scan: Callable[[str], pl.LazyFrame]) -> Iterator[tuple[tuple[str, str], str]]:
+    """Per (model, GPU), the script that hands its rows to the workbench; a group of
+    models at a time (assets.publish.chunks), so that memory holds one group's rows."""
+    fit = scan("fit_matrix")
+    grid = _Grid(fit)
+    costs = _packed(grid.within(scan("cost_matrix")), grid, _cost_values())
     conf = {
         (m, g): j
         for m, g, j in scan("fit_configurations")
@@ -116,26 +188,48 @@ def pair_scripts(scan: Callable[[str], pl.LazyFrame]) -> dict[tuple[str, str], s
         .collect()
         .iter_rows()
     )
-    head = {
-        "dims": dims,
-        "fit_columns": [*FIT_SCALE, "verdict"],
-        "scale": {**FIT_SCALE, **COST_SCALE, "verdict": 1},
-        "verdicts": VERDICTS,
-        "cost_columns": list(COST_SCALE),
-    }
-    out = {}
-    for pair, (n, blob) in fits.items():
-        m, g = pair
-        c_n, c_blob = costs.get(pair, (0, ""))
-        body = {
-            **head,
-            "fit": {"n": n, "b": blob},
-            "cost": {"n": c_n, "b": c_blob},
-            "rope_scaled": rope.get(m, []),
-        }
-        text = json.dumps(body, separators=(",", ":"))
-        out[pair] = f'wbData({text[:-1]},"conf":{conf.get(pair, "{}")}}});\n'
-    return out
+    head = _head(grid.dims)
+    for models in model_groups(fit):
+        fits = _packed(fit.filter(pl.col("model_id").is_in(models)), grid, _fit_values())
+        for pair, (n, blob) in fits.items():
+            m, _ = pair
+            c_n, c_blob = costs.pop(pair, (0, ""))
+            body = {
+                **head,
+                "fit": {"n": n, "b": blob},
+                "cost": {"n": c_n, "b": c_blob},
+                "rope_scaled": rope.get(m, []),
+            }
+            text = json.dumps(body, separators=(",", ":"))
+            yield pair, f'wbData({text[:-1]},"conf":{conf.get(pair, "{}")}}});\n'
+
+
+_COST_START, _COST_END = ',"cost":{"n":', '},"rope_scaled":'
+
+
+def cost_scripts(
+    scan: Callable[[str], pl.LazyFrame], out: Path
+) -> Iterator[tuple[tuple[str, str], str]] | None:
+    """The scripts of a sync whose tables but the cost matrix are those of the last one:
+    each pair's file as it is but for its cost rows, packed again. None when a pair's
+    file is missing (then every pair is packed)."""
+    fit = scan("fit_matrix")
+    grid = _Grid(fit)
+    pairs = fit.select("model_id", "gpu_id").unique().sort("model_id", "gpu_id").collect().rows()
+    if not all((out / data_path(m, g)).exists() for m, g in pairs):
+        return None
+    costs = _packed(grid.within(scan("cost_matrix")), grid, _cost_values())
+
+    def scripts() -> Iterator[tuple[tuple[str, str], str]]:
+        for m, g in pairs:
+            text = (out / data_path(m, g)).read_text()
+            start = text.index(_COST_START)
+            end = text.index(_COST_END, start)
+            n, blob = costs.get((m, g), (0, ""))
+            cost = json.dumps({"n": n, "b": blob}, separators=(",", ":"))
+            yield (m, g), f'{text[:start]},"cost":{cost}{text[end + 1 :]}'
+
+    return scripts()
 
 
 def _scaled(column: str, scale: int) -> pl.Expr:
@@ -143,38 +237,51 @@ def _scaled(column: str, scale: int) -> pl.Expr:
 
 
 def _packed(
-    rows: pl.LazyFrame, key: pl.Expr, values: dict[str, pl.Expr]
+    rows: pl.LazyFrame, grid: _Grid, values: dict[str, pl.Expr]
 ) -> dict[tuple[str, str], tuple[int, str]]:
     """Per pair, its row count and its rows (key first) as deflated byte planes of the
-    differences between consecutive rows, base64."""
-    cols = {"k": key, **values}
-    pid = pl.struct("model_id", "gpu_id").rank("dense").cast(pl.Int64).alias("p")
-    ordered = (
-        rows.select("model_id", "gpu_id", *(e.alias(n) for n, e in cols.items()))
-        .with_columns(pid)
-        .sort("p", "k")
-    )
-    first = (pl.col("p") != pl.col("p").shift(1)).fill_null(True)
+    differences between consecutive rows, base64.
+
+    One integer orders the rows: the pair's number times the grid's positions plus the
+    key. Each column's differences are taken as unsigned 32-bit integers (either sign),
+    whose bytes, least significant first, make its four planes; the deflating runs on
+    threads (zlib lets go of the GIL)."""
+    s = pl.col("s")
+    first = (s // grid.positions != (s // grid.positions).shift(1)).fill_null(True)
+    cols = {"k": s % grid.positions, **{n: pl.col(n) for n in values}}
     planes = []
-    for n in cols:
-        d = pl.when(first).then(pl.col(n)).otherwise(pl.col(n) - pl.col(n).shift(1))
-        d = ((d % 2**32) + 2**32) % 2**32  # as an unsigned 32-bit integer, either sign
-        planes += [((d // 256**i) % 256).cast(pl.UInt8).alias(f"{n}{i}") for i in range(4)]
-    df = ordered.select("model_id", "gpu_id", *planes).collect(engine="streaming").rechunk()
-    spans = (
-        df.select("model_id", "gpu_id")
-        .with_row_index("i")
-        .group_by("model_id", "gpu_id", maintain_order=True)
-        .agg(pl.col("i").first(), pl.len())
-    )
-    buffers = []
-    for c in df.columns[2:]:
-        arr = df[c].to_arrow()
-        buffers.append(memoryview(arr.buffers()[1])[arr.offset :])
-    return {
-        (m, g): (
-            n,
-            base64.b64encode(zlib.compress(b"".join(b[i : i + n] for b in buffers), 6)).decode(),
+    for n, e in cols.items():
+        d = pl.when(first).then(e).otherwise(e - e.shift(1))
+        u = (d & 0xFFFFFFFF).cast(pl.UInt32)
+        planes += [(u // 256**i % 256).cast(pl.UInt8).alias(f"{n}{i}") for i in range(4)]
+    df = (
+        rows.select(
+            (grid.pair * grid.positions + grid.key).alias("s"),
+            *(e.alias(n) for n, e in values.items()),
         )
-        for m, g, i, n in spans.iter_rows()
-    }
+        .sort("s")
+        .select((s // grid.positions).alias("p"), *planes)
+        .collect(engine="streaming")
+        .rechunk()
+    )
+    spans = df.select(pl.col("p").rle()).unnest("p").rows()  # (len, pair) in order
+    buffers = []
+    for c in df.columns[1:]:
+        arr = df[c].to_arrow()
+        buffers.append(memoryview(arr.buffers()[1])[arr.offset : arr.offset + len(arr)])
+    starts = [0]
+    for n, _ in spans:
+        starts.append(starts[-1] + n)
+
+    def deflated(i: int) -> str:
+        at, n = starts[i], spans[i][0]
+        return base64.b64encode(
+            zlib.compress(b"".join(b[at : at + n] for b in buffers), 6)
+        ).decode()
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        blobs = list(pool.map(deflated, range(len(spans))))
+    return {grid.name(p): (n, b) for (n, p), b in zip(spans, blobs, strict=True)}
+
+
+THREADS = max(1, min(4, os.cpu_count() or 1))

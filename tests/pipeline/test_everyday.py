@@ -138,7 +138,7 @@ def test_help_and_estimate_do_not_import_dagster():
     assert out.stdout.strip() == "False", out.stderr[-2000:]
 
 
-def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, capsys):
+def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, capfd):
     from pipeline.refresh import EXIT_OK, run
     from tests.conftest import small_snapshot
     from warehouse import store
@@ -148,14 +148,14 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert run(offline=True) == EXIT_OK
-    first = capsys.readouterr()
+    first = capfd.readouterr()
     assert "done    fit_matrix " in first.err and "DEBUG" not in first.err + first.out
     assert first.out.count("new table") == len(CONTRACTS)
     assert "warning: gpu_prices prices_recent: prices older than 3 days" in first.out
     assert "TextMetadataValue" not in first.out
     assert "gguf_files" in first.out and "no rows: the snapshot holds no GGUF" in first.out
     assert run(offline=True) == EXIT_OK
-    second = capsys.readouterr()
+    second = capfd.readouterr()
     assert second.out.count("unchanged") == len(CONTRACTS) and "new version" not in second.out
     # Nothing changed: no step is launched, and the warnings of the steps left out are
     # said as their last run found them.
@@ -171,7 +171,7 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     with dg.DagsterInstance.get() as instance:
         instance.wipe_assets([dg.AssetKey("cost_matrix")])
     assert run(offline=True) == EXIT_OK
-    partial = capsys.readouterr()
+    partial = capfd.readouterr()
     steps = re.findall(r"^  done    (\S+)", partial.err, re.M)
     assert steps == ["cost_matrix", "release", "site"], partial.err
     assert partial.out.count("unchanged") == len(CONTRACTS)
@@ -180,7 +180,7 @@ def test_refresh_publishes_only_what_changed_and_says_so(tmp_path, monkeypatch, 
     # A model leaves the snapshot: its files' data version is new, every step runs.
     shutil.rmtree(tmp_path / "snapshot/hub/models/Qwen/Qwen3-0.6B")
     assert run(offline=True) == EXIT_OK
-    third = capsys.readouterr()
+    third = capfd.readouterr()
     assert "snapshot_files has a new data version" in third.err, third.err
     assert "  done    fit_matrix " in third.err
     assert re.search(r"^models .* new version$", third.out, re.M), third.out

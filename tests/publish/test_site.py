@@ -22,7 +22,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.publish import build, data, words
+from assets.publish import build, data, words, workbench
 from assets.resources import (
     CatalogResource,
     HubResource,
@@ -306,7 +306,9 @@ def test_pages_are_valid_html_and_accessible(built, server, browser):
     assert checker.returncode == 0, report
 
 
-def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(built, tmp_path):
+def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(
+    built, tmp_path, monkeypatch
+):
     """A price-only refresh: new versions of cost_basis and cost_matrix in which one GPU's
     offer is 10 % dearer, released as a run releases them. Only that GPU's cost parts (and
     nothing else) are rendered, and the fit rows are not read (the site keeps what the
@@ -339,7 +341,9 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
         ).version
     releases.publish_release(produced, run_id="price-run", started_at=started, base=str(copy))
     prices = data.load(str(copy), cache_dir=out)
-    changed = build.build(prices, out)
+    with monkeypatch.context() as m:  # the workbench packs the cost rows alone
+        m.setattr(workbench, "pair_scripts", lambda scan: pytest.fail("fit rows packed"))
+        changed = build.build(prices, out)
     assert not prices.fits.loaded and not prices.configs.loaded
     manifest = json.loads((out / "manifest.json").read_text())
     assert changed.site_version == again.site_version + 1
@@ -372,6 +376,12 @@ def test_unchanged_tables_render_nothing_and_a_price_change_renders_cost_parts(b
         assert stamps.sub("", (fresh / path).read_text()) == stamps.sub(
             "", (out / path).read_text()
         ), path
+    # The workbench data: only the cost rows were packed again (the rest of each pair's
+    # script kept from its file), and every script is the fresh build's, byte for byte.
+    scripts = sorted((fresh / "static" / "wb").rglob("*.js"))
+    assert scripts
+    for f in scripts:
+        assert f.read_bytes() == (out / f.relative_to(fresh)).read_bytes(), f
 
 
 def test_site_serve_needs_no_dagster_and_serves_the_build(built):
