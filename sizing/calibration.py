@@ -15,7 +15,9 @@ measured / roofline, which keeps one outlier from moving it. Constants are fitte
 the same card) where a backend has at least MIN_ROWS measurements, decode also per
 "engine|backend|memory class" where the engine fits a class apart and the runs allow it
 (_fit_class: llama.cpp's CUDA build on HBM cards), and pooled over the engine's rows as
-its default.
+its default. Prefill's attention share (flash attention off) and routed experts' token
+count are fitted where MIN_ROWS informative runs span MIN_CLASS_DEVICES GPUs and
+MIN_SOURCES sources, else taken from the engine's pooled fit, else off (_scaling).
 
 `rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap, no
@@ -46,6 +48,12 @@ MIN_ROWS = 5
 SINGULAR = 1e-9
 # A memory class gets its own decode constants from runs on this many devices.
 MIN_CLASS_DEVICES = 2
+# Prefill's attention and expert terms are fitted on runs from this many sources (SOURCE)
+# as well as MIN_CLASS_DEVICES devices (_enough).
+MIN_SOURCES = 2
+# Where a measurement comes from: one campaign, repository or author (its site and, on
+# GitHub, its repository), the unit the accuracy report holds out.
+SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
 # The largest share of the bandwidth a decode efficiency can be.
 MAX_SHARE = 1.0
 
@@ -159,6 +167,11 @@ def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
 
 
 def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Prefill's share of the peak per group: capped per kind of weights (_capped_fit)
+    where each kind has MIN_ROWS runs and the group MIN_GPUS_FOR_CAP GPUs, else the median
+    of measured / roofline. (The sources rule of _enough is not applied to the cap: held
+    out by source, the CUDA runs left without XiongjieDai's then lose their cap and the
+    H100 PCIe is predicted twice too fast.)"""
     out = []
     for key, group in rows.group_by(by, maintain_order=True):
         fitted = dict(zip(by, key, strict=True)) | {
@@ -194,11 +207,21 @@ _EXPERT_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "_quantized"]
 
 
 def _informative(rows: pl.DataFrame, group: list[str], tells: pl.Expr) -> pl.DataFrame:
-    """The rows of the groups where `tells` (an aggregate) holds, if they are MIN_ROWS on
-    MIN_CLASS_DEVICES GPUs; else none."""
+    """The rows of the groups where `tells` (an aggregate) holds, if they are enough to
+    fit a term on (_enough); else none."""
     picked = rows.filter(tells.over(group))
-    enough = picked.height >= MIN_ROWS and picked["gpu_id"].n_unique() >= MIN_CLASS_DEVICES
-    return picked if enough else picked.clear()
+    return picked if _enough(picked) else picked.clear()
+
+
+def _enough(runs: pl.DataFrame) -> bool:
+    """Whether `runs` can carry a constant of their own: MIN_ROWS of them on
+    MIN_CLASS_DEVICES GPUs from MIN_SOURCES sources, so that no one GPU's runs and no
+    one campaign's (its build, flags and rig) set the constant alone."""
+    return (
+        runs.height >= MIN_ROWS
+        and runs.get_column("gpu_id").n_unique() >= MIN_CLASS_DEVICES
+        and runs.select(SOURCE.n_unique()).item() >= MIN_SOURCES
+    )
 
 
 def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
@@ -294,19 +317,33 @@ def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> p
 
 
 def _scaling(data: pl.DataFrame) -> dict[str, dict[str, float]]:
-    """The attention and expert constants (_scaling_fit): the experts' token count per
-    engine, pooled over its backends (its routed-expert products run one kernel design;
-    MoE runs on one device per backend); attention's share per engine and backend where
-    its own runs tell it (each backend's attention kernels are its own: one without such
-    runs on MIN_CLASS_DEVICES devices has no attention term), and for the engine's
-    pooled fit over all its runs."""
+    """The attention and expert constants (_scaling_fit), each fitted in the smallest
+    group whose informative runs can carry it (_enough: MIN_ROWS runs on
+    MIN_CLASS_DEVICES GPUs from MIN_SOURCES sources), else taken from the next larger
+    one, else off:
+
+    - the experts' token count per engine, pooled over its backends (its routed-expert
+      products run one kernel design; MoE runs are on one device per backend);
+    - attention's share per engine and backend where the backend's own runs carry it
+      (each backend's attention kernels are its own), else the engine's, fitted on all
+      its backends' runs, else none.
+
+    This is complete pooling where a group's own runs are too few: a backend without
+    enough independent runs (too few devices or a single campaign, whose build, flags
+    and rig cannot be told from the backend) is given the pooled estimate, the usual
+    fallback of a hierarchical fit for a group its data cannot tell from the rest, not
+    no term at all, a value the pooled runs disfavour (the grid holds it: share 1). The
+    rule is the fit's, so it is the same in the published constants and in every
+    held-out refit (by GPU, by source, by model): a refit that leaves out the runs a
+    backend's term rested on falls back as a backend with no such runs does in the
+    published fit."""
     pooled = {e: _scaling_fit(g) for (e,), g in data.group_by("engine", maintain_order=True)}
     out = dict(pooled)
     for (e, b), g in data.group_by("engine", "backend", maintain_order=True):
         if g.height < MIN_ROWS:
             continue
         own = _scaling_fit(g, experts=False)
-        out[f"{e}|{b}"] = {k: v for k, v in pooled[e].items() if k == "expert_tokens"} | own
+        out[f"{e}|{b}"] = pooled[e] | own
     return out
 
 

@@ -231,7 +231,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
 
 
 # Where a measurement comes from: its site and, on GitHub, its repository; and its device.
-SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
+SOURCE = calibration.SOURCE
 DEVICE = pl.col("gpu_id")
 
 
