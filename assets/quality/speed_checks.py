@@ -311,8 +311,8 @@ def speed_check_frame(
 ) -> pl.DataFrame:
     """Every published measurement: the estimate's speed and error where it can be
     reproduced (its model in `known`, sized by `arch`), the fit it comes from, whether it
-    was fitted on, its error with its GPU left out of the fit and with its source left out,
-    and otherwise why it is not compared."""
+    was fitted on, its error with its GPU left out of the fit, with its source left out and
+    with its model left out, and otherwise why it is not compared."""
     gpu_ids = gpu_alias_map(catalog_dir)
     raw = {
         f: measurements(
@@ -333,9 +333,13 @@ def speed_check_frame(
     by_source = held_out_errors(rows, SOURCE).select(
         "file", "row", held_out_by_source_error="held_out_error"
     )
+    by_model = held_out_errors(rows, pl.col("model")).select(
+        "file", "row", held_out_by_model_error="held_out_error"
+    )
     rows = (
         rows.join(held, on=["file", "row"], how="left")
         .join(by_source, on=["file", "row"], how="left")
+        .join(by_model, on=["file", "row"], how="left")
         .with_columns(moe=pl.col("n_experts") > 0)
     )
     # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.
