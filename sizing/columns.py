@@ -29,6 +29,7 @@ MODEL: dict[str, pl.DataType] = {
     "params_total": pl.Int64(),
     "params_active": pl.Int64(),
     "params_embedding": pl.Int64(),
+    "params_expert_active": pl.Int64(),
     "n_layers": pl.Int64(),
     "hidden": pl.Int64(),
     "expert_ffn": pl.Int64(),
@@ -134,6 +135,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # llama.cpp's --split-mode across several GPUs (sizing.engines.llama_cpp.SPLIT_MODES;
     # null: its default, layer).
     "split_mode": pl.String(),
+    # Whether attention runs flash-attention kernels: the launch commands' llama-server
+    # `-fa on`, and vLLM's attention backends; the speed checks' llama-bench runs say.
+    "flash_attention": pl.Boolean(),
 }
 
 # What a question leaves unset, as the matrix sizes it: no weights or cache offloaded,
@@ -151,6 +155,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "rope_scaling": None,
     "backend": None,
     "split_mode": None,
+    "flash_attention": True,
     "prompt_tokens": DEFAULT_PROMPT_TOKENS,
     "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,
 }

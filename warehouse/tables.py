@@ -950,6 +950,7 @@ SPEED_CHECKS = TableContract(
         "error": pl.Float64(),
         "held_out_error": pl.Float64(),
         "held_out_by_source_error": pl.Float64(),
+        "held_out_by_model_error": pl.Float64(),
         "in_fit": pl.Boolean(),
         "not_compared": pl.String(),
         "source_url": pl.String(),

@@ -107,6 +107,7 @@ def accuracy_frame(gguf: pl.DataFrame, vllm: pl.DataFrame, speed: pl.DataFrame) 
             ("in fit", "error"),
             ("held out by GPU", "held_out_error"),
             ("held out by source", "held_out_by_source_error"),
+            ("held out by model", "held_out_by_model_error"),
         ):
             errors = rows.filter(pl.col(error).is_not_null()).with_columns(
                 pl.col(error).alias("error")

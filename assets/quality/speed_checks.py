@@ -188,6 +188,14 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             .then(pl.col("n_prompt") + pl.col("depth") + pl.col("tokens") // 2)
             .otherwise(pl.col("tokens")),
             prompt_tokens=pl.col("tokens"),
+            # llama-bench's -fa as printed ("1", "0 (default)"; not stated: unknown);
+            # vLLM's attention backends are flash kernels.
+            flash_attention=pl.when(pl.col("engine") != "llama.cpp")
+            .then(True)
+            .when(pl.col("flash_attn").str.starts_with("1"))
+            .then(True)
+            .when(pl.col("flash_attn").str.starts_with("0"))
+            .then(False),
         )
         .pipe(with_input_defaults)
     )
@@ -205,6 +213,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         "prefill_efficiency_quantized": 1.0,
         "prefill_tflops_per_watt": None,
         "prefill_tflops_per_watt_quantized": None,
+        "prefill_attention_share": None,
+        "prefill_expert_tokens": None,
     }
     return (
         frame.with_columns(pl.lit(v, pl.Float64).alias(k) for k, v in bare.items())
@@ -212,7 +222,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         # The roofline without the GPUs' synchronisation, which is not shared out by
         # the efficiency (its seconds are `sync_seconds`).
         .with_columns(sync_seconds=pl.col("decode_comm_seconds"), decode_comm_seconds=0.0)
-        .with_columns(speed_of.alias("roofline_tok_s"))
+        .with_columns(speed_of.alias("roofline_tok_s"), *speed.prefill_part_columns())
         .with_columns(speed.efficiency_columns())
         .with_columns(speed.speed_basis_columns())
         .with_columns(speed.decode_configuration_columns())
@@ -222,7 +232,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
 
 
 # Where a measurement comes from: its site and, on GitHub, its repository; and its device.
-SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
+SOURCE = calibration.SOURCE
 DEVICE = pl.col("gpu_id")
 
 
@@ -232,8 +242,8 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     or of the engine and backend, where the rest still has one, else the engine's pooled
     one: sizing.engines.fit_key): decode as roofline time /
     efficiency (of the format's kind where the fit splits them) + layers x per-layer
-    overhead, prefill as the roofline x the capped share of peak
-    (sizing.formulas.speed.prefill_share)."""
+    overhead, prefill as its parts at the capped share of peak (sizing.formulas.speed.prefill_share)
+    with attention's and the experts' shares of it."""
     parts = []
     # The row split's synchronisation is fitted on its own runs, all on one rig: none of
     # them can be held out.
@@ -271,15 +281,15 @@ def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
 def _refit(kind: str, c: dict[str, float]) -> pl.Expr:
     """The speed with the constants `c`: decode as the calibration models it (its share of
     the bandwidth sizing.formulas.speed.decode_share's, then the GPUs' synchronisation), prefill as
-    the roofline times sizing.formulas.speed.prefill_share, each with those constants as its
-    inputs."""
+    sizing.formulas.speed.prefill_seconds on the run's parts (its share of the peak, attention's
+    and the experts'), each with those constants as its inputs."""
     if kind == "decode":
         return 1 / (
             1 / (pl.col("roofline_tok_s") * speed.decode_share())
             + pl.col("n_layers") * c["layer_seconds"]
             + pl.col("sync_seconds")
         )
-    return pl.col("roofline_tok_s") * speed.prefill_share()
+    return pl.col("prompt_tokens") / speed.prefill_seconds_from_parts(speed.prefill_share())
 
 
 def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
@@ -293,13 +303,7 @@ def _with_decode_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFr
 def _with_prefill_constants(held: pl.DataFrame, c: dict[str, float]) -> pl.DataFrame:
     """The input columns of sizing.formulas.speed.prefill_share set to the constants `c`."""
     return held.with_columns(
-        pl.lit(c.get(f), pl.Float64).alias(f"prefill_{f}")
-        for f in (
-            "efficiency",
-            "efficiency_quantized",
-            "tflops_per_watt",
-            "tflops_per_watt_quantized",
-        )
+        pl.lit(c.get(f), pl.Float64).alias(f"prefill_{f}") for f in speed.PREFILL_FIELDS
     )
 
 
@@ -308,8 +312,8 @@ def speed_check_frame(
 ) -> pl.DataFrame:
     """Every published measurement: the estimate's speed and error where it can be
     reproduced (its model in `known`, sized by `arch`), the fit it comes from, whether it
-    was fitted on, its error with its GPU left out of the fit and with its source left out,
-    and otherwise why it is not compared."""
+    was fitted on, its error with its GPU left out of the fit, with its source left out and
+    with its model left out, and otherwise why it is not compared."""
     gpu_ids = gpu_alias_map(catalog_dir)
     raw = {
         f: measurements(
@@ -330,9 +334,13 @@ def speed_check_frame(
     by_source = held_out_errors(rows, SOURCE).select(
         "file", "row", held_out_by_source_error="held_out_error"
     )
+    by_model = held_out_errors(rows, pl.col("model")).select(
+        "file", "row", held_out_by_model_error="held_out_error"
+    )
     rows = (
         rows.join(held, on=["file", "row"], how="left")
         .join(by_source, on=["file", "row"], how="left")
+        .join(by_model, on=["file", "row"], how="left")
         .with_columns(moe=pl.col("n_experts") > 0)
     )
     # A measurement whose GPU lacks the figure its roofline needs stays, with the reason.

@@ -15,7 +15,9 @@ measured / roofline, which keeps one outlier from moving it. Constants are fitte
 the same card) where a backend has at least MIN_ROWS measurements, decode also per
 "engine|backend|memory class" where the engine fits a class apart and the runs allow it
 (_fit_class: llama.cpp's CUDA build on HBM cards), and pooled over the engine's rows as
-its default.
+its default. Prefill's attention share (flash attention off) and routed experts' token
+count are fitted where MIN_ROWS informative runs span MIN_CLASS_DEVICES GPUs and
+MIN_SOURCES sources, else taken from the engine's pooled fit, else off (_scaling).
 
 `rows` holds per measurement: `engine`, `backend`, `kind` ("decode" or "prefill"),
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap, no
@@ -31,7 +33,12 @@ from __future__ import annotations
 import polars as pl
 
 from sizing import engines, stats
-from sizing.formulas.speed import DECODE_KIND_FIELDS, UNQUANTIZED
+from sizing.formulas.speed import (
+    DECODE_KIND_FIELDS,
+    PREFILL_FIELDS,
+    UNQUANTIZED,
+    prefill_seconds_from_parts,
+)
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
 # pooled fit.
@@ -41,6 +48,12 @@ MIN_ROWS = 5
 SINGULAR = 1e-9
 # A memory class gets its own decode constants from runs on this many devices.
 MIN_CLASS_DEVICES = 2
+# Prefill's attention and expert terms are fitted on runs from this many sources (SOURCE)
+# as well as MIN_CLASS_DEVICES devices (_enough).
+MIN_SOURCES = 2
+# Where a measurement comes from: one campaign, repository or author (its site and, on
+# GitHub, its repository), the unit the accuracy report holds out.
+SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
 # The largest share of the bandwidth a decode efficiency can be.
 MAX_SHARE = 1.0
 
@@ -154,6 +167,11 @@ def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
 
 
 def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Prefill's share of the peak per group: capped per kind of weights (_capped_fit)
+    where each kind has MIN_ROWS runs and the group MIN_GPUS_FOR_CAP GPUs, else the median
+    of measured / roofline. (The sources rule of _enough is not applied to the cap: held
+    out by source, the CUDA runs left without XiongjieDai's then lose their cap and the
+    H100 PCIe is predicted twice too fast.)"""
     out = []
     for key, group in rows.group_by(by, maintain_order=True):
         fitted = dict(zip(by, key, strict=True)) | {
@@ -172,6 +190,161 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
             )
         out.append(fitted)
     return pl.DataFrame(out, infer_schema_length=None)
+
+
+# Attention's share of the matmuls' rate and the routed experts' token count
+# (sizing.formulas.speed.attention_share, expert_matmul_share), searched together on a grid; null:
+# no such term.
+ATTENTION_SHARES = tuple(round(0.05 * i, 2) for i in range(1, 21))
+EXPERT_TOKENS = (None, *range(16, 513, 16))
+# The runs that tell attention's share: the same model, format, GPU and GPU count at two
+# or more prompt lengths with flash attention off; the experts' token count: MoE and
+# dense runs on the same GPU, backend, GPU count and kind of weights. Each is fitted where
+# such runs number MIN_ROWS on MIN_CLASS_DEVICES GPUs (so that one left out leaves a fit),
+# else left out (null).
+_ATTENTION_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "model", "fmt"]
+_EXPERT_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "_quantized"]
+
+
+def _informative(rows: pl.DataFrame, group: list[str], tells: pl.Expr) -> pl.DataFrame:
+    """The rows of the groups where `tells` (an aggregate) holds, if they are enough to
+    fit a term on (_enough); else none."""
+    picked = rows.filter(tells.over(group))
+    return picked if _enough(picked) else picked.clear()
+
+
+def _enough(runs: pl.DataFrame) -> bool:
+    """Whether `runs` can carry a constant of their own: MIN_ROWS of them on
+    MIN_CLASS_DEVICES GPUs from MIN_SOURCES sources, so that no one GPU's runs and no
+    one campaign's (its build, flags and rig) set the constant alone."""
+    return (
+        runs.height >= MIN_ROWS
+        and runs.get_column("gpu_id").n_unique() >= MIN_CLASS_DEVICES
+        and runs.select(SOURCE.n_unique()).item() >= MIN_SOURCES
+    )
+
+
+def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
+    """One engine's prefill `attention_share` and `expert_tokens`: the pair of the grid
+    minimising the median |log| deviation of measured / roofline from its group's median
+    (_ATTENTION_GROUP: how a run slows with its prompt; _EXPERT_GROUP: MoE runs against
+    dense ones on the same card), so that the device's share, fitted next, is left to the
+    device. A constant the runs cannot tell is left out."""
+    rows = rows.with_columns(_quantized=~pl.col("weight_format").is_in(UNQUANTIZED))
+    sets = [
+        (
+            _informative(
+                rows.filter(pl.col("flash_attention").not_()),
+                _ATTENTION_GROUP,
+                pl.col("prompt_tokens").n_unique() >= 2,
+            ),
+            _ATTENTION_GROUP,
+        ),
+        (
+            _informative(
+                rows,
+                _EXPERT_GROUP,
+                (pl.col("n_experts") > 0).any() & (pl.col("n_experts") == 0).any(),
+            ),
+            _EXPERT_GROUP,
+        ),
+    ]
+    if not experts:
+        sets[1] = (sets[1][0].clear(), _EXPERT_GROUP)
+    shares = ATTENTION_SHARES if sets[0][0].height else (None,)
+    tokens = EXPERT_TOKENS if sets[1][0].height else (None,)
+    if shares == (None,) and tokens == (None,):
+        return {}
+    grid = pl.DataFrame(
+        {"prefill_attention_share": shares}, schema={"prefill_attention_share": pl.Float64}
+    ).join(
+        pl.DataFrame(
+            {"prefill_expert_tokens": tokens}, schema={"prefill_expert_tokens": pl.Float64}
+        ),
+        how="cross",
+    )
+    keys = ["prefill_attention_share", "prefill_expert_tokens"]
+    deviations = []
+    for data, group in sets:
+        if data.is_empty():
+            continue
+        y = (
+            pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")
+        ).log()
+        deviations.append(
+            data.drop(keys, strict=False)
+            .join(grid, how="cross")
+            .with_columns(y=y)
+            .select(*keys, dev=(pl.col("y") - pl.col("y").median().over(*group, *keys)).abs())
+        )
+    best = (
+        pl.concat(deviations)
+        .group_by(keys)
+        .agg(loss=pl.col("dev").median())
+        # Ties: the term nearest to none (attention at the matmuls' share, experts at few
+        # tokens).
+        .sort(
+            "loss",
+            "prefill_attention_share",
+            "prefill_expert_tokens",
+            descending=[False, True, False],
+            nulls_last=False,
+        )
+        .row(0, named=True)
+    )
+    return {
+        f: best[c]
+        for f, c in (("attention_share", keys[0]), ("expert_tokens", keys[1]))
+        if best[c] is not None
+    }
+
+
+def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> pl.DataFrame:
+    """`rows` with the attention and expert constants of their backend's fit (`scaling`,
+    keyed as fit()'s output), else their engine's, and the roofline at them
+    (sizing.formulas.speed.prefill_seconds_from_parts at the whole peak)."""
+    key = pl.concat_str(["engine", "backend"], separator="|")
+    key = pl.when(key.is_in(list(scaling))).then(key).otherwise(pl.col("engine"))
+
+    def of(field: str) -> pl.Expr:
+        return key.replace_strict(
+            {k: c.get(field) for k, c in scaling.items()}, default=None, return_dtype=pl.Float64
+        )
+
+    return rows.with_columns(
+        prefill_attention_share=of("attention_share"), prefill_expert_tokens=of("expert_tokens")
+    ).with_columns(roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts())
+
+
+def _scaling(data: pl.DataFrame) -> dict[str, dict[str, float]]:
+    """The attention and expert constants (_scaling_fit), each fitted in the smallest
+    group whose informative runs can carry it (_enough: MIN_ROWS runs on
+    MIN_CLASS_DEVICES GPUs from MIN_SOURCES sources), else taken from the next larger
+    one, else off:
+
+    - the experts' token count per engine, pooled over its backends (its routed-expert
+      products run one kernel design; MoE runs are on one device per backend);
+    - attention's share per engine and backend where the backend's own runs carry it
+      (each backend's attention kernels are its own), else the engine's, fitted on all
+      its backends' runs, else none.
+
+    This is complete pooling where a group's own runs are too few: a backend without
+    enough independent runs (too few devices or a single campaign, whose build, flags
+    and rig cannot be told from the backend) is given the pooled estimate, the usual
+    fallback of a hierarchical fit for a group its data cannot tell from the rest, not
+    no term at all, a value the pooled runs disfavour (the grid holds it: share 1). The
+    rule is the fit's, so it is the same in the published constants and in every
+    held-out refit (by GPU, by source, by model): a refit that leaves out the runs a
+    backend's term rested on falls back as a backend with no such runs does in the
+    published fit."""
+    pooled = {e: _scaling_fit(g) for (e,), g in data.group_by("engine", maintain_order=True)}
+    out = dict(pooled)
+    for (e, b), g in data.group_by("engine", "backend", maintain_order=True):
+        if g.height < MIN_ROWS:
+            continue
+        own = _scaling_fit(g, experts=False)
+        out[f"{e}|{b}"] = pooled[e] | own
+    return out
 
 
 def _fit_class(rows: pl.DataFrame) -> pl.DataFrame:
@@ -210,8 +383,12 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
         return {}
     fitter = _decode_fit if kind == "decode" else _prefill_fit
     by = ["engine", "backend"]
+    scaling: dict[str, dict[str, float]] = {}
     if kind == "decode":
         data, by = _fit_class(data), [*by, "fit_class"]
+    else:
+        scaling = _scaling(data)
+        data = _with_scaling(data, scaling)
     per_backend = (
         fitter(data, by)
         .filter(pl.col("n") >= MIN_ROWS)
@@ -219,13 +396,12 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     )
     pooled = fitter(data, ["engine"]).with_columns(key=pl.col("engine"))
     fields = (
-        ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS]
-        if kind == "decode"
-        else ["efficiency", "efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized"]
+        ["efficiency", "layer_seconds", *DECODE_KIND_FIELDS] if kind == "decode" else PREFILL_FIELDS
     )
     both = pl.concat([per_backend, pooled], how="diagonal_relaxed")
     return {
         r["key"]: {f: r[f] for f in fields if r.get(f) is not None}
+        | scaling.get(r["key"], scaling.get(r["engine"], {}))
         for r in both.iter_rows(named=True)
     }
 

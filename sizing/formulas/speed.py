@@ -44,6 +44,17 @@ DECODE_KIND_FIELDS = (
 # Formats whose weights prefill multiplies as they are stored (the others are dequantized
 # or multiplied as integers, with their own efficiency where the fit has one).
 UNQUANTIZED = ("BF16", "F16", "F32")
+# The constants of a prefill fit (each a column `prefill_<field>` of efficiency_columns):
+# the share of the peak per kind of weights, its cap per watt, and attention's share of
+# it and the routed experts' token count (sizing.formulas.calibration).
+PREFILL_FIELDS = (
+    "efficiency",
+    "efficiency_quantized",
+    "tflops_per_watt",
+    "tflops_per_watt_quantized",
+    "attention_share",
+    "expert_tokens",
+)
 # An engine without a fit of its own takes llama.cpp's.
 # The median decode and prefill errors of each fit on devices left out of it (recomputed by
 # tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A backend
@@ -124,9 +135,10 @@ def efficiency_columns() -> list[pl.Expr]:
     `decode_layer_seconds`, `decode_efficiency_quantized` and `decode_efficiency_<kind>`
     (null: the engine's decode has one efficiency for every format, or no runs of that
     kind), `prefill_efficiency` and, where the fit has them,
-    `prefill_efficiency_quantized`, `prefill_tflops_per_watt` and
-    `prefill_tflops_per_watt_quantized` (PREFILL_FIT). (The calibration sets them to 1, 0,
-    null, 1, 1, null and null to get the bare roofline.)"""
+    `prefill_efficiency_quantized`, `prefill_tflops_per_watt`,
+    `prefill_tflops_per_watt_quantized`, `prefill_attention_share` and
+    `prefill_expert_tokens` (PREFILL_FIELDS of PREFILL_FIT). (The calibration sets them to
+    1, 0, null, 1, 1 and null to get the bare roofline.)"""
     return [
         engines.backend().alias("backend"),
         _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
@@ -136,10 +148,7 @@ def efficiency_columns() -> list[pl.Expr]:
         # kernels: each measured backend has its own fit; the others (SYCL, MUSA; vLLM
         # on ROCm and XPU) are transferred the engine's pooled one (speed_basis).
         _fitted(PREFILL_FIT, "efficiency").alias("prefill_efficiency"),
-        *(
-            _fitted(PREFILL_FIT, f).alias(f"prefill_{f}")
-            for f in ("efficiency_quantized", "tflops_per_watt", "tflops_per_watt_quantized")
-        ),
+        *(_fitted(PREFILL_FIT, f).alias(f"prefill_{f}") for f in PREFILL_FIELDS[1:]),
     ]
 
 
@@ -335,25 +344,105 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     return per_pair * (full + window + sparse) + indexer
 
 
-def prefill_seconds() -> pl.Expr:
-    """Seconds to process a prompt of `prompt_tokens` (one sequence).
+def expert_matmul_share(p: pl.Expr) -> pl.Expr:
+    """The share of the dense matmuls' rate the routed experts' matmuls reach in a prefill
+    of `p` tokens. Each expert multiplies only the tokens routed to it: on average the
+    step's tokens x k / E (llama.cpp's micro-batch of 512 with 8 of 128 experts: 32), and a
+    matrix product over fewer tokens than the fitted `prefill_expert_tokens` reaches that
+    share of the dense rate (min(1, tokens / fitted), as a tile of columns left part
+    empty). 1 for dense models and where the engine's fit has no such constant."""
+    tokens = engines.term("prefill_step_tokens", p) * col("n_experts_active") / col("n_experts")
+    return (
+        pl.when(col("n_experts") > 0)
+        .then(pl.min_horizontal(pl.lit(1.0), tokens / col("prefill_expert_tokens")))
+        .otherwise(1.0)
+        .fill_null(1.0)
+    )
+
+
+def attention_share() -> pl.Expr:
+    """The share of the matmuls' rate attention reaches with flash attention off (its
+    fitted `prefill_attention_share`: the scores are written out whole and softmaxed in
+    F32 between two products over the cache); 1 with flash-attention kernels (the
+    launch commands' `-fa on`: no fit, its long-prompt runs are on one device) and where
+    the fit has none."""
+    off = pl.col("flash_attention").not_()
+    return pl.when(off).then(col("prefill_attention_share")).otherwise(None).fill_null(1.0)
+
+
+# The terms of prefill's time, in seconds at the whole dense peak and bandwidth (columns
+# the calibration keeps per measurement to refit on: sizing.formulas.calibration).
+PREFILL_PARTS = {
+    "dense": "prefill_dense_seconds",
+    "experts": "prefill_expert_seconds",
+    "attention": "prefill_attention_seconds",
+    "weights": "prefill_weights_seconds",
+}
+
+
+def prefill_parts(p: pl.Expr) -> dict[str, pl.Expr]:
+    """Prefill of `p` tokens (one sequence) at the whole dense peak: the dense matmuls (2
+    FLOPs per active parameter outside the embedding and the routed experts), the routed
+    experts' matmuls, attention (attention_flops), and the weights' reads.
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
     split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
-    llama.cpp re-reads the weights once per micro-batch. Context, KV-cache type and
-    decode batch do not enter: the matrix evaluates this once per model, format and GPU
-    configuration."""
-    p = col("prompt_tokens")
+    llama.cpp re-reads the weights once per micro-batch."""
     n = engines.term("prefill_parallelism", p)
-    linear = 2 * (col("params_active") - col("params_embedding")) * p
-    peak = col("fp16_dense_tflops") * _TFLOPS * n * prefill_share()
-    t_compute = (linear + attention_flops(p)) / peak
+    peak = col("fp16_dense_tflops") * _TFLOPS * n
+    experts = 2 * col("params_expert_active") * p
+    dense = 2 * (col("params_active") - col("params_embedding")) * p - experts
     reads = engines.term("prefill_weight_reads", p)
     step_tokens = engines.term("prefill_step_tokens", p)
-    t_weights = reads * weight_bytes_read_per_step(step_tokens) / (col("bandwidth_gb_s") * _GB * n)
-    # No published dense tensor throughput for the device: no prefill figure either.
+    return {
+        "dense": dense / peak,
+        "experts": experts / peak,
+        "attention": attention_flops(p) / peak,
+        "weights": reads
+        * weight_bytes_read_per_step(step_tokens)
+        / (col("bandwidth_gb_s") * _GB * n),
+    }
+
+
+def prefill_seconds_of(
+    parts: dict[str, pl.Expr], share: pl.Expr, experts: pl.Expr, attention: pl.Expr
+) -> pl.Expr:
+    """Prefill's seconds from its parts (prefill_parts): the compute at `share` of the
+    peak, the experts' and attention's at their own shares of that, or the weights'
+    reads where they take longer. No published dense tensor throughput for the device
+    (or no share): no figure."""
+    compute = (parts["dense"] + parts["experts"] / experts + parts["attention"] / attention) / share
     return (
-        pl.when(t_compute.is_null()).then(None).otherwise(pl.max_horizontal(t_compute, t_weights))
+        pl.when(compute.is_null())
+        .then(None)
+        .otherwise(pl.max_horizontal(compute, parts["weights"]))
+    )
+
+
+def prefill_part_columns() -> list[pl.Expr]:
+    """The parts of the row's prefill of `prompt_tokens` as the columns PREFILL_PARTS."""
+    return [e.alias(PREFILL_PARTS[k]) for k, e in prefill_parts(col("prompt_tokens")).items()]
+
+
+def prefill_seconds_from_parts(share: pl.Expr | None = None) -> pl.Expr:
+    """prefill_seconds on the part columns (prefill_part_columns) at `share` of the peak
+    (default the bare roofline, 1) and the row's expert and attention constants."""
+    parts = {k: pl.col(c) for k, c in PREFILL_PARTS.items()}
+    return prefill_seconds_of(
+        parts,
+        pl.lit(1.0) if share is None else share,
+        expert_matmul_share(col("prompt_tokens")),
+        attention_share(),
+    )
+
+
+def prefill_seconds() -> pl.Expr:
+    """Seconds to process a prompt of `prompt_tokens` (one sequence): prefill_parts at the
+    row's fitted shares. Context, KV-cache type and decode batch do not enter: the matrix
+    evaluates this once per model, format and GPU configuration."""
+    p = col("prompt_tokens")
+    return prefill_seconds_of(
+        prefill_parts(p), prefill_share(), expert_matmul_share(p), attention_share()
     )
 
 

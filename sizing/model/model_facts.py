@@ -203,6 +203,8 @@ def _model_row(m: ModelArch) -> dict[str, Any]:
         "params_total": p.total,
         "params_active": p.active,
         "params_embedding": p.embedding,
+        # The routed experts' parameters one token passes through (k of E; 0 if dense).
+        "params_expert_active": p.expert_active,
         "n_layers": m.n_layers,
         "hidden": m.hidden,
         "expert_ffn": m.moe.expert_ffn if m.moe is not None else 0,

@@ -448,6 +448,7 @@ class ParamCounts:
     total: int
     active: int  # per token: routed experts counted k of E
     embedding: int  # token embedding plus an untied output projection
+    expert_active: int = 0  # per token: the k routed experts' of E (in `active`)
 
     @property
     def non_embedding(self) -> int:
@@ -457,9 +458,12 @@ class ParamCounts:
 def count_params(m: ModelArch, tensors: list[Tensor] | None = None) -> ParamCounts:
     tensors = enumerate_tensors(m) if tensors is None else tensors
     total = sum(t.n_elems for t in tensors)
-    inactive = 0
+    inactive = expert_active = 0
     if m.moe is not None:
-        share_idle = 1 - m.moe.n_active / m.moe.n_experts
-        inactive = round(sum(t.n_elems for t in tensors if t.is_expert) * share_idle)
+        experts = sum(t.n_elems for t in tensors if t.is_expert)
+        inactive = round(experts * (1 - m.moe.n_active / m.moe.n_experts))
+        expert_active = experts - inactive
     embedding = sum(t.n_elems for t in tensors if t.kind in ("token_embd", "output"))
-    return ParamCounts(total=total, active=total - inactive, embedding=embedding)
+    return ParamCounts(
+        total=total, active=total - inactive, embedding=embedding, expert_active=expert_active
+    )

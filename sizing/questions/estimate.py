@@ -386,6 +386,8 @@ def _configuration_row(
         "rope_scaling": c.rope_scaling,
         "backend": c.backend,
         "split_mode": c.split_mode,
+        # The launch command sets llama-server's `-fa on` (vLLM's are flash kernels).
+        "flash_attention": True,
         **settings_row(c.vllm),
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s,
         "gpu_id": d.name,

@@ -1,7 +1,7 @@
 """Gemma 4 E2B: per-layer input embeddings and KV shared across layers, checked against
 llama.cpp's own load of a published GGUF of google/gemma-4-E2B-it and a published file size.
 
-The rules (sizing.architecture ModelArch.has_own_kv / layer_ffn, sizing.tensors
+The rules (sizing.model.architecture ModelArch.has_own_kv / layer_ffn, sizing.model.tensors
 _per_layer_embeddings): llama.cpp's gemma4 loader (ggml-org/llama.cpp
 src/models/gemma4.cpp, load_arch_hparams / load_arch_tensors) sets
 `n_layer_kv_from_start = n_layer - shared_kv_layers`; llama_kv_cache skips every layer
@@ -24,9 +24,9 @@ ggml-org/gemma-4-E2B-it-GGUF's Q8_0 file as a LlamaBarn-style app catalog lists 
 
 import pytest
 
-from sizing.model_facts import model_row
-from sizing.tensors import count_params, enumerate_tensors
-from sizing.weights import weight_bytes
+from sizing.model.model_facts import model_row
+from sizing.model.tensors import count_params, enumerate_tensors
+from sizing.model.weights import weight_bytes
 from tests.conftest import load_arch
 
 E2B = "google/gemma-4-E2B-it"
@@ -73,7 +73,7 @@ def test_per_layer_table_is_input_only_and_not_the_output_head():
     """The per-layer table stays in host memory (llama.cpp) and, with tied embeddings,
     takes the output head's type as token_embd does (Q6_K in a Q4_K_M file; the E4B
     files below show it)."""
-    from sizing.model_facts import format_row
+    from sizing.model.model_facts import format_row
 
     m = load_arch(E2B)
     ts = enumerate_tensors(m)
