@@ -48,14 +48,14 @@ def test_nvidia_smi_names_the_catalog_card(tools, tmp_path):
 
 @pytest.mark.parametrize("recording", ["rocm_smi_rx7900xt.json", "rocm_smi_rx7900xt.csv"])
 def test_rocm_smi_card_not_mistaken_for_the_xtx(tools, tmp_path, recording):
-    """An RX 7900 XT (21458059264 bytes) is not the catalog's 24 GiB RX 7900 XTX,
-    whose name contains its name."""
+    """An RX 7900 XT (21458059264 bytes) is the catalog's 20 GiB RX 7900 XT, not the 24 GiB
+    RX 7900 XTX, whose name contains its name."""
     tools("rocm-smi", recording)
     found = detect.detect_gpus(tmp_path / "no-meminfo")
     assert [g.name for g in found.gpus] == ["Radeon RX 7900 XT"]
     assert found.gpus[0].memory_gib == pytest.approx(21458059264 / 2**30)
     gpu, note = detect.match_catalog(found, find)
-    assert gpu is None and "not this card" in note
+    assert gpu is not None and gpu["gpu_id"] == "rx_7900_xt" and note is None
 
 
 def test_system_profiler_reads_the_apple_chip(tools, tmp_path):
