@@ -5,7 +5,8 @@ llama.cpp loads them from a separate file (`--mmproj mmproj-*.gguf`), written by
 convert_hf_to_gguf.py's MmprojModel classes; vLLM loads them with the language model, as
 the checkpoint stores them (BF16). Three families are enumerated, in llama.cpp's order and
 names: SigLIP with Gemma 3's projector (`gemma3`), Pixtral with Mistral 3's patch merger
-(`pixtral`) and the Qwen3-VL tower of Qwen3.5/3.6 (`qwen3vl`). Any other vision config
+(`pixtral`) and the Qwen3-VL tower (`qwen3vl`: Qwen3-VL itself, with a DeepStack merger per
+`deepstack_visual_indexes` layer, and Qwen3.5/3.6, without). Any other vision config
 (Gemma 4, Kimi K3, ...) is recognised as multimodal but not sized (`None`).
 
 Types in an mmproj file (convert_hf_to_gguf.py, ggml-org/llama.cpp at 0024aa74):
@@ -56,7 +57,7 @@ class VisionTower:
     merge: int = 1  # spatial merge (2: 2 x 2 patches into one token)
     temporal_patch: int = 1  # Qwen3-VL's Conv3d depth over frames
     channels: int = 3
-    deepstack: tuple[int, ...] = ()  # Qwen3-VL: tower layers whose features a merger of their own feeds the LM
+    deepstack: tuple[int, ...] = ()  # Qwen3-VL: tower layers feeding the LM through own mergers
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ def test_each_deepstack_layer_has_its_own_merger():
 
 
 def _pairs(sizes: dict[tuple[str, str], int], a: str, b: str) -> list[tuple[str, int]]:
-    return [(m, sizes[(m, a)] - sizes[(m, b)]) for (m, t) in sorted(sizes) if t == a and (m, b) in sizes]
+    return [
+        (m, sizes[(m, a)] - sizes[(m, b)]) for (m, t) in sorted(sizes) if t == a and (m, b) in sizes
+    ]
 
 
 def test_two_gguf_files_differ_by_exactly_their_tensors():
