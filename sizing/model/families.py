@@ -57,6 +57,8 @@ DENSE = {
     "qwen3_5",
     "qwen3_5_text",
     "gemma4_text",
+    "qwen3_vl",
+    "qwen3_vl_text",
 }
 MOE = {
     "mixtral",
@@ -86,6 +88,8 @@ MOE = {
     "step3p7",
     "kimi_linear",
     "deepseek_v4",
+    "qwen3_vl_moe",
+    "qwen3_vl_moe_text",
 }
 SUPPORTED_MODEL_TYPES = frozenset(DENSE | MOE)
 
@@ -105,6 +109,10 @@ QK_NORM_FAMILIES = {
     "qwen3_5_text",
     "qwen3_5_moe",
     "qwen3_5_moe_text",
+    "qwen3_vl",
+    "qwen3_vl_text",
+    "qwen3_vl_moe",
+    "qwen3_vl_moe_text",
     "gemma4",
     "gemma4_text",
     "cohere2",

@@ -5,7 +5,8 @@ llama.cpp loads them from a separate file (`--mmproj mmproj-*.gguf`), written by
 convert_hf_to_gguf.py's MmprojModel classes; vLLM loads them with the language model, as
 the checkpoint stores them (BF16). Three families are enumerated, in llama.cpp's order and
 names: SigLIP with Gemma 3's projector (`gemma3`), Pixtral with Mistral 3's patch merger
-(`pixtral`) and the Qwen3-VL tower of Qwen3.5/3.6 (`qwen3vl`). Any other vision config
+(`pixtral`) and the Qwen3-VL tower (`qwen3vl`: Qwen3-VL itself, with a DeepStack merger per
+`deepstack_visual_indexes` layer, and Qwen3.5/3.6, without). Any other vision config
 (Gemma 4, Kimi K3, ...) is recognised as multimodal but not sized (`None`).
 
 Types in an mmproj file (convert_hf_to_gguf.py, ggml-org/llama.cpp at 0024aa74):
@@ -56,6 +57,7 @@ class VisionTower:
     merge: int = 1  # spatial merge (2: 2 x 2 patches into one token)
     temporal_patch: int = 1  # Qwen3-VL's Conv3d depth over frames
     channels: int = 3
+    deepstack: tuple[int, ...] = ()  # Qwen3-VL: tower layers feeding the LM through own mergers
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,7 @@ def _tower(cfg: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> Vi
             merge=int(cfg.get("spatial_merge_size", 2)),
             channels=int(v.get("num_channels", 3)),
         )
-    if kind in ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe") and not v.get(
-        "deepstack_visual_indexes"
-    ):
+    if kind in ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"):
         return VisionTower(
             "qwen3vl",
             int(v["hidden_size"]),
@@ -120,6 +120,7 @@ def _tower(cfg: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> Vi
             merge=int(v["spatial_merge_size"]),
             temporal_patch=int(v["temporal_patch_size"]),
             channels=int(v.get("in_channels", 3)),
+            deepstack=tuple(int(i) for i in v.get("deepstack_visual_indexes") or ()),
         )
     return None
 
@@ -187,6 +188,21 @@ def _projector(v: VisionTower) -> list[VisionTensor]:
         _b("mm.0.bias", merged),
         _m("mm.2.weight", merged, t),
         _b("mm.2.bias", t),
+    ] + [x for i in v.deepstack for x in _deepstack_merger(i, merged, t)]
+
+
+def _deepstack_merger(layer: int, merged: int, t: int) -> list[VisionTensor]:
+    """One DeepStack merger of Qwen3-VL: the same two linears as the final merger, its
+    LayerNorm on the merged width (transformers Qwen3VLVisionPatchMerger with
+    use_postshuffle_norm), named by the tower layer it reads."""
+    p = f"v.deepstack.{layer}."
+    return [
+        _b(p + "norm.weight", merged),
+        _b(p + "norm.bias", merged),
+        _m(p + "fc1.weight", merged, merged),
+        _b(p + "fc1.bias", merged),
+        _m(p + "fc2.weight", merged, t),
+        _b(p + "fc2.bias", t),
     ]
 
 
