@@ -62,7 +62,9 @@ ROWS = list(_rows())
 # 177: +4 Gemma 4 12B rows (unsloth), and the rows of configs bundled in batch h (LFM2-1.2B's
 # six not: it is not bundled).
 # 191: +14 Qwen3-VL rows (Qwen's own GGUF repos, byte sizes from app catalogs; one unsloth UD mix).
-EXPECTED_ROWS = 191
+# 195: +4 Qwen3.8-27B rows (sized as Qwen3.5-27B; their files carry the MTP block, so they
+# are marked deviating and checked in tests/sizing/test_mtp.py).
+EXPECTED_ROWS = 195
 
 
 def _relative_error(r) -> tuple[float, float]:
