@@ -42,6 +42,7 @@ DENSE = {
     "glm4",
     "glm",
     "ministral",
+    "ministral3",
     "minicpm",
     "smollm3",
     "seed_oss",
