@@ -87,6 +87,7 @@ MOE = {
     "step3p7",
     "kimi_linear",
     "deepseek_v4",
+    "glm4_moe_lite",
 }
 SUPPORTED_MODEL_TYPES = frozenset(DENSE | MOE)
 
