@@ -38,6 +38,7 @@ DENSE = {
     "granite",
     "olmo2",
     "exaone",
+    "exaone4",
     "internlm2",
     "glm4",
     "glm",
@@ -112,6 +113,7 @@ QK_NORM_FAMILIES = {
     "cohere2",
     "step3p5",
     "step3p7",
+    "exaone4",
 }
 # Families that add post-attention and post-FFN norms (four norms per layer).
 FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4", "olmo2"}
