@@ -209,6 +209,7 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
             "nemotron_h",
             "kimi_linear",
             "deepseek_v4",
+            "glm4_moe_lite",
         )
         or bool(t.get("use_moe_router_bias")),
         shared_gate=t["model_type"]

@@ -38,10 +38,12 @@ DENSE = {
     "granite",
     "olmo2",
     "exaone",
+    "exaone4",
     "internlm2",
     "glm4",
     "glm",
     "ministral",
+    "ministral3",
     "minicpm",
     "smollm3",
     "seed_oss",
@@ -90,6 +92,7 @@ MOE = {
     "deepseek_v4",
     "qwen3_vl_moe",
     "qwen3_vl_moe_text",
+    "glm4_moe_lite",
 }
 SUPPORTED_MODEL_TYPES = frozenset(DENSE | MOE)
 
@@ -118,6 +121,7 @@ QK_NORM_FAMILIES = {
     "cohere2",
     "step3p5",
     "step3p7",
+    "exaone4",
 }
 # Families that add post-attention and post-FFN norms (four norms per layer).
 FOUR_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4", "olmo2"}

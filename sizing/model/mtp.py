@@ -1,9 +1,10 @@
 """Multi-token-prediction (MTP) layers: counted in memory when asked for, with their
 speed-up stated as an assumption and its source.
 
-DeepSeek-V3/R1/V3.2, GLM-4.5/GLM-5 and Qwen3.5/3.6 checkpoints carry `num_nextn_predict_layers`
-/ `mtp_num_hidden_layers` extra blocks that predict one token further. Neither engine
-loads them by default, so sizing.model.tensors leaves them out of every weight count:
+DeepSeek-V3/R1/V3.2, GLM-4.5/GLM-4.7-Flash/GLM-5 and Qwen3.5/3.6 checkpoints carry
+`num_nextn_predict_layers` / `mtp_num_hidden_layers` extra blocks that predict one token
+further. Neither engine loads them by default, so sizing.model.tensors leaves them out of
+every weight count:
 - vLLM's model classes skip the spec layers (`model.layers.61` of DeepSeek-V3, `mtp.*` of
   Qwen3.5) unless `--speculative-config '{"method": "mtp", ...}'` loads them as a drafter;
 - llama.cpp's converter drops them (DeepSeek: layers past num_hidden_layers; Qwen3.5:
@@ -34,6 +35,7 @@ MTP_FAMILIES = (
     "deepseek_v3",
     "deepseek_v32",
     "glm4_moe",
+    "glm4_moe_lite",
     "glm_moe_dsa",
     "qwen3_5",
     "qwen3_5_moe",

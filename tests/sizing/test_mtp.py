@@ -116,3 +116,16 @@ def test_mtp_needs_mtp_layers_of_a_sized_family():
             ),
             CARD,
         )
+
+
+def test_glm_4_7_flash_checkpoint_count_with_its_mtp_layer():
+    """GLM-4.7-Flash's checkpoint (47 MLA + MoE layers and one MTP layer, which stores its
+    own copies of the embedding and output head: model.layers.47.embed_tokens and
+    shared_head.head, [154880, 2048] each) holds 31,221,488,576 parameters, as a report
+    generated from its 48 safetensors files counts them (gogongxt/python@ec996269
+    scripts/models/glm_4.7_flash.md, "参数总量")."""
+    m = load_arch("zai-org/GLM-4.7-Flash")
+    assert m.mtp_layers == 1 and mtp_sized(m)
+    copies = 2 * m.vocab * m.hidden
+    mtp = sum(t.n_elems for t in mtp_tensors(m))
+    assert count_params(m).total + mtp + copies == 31_221_488_576

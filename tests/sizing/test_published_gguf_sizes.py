@@ -54,7 +54,7 @@ def _rows():
 
 ROWS = list(_rows())
 # Of the published rows, those whose model config is bundled and whose format we size.
-# The rest (DeepSeek-V2-Lite, GLM-4.7-Flash, Unsloth's UD i-quant mixes...) wait
+# The rest (DeepSeek-V2-Lite, Unsloth's UD i-quant mixes...) wait
 # for their configs or types. 164 = 126 + 37 i-quant and Q8_0-embed/output (_L) rows from
 # bartowski's cards for Llama-3.1-70B, Qwen2.5-72B and Mistral-7B-v0.3 + the Llama-3.1-405B
 # IQ1_M row already listed; +2 once Qwen2.5-3B-Instruct and Mixtral-8x7B-v0.1 (the stand-in
@@ -64,7 +64,10 @@ ROWS = list(_rows())
 # 191: +14 Qwen3-VL rows (Qwen's own GGUF repos, byte sizes from app catalogs; one unsloth UD mix).
 # 195: +4 Qwen3.8-27B rows (sized as Qwen3.5-27B; their files carry the MTP block, so they
 # are marked deviating and checked in tests/sizing/test_mtp.py).
-EXPECTED_ROWS = 195
+# 214: +10 bartowski Devstral-Small-2-24B-Instruct-2512 files and 3 of Devstral-2-123B (batch k);
+# the five bartowski GLM-4.7-Flash rows, counted once its config was bundled; EXAONE-4.0-32B's
+# official Q4_K_M.
+EXPECTED_ROWS = 214
 
 
 def _relative_error(r) -> tuple[float, float]:
