@@ -57,38 +57,35 @@ def _numeric(c: str, weight: pl.Expr) -> list[pl.Expr]:
 
 
 def profile(table: str, root: str) -> dict[str, dict]:
-    """The profile of one table's latest export (see the module docstring)."""
+    """The profile of one table's latest export (see the module docstring), in one streamed
+    pass: the column statistics and each text column's value counts collected together."""
     contract = CONTRACTS[table]
     lf = pl.scan_parquet(store.latest_parquet_uri(table, root))
     schema = lf.collect_schema()
     columns = [c for c in schema if c not in RUN_COLUMNS]
     weight = _key_weight(contract.keys, schema)
     numeric = [c for c in columns if schema[c].is_numeric()]
-    stats = (
-        lf.select(
-            pl.len().alias("|rows"),
-            *(pl.col(c).null_count().alias(f"{c}|nulls") for c in columns),
-            *(e for c in numeric for e in _numeric(c, weight)),
-        )
-        .collect(engine="streaming")
-        .row(0, named=True)
+    text = [c for c in columns if c not in numeric]
+    stats_query = lf.select(
+        pl.len().alias("|rows"),
+        *(pl.col(c).null_count().alias(f"{c}|nulls") for c in columns),
+        *(e for c in numeric for e in _numeric(c, weight)),
     )
+    lengths_query = lf.select(pl.col(c).cast(pl.String).str.len_chars().sum() for c in text)
+    counts_queries = [lf.group_by(pl.col(c).cast(pl.String)).len() for c in text]
+    stats_frame, lengths, *counts = pl.collect_all(
+        [stats_query, lengths_query, *counts_queries], engine="streaming"
+    )
+    stats = stats_frame.row(0, named=True)
     out: dict[str, dict] = {"__table__": {"rows": stats["|rows"]}}
     for c in columns:
         out[c] = {k.split("|")[1]: v for k, v in stats.items() if k.startswith(f"{c}|")}
-        if c not in numeric:
-            counts = (
-                lf.select(pl.col(c).cast(pl.String).value_counts(sort=True))
-                .collect(engine="streaming")
-                .unnest(c)
-            )
-            if counts.height <= MAX_LISTED_VALUES:
-                out[c]["values"] = {str(v): n for v, n in counts.iter_rows()}
-            else:
-                out[c]["distinct"] = counts.height
-                out[c]["total_length"] = (
-                    lf.select(pl.col(c).cast(pl.String).str.len_chars().sum()).collect().item()
-                )
+    for c, values in zip(text, counts, strict=True):
+        if values.height <= MAX_LISTED_VALUES:
+            out[c]["values"] = {str(v): n for v, n in values.iter_rows()}
+        else:
+            out[c]["distinct"] = values.height
+            out[c]["total_length"] = lengths.get_column(c).item()
     return out
 
 
