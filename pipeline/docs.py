@@ -112,6 +112,37 @@ def accuracy_detail(acc: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def held_out_tail_block(checks: pl.DataFrame, models: pl.DataFrame, gpus: pl.DataFrame) -> str:
+    """The 20 worst decode and prefill points held out by source (the accuracy table's
+    errors: assets.quality.speed_checks.worst_held_out), each with what it shows, and how
+    often each cause is among them."""
+    from assets.quality.speed_checks import worst_held_out
+
+    lines: list[str] = []
+    for kind in ("decode", "prefill"):
+        worst = worst_held_out(checks, models, gpus, kind)
+        counts = worst.explode("causes").drop_nulls("causes").group_by("causes").len()
+        shown = ", ".join(
+            f"{c} {k}" for c, k in counts.sort("len", "causes", descending=[True, False]).rows()
+        )
+        lines += [
+            f"{kind.capitalize()}, the {worst.height} worst held out by source "
+            f"(causes among them: {shown or 'none'}):",
+            "",
+            "| model | GPU | backend | format | test | GPUs | source | measured tok/s | "
+            "estimated tok/s | error | causes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['model']} | {r['gpu_id']} | {r['backend']} | {r['fmt']} | {r['test']} | "
+            f"{r['n_gpus']} | {r['source']} | {r['measured_tok_s']:,.1f} | "
+            f"{r['estimated_tok_s']:,.1f} | {r['error']:+.0%} | {'; '.join(r['causes'])} |"
+            for r in worst.iter_rows(named=True)
+        ]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
 def _price(p: dict) -> str:
     if p.get("price_per_hour_usd") is not None:
         return (
@@ -396,6 +427,13 @@ def render(base: str | None = None) -> dict[Path, str]:
     )
     accuracy = _fill(
         _fill(ACCURACY_DOC.read_text(), "accuracy", accuracy_detail(acc)), "fits", fits_block()
+    )
+    accuracy = _fill(
+        accuracy,
+        "held-out-tail",
+        held_out_tail_block(
+            store.read("speed_checks", base=base), store.read("models", base=base), gpus
+        ),
     )
     accuracy = _fill(
         accuracy,

@@ -272,6 +272,109 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     )
 
 
+# The causes a held-out miss shows in its own row (tail_causes): decode of a model under
+# HOST_BOUND_PARAMS active parameters is bound by launches and the host, not the bandwidth
+# the roofline reads; LONG_CONTEXT_TOKENS and more of running context (or prompt) is where
+# attention, unfused without flash attention, weighs on a step.
+HOST_BOUND_PARAMS = 2e9
+LONG_CONTEXT_TOKENS = 4096
+_CLASS = ["kind", "engine", "backend"]
+
+
+def _other_source_hbm(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per kind, engine, backend and source: the HBM runs and devices of the other
+    sources, what a fit of the HBM class has left when that source is held out."""
+    hbm = rows.filter(engines.memory_class().is_not_null()).select(*_CLASS, "source", "gpu_id")
+    return (
+        hbm.select(*_CLASS, "source")
+        .unique()
+        .join(hbm.rename({"source": "_other"}), on=_CLASS)
+        .filter(pl.col("_other") != pl.col("source"))
+        .group_by(*_CLASS, "source")
+        .agg(other_hbm_runs=pl.len(), other_hbm_devices=pl.col("gpu_id").n_unique())
+    )
+
+
+def tail_causes(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (speed_checks' compared rows with the model's `params_active` and the GPU's
+    `memory_type`) with `source` and `causes`: what each row shows that the fit does not
+    carry, or carries from one source only."""
+    rows = rows.with_columns(source=SOURCE)
+    rows = rows.join(_other_source_hbm(rows), on=[*_CLASS, "source"], how="left")
+    llama = pl.col("engine") == engines.LLAMA_CPP
+    decode = pl.col("kind") == "decode"
+    context = (
+        pl.when(decode)
+        .then(pl.col("n_prompt") + pl.col("depth") + pl.col("tokens") // 2)
+        .otherwise(pl.col("tokens"))
+    )
+    causes = {
+        "host-bound small model": decode & (pl.col("params_active") < HOST_BOUND_PARAMS),
+        "flash attention off": llama & pl.col("flash_attn").str.starts_with("0"),
+        "long context": context >= LONG_CONTEXT_TOKENS,
+        "depth > 0": pl.col("depth") > 0,
+        "row split": pl.col("split_mode") == llama_cpp.ROW,
+        "several GPUs": pl.col("n_gpus") > 1,
+        "Vulkan BF16": (pl.col("backend") == "Vulkan") & (pl.col("fmt") == "BF16"),
+        "MoE": pl.col("moe"),
+        "GPU from one source": pl.col("source").n_unique().over(*_CLASS, "gpu_id") == 1,
+        "HBM class from one source": engines.memory_class().is_not_null()
+        & (
+            (pl.col("other_hbm_runs").fill_null(0) < calibration.MIN_ROWS)
+            | (pl.col("other_hbm_devices").fill_null(0) < calibration.MIN_CLASS_DEVICES)
+        ),
+    }
+    return rows.with_columns(
+        causes=pl.concat_list(
+            pl.when(e.fill_null(False)).then(pl.lit(name)).otherwise(None)
+            for name, e in causes.items()
+        ).list.drop_nulls()
+    ).drop("other_hbm_runs", "other_hbm_devices")
+
+
+def worst_held_out(
+    checks: pl.DataFrame,
+    models: pl.DataFrame,
+    gpus: pl.DataFrame,
+    kind: str,
+    n: int = 20,
+    error: str = "held_out_by_source_error",
+) -> pl.DataFrame:
+    """The `n` largest |`error`| of `kind` among the rows the accuracy table counts for it
+    (assets.quality.accuracy: compared, with that error), worst first, with the estimate
+    held out, the source and the visible causes (tail_causes)."""
+    rows = (
+        checks.filter(
+            pl.col("kind") == kind, pl.col("error").is_not_null(), pl.col(error).is_not_null()
+        )
+        .drop("params_active", "memory_type", strict=False)
+        .join(
+            models.select(pl.col("model_id").alias("model"), "params_active"),
+            on="model",
+            how="left",
+        )
+        .join(gpus.select("gpu_id", "memory_type"), on="gpu_id", how="left")
+    )
+    return (
+        tail_causes(rows)
+        .sort(pl.col(error).abs(), "file", "row", descending=[True, False, False])
+        .head(n)
+        .select(
+            "model",
+            "gpu_id",
+            "backend",
+            "fmt",
+            "test",
+            "n_gpus",
+            "source",
+            "measured_tok_s",
+            estimated_tok_s=pl.col("measured_tok_s") * (1 + pl.col(error)),
+            error=pl.col(error),
+            causes="causes",
+        )
+    )
+
+
 def refit(held: pl.DataFrame, kind: str, c: dict[str, float]) -> pl.DataFrame:
     """`held` with `held_out_tok_s`, its speed with the constants `c` (a fit without it)."""
     held = (_with_prefill_constants if kind == "prefill" else _with_decode_constants)(held, c)

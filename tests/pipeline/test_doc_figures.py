@@ -69,6 +69,7 @@ ALLOWED = {
     ("docs/usage.md", "0.12 J"): "ML.ENERGY's measured figure (data/catalogs/energy_*.csv)",
     ("docs/accuracy.md", "9 us"): "NVLink's published all-reduce latency (sizing's constant)",
     ("docs/accuracy.md", "22 us"): "PCIe's published all-reduce latency (sizing's constant)",
+    ("docs/accuracy.md", "2 B"): "tail_causes' host-bound bound (HOST_BOUND_PARAMS, a rule)",
     ("docs/accuracy.md", "96 %"): "a tier bound of sizing/formulas/quality.py's rule",
     ("docs/accuracy.md", "99 %"): "a tier bound of sizing/formulas/quality.py's rule",
     ("docs/accuracy.md", "90 %"): "a tier bound of sizing/formulas/quality.py's rule",

@@ -717,3 +717,107 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
         estimate(
             m, Configuration("BF16", 8192, "auto", n_gpus=4, engine="vllm", split_mode="row"), d
         )
+
+
+@pytest.mark.parametrize("kind", ["decode", "prefill"])
+def test_the_tail_listing_is_the_worst_of_the_accuracy_tables_errors(rows, kind):
+    """The listed points are the 20 largest held-out-by-source errors among the points the
+    accuracy table counts for that figure: its n, its largest error the table's max, and
+    no point left out is worse than the last listed."""
+    from assets.quality.accuracy import accuracy_frame
+
+    by_source = checks.held_out_errors(rows, checks.SOURCE).select(
+        "file", "row", held_out_by_source_error="held_out_error"
+    )
+    published = rows.join(by_source, on=["file", "row"], how="left").with_columns(
+        error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1,
+        moe=pl.col("n_experts") > 0,
+        held_out_error=pl.lit(None, pl.Float64),
+        held_out_by_model_error=pl.lit(None, pl.Float64),
+    )
+    none = pl.DataFrame(
+        schema={
+            "computed_bytes": pl.Int64,
+            "deviation": pl.String,
+            "relative_diff": pl.Float64,
+            "quant": pl.String,
+            "kv_pool_error": pl.Float64,
+            "kv_pool_error_held_out_by_model": pl.Float64,
+            "kv_pool_error_held_out_by_source": pl.Float64,
+            "kv_tokens_error": pl.Float64,
+            "gpu_id": pl.String,
+            "moe": pl.Boolean,
+            "format": pl.String,
+            "full_attention": pl.Boolean,
+        }
+    )
+    table = accuracy_frame(none, none, published.drop("params_active", "memory_type")).row(
+        by_predicate=(pl.col("metric") == kind)
+        & (pl.col("subset") == "all")
+        & (pl.col("evaluation") == "held out by source"),
+        named=True,
+    )
+    models = rows.select(model_id="model", params_active="params_active").unique()
+    worst = checks.worst_held_out(
+        published.drop("params_active", "memory_type"), models, load_gpus(), kind
+    )
+    errors = worst.get_column("error").abs()
+    counted = published.filter(
+        pl.col("kind") == kind,
+        pl.col("error").is_not_null(),
+        pl.col("held_out_by_source_error").is_not_null(),
+    )
+    assert worst.height == 20 and counted.height == table["n"]
+    assert errors.is_sorted(descending=True)
+    assert errors[0] == pytest.approx(table["max_abs_error"])
+    worse = counted.filter(pl.col("held_out_by_source_error").abs() > errors[-1])
+    assert worse.height < 20
+
+
+def test_tail_causes_name_what_a_row_shows():
+    """A decode of a 1 B model with flash attention off ("0 (default)", llama-bench's
+    printout), on an HBM card only its source measured, names those causes; a run of 8 B
+    active parameters with flash attention on, on a GDDR card, names only that its GPU has
+    one source."""
+    base = {
+        "kind": "decode",
+        "engine": "llama.cpp",
+        "backend": "CUDA",
+        "fmt": "Q4_K_M",
+        "tokens": 128,
+        "n_prompt": 0,
+        "depth": 0,
+        "split_mode": None,
+        "n_gpus": 1,
+        "moe": False,
+    }
+    rows = pl.DataFrame(
+        [
+            base
+            | {
+                "gpu_id": "h100_sxm5_80gb",
+                "memory_type": "HBM3",
+                "params_active": 1.2e9,
+                "flash_attn": "0 (default)",
+                "source_url": "https://github.com/a/one",
+            },
+            base
+            | {
+                "gpu_id": "rtx_4090",
+                "memory_type": "GDDR6X",
+                "params_active": 8.0e9,
+                "flash_attn": "1",
+                "source_url": "https://github.com/b/two",
+            },
+        ]
+    )
+    causes = checks.tail_causes(rows).get_column("causes").to_list()
+    assert sorted(causes[0]) == sorted(
+        [
+            "host-bound small model",
+            "flash attention off",
+            "GPU from one source",
+            "HBM class from one source",
+        ]
+    )
+    assert causes[1] == ["GPU from one source"]
