@@ -158,7 +158,13 @@ def test_memory_types_agree_with_techpowerup():
 
 
 # At least this many GPUs carry each fact (the counts the sourced catalog reaches).
-FACT_FLOORS = {"fp16_dense_tflops": 110, "bandwidth_gb_s": 134}
+FACT_FLOORS = {
+    "fp16_dense_tflops": 110,
+    "bandwidth_gb_s": 134,
+    "tdp_w": 113,
+    "interconnect": 114,
+    "memory_type": 120,
+}
 # Chips whose tensor cores run FP16 at another rate per core and clock (GA100, Hopper),
 # or an older architecture: left out of the per-architecture comparison.
 OTHER_TENSOR_RATE = {"GA100", "GH100"}
