@@ -27,6 +27,7 @@ import polars as pl
 import sizing
 from assets.resources import WarehouseResource
 from sizing.engines.base import FITS_FILE
+from sizing.formulas.grid import GPU_COLUMNS
 from warehouse.store import frame_fingerprint
 from warehouse.tables import FIT_CONFIGURATIONS, FIT_MATRIX, TableContract
 
@@ -83,24 +84,6 @@ def code_of(source: str) -> bytes:
     return ast.dump(tree).encode()
 
 
-# The GPU columns the grid reads (sizing.formulas.grid.gpu_configurations; TDP caps prefill; the
-# interconnect sets vLLM's all-reduce latency; the memory type picks llama.cpp's HBM decode
-# fit): a price update does not recompute the matrix.
-GRID_GPU_COLUMNS = (
-    "gpu_id",
-    "n_gpus_options",
-    "engines",
-    "memory_gib",
-    "memory_gib_cuda",
-    "unified_memory",
-    "vendor",
-    "memory_type",
-    "bandwidth_gb_s",
-    "fp16_dense_tflops",
-    "tdp_w",
-    "interconnect",
-    "compute_capability",
-)
 # Provenance columns of `models` that no formula reads.
 _MODEL_PROVENANCE = (
     "config_sha256",
@@ -144,7 +127,7 @@ class MatrixInputs:
 
     def slices(self, shards: list[str] | None = None) -> Iterator[Slice]:
         salt = (
-            f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GRID_GPU_COLUMNS))}"
+            f"{code_fingerprint()}:{frame_fingerprint(self.gpus.select(GPU_COLUMNS))}"
             f":{frame_fingerprint(self.support)}"
         )
         for chunk in self.models.iter_slices(1):

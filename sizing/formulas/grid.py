@@ -80,11 +80,35 @@ def contexts(models: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+# The catalog's GPU columns the grid reads (the GPU rules, memory, speed, energy: TDP caps
+# prefill, the interconnect sets vLLM's all-reduce latency, the memory type picks llama.cpp's
+# HBM decode fit). The matrix is keyed on these, so a price update does not recompute it.
+GPU_COLUMNS = (
+    "gpu_id",
+    "n_gpus_options",
+    "engines",
+    "memory_gib",
+    "memory_gib_cuda",
+    "unified_memory",
+    "vendor",
+    "memory_type",
+    "bandwidth_gb_s",
+    "fp16_dense_tflops",
+    "tdp_w",
+    "interconnect",
+    "compute_capability",
+)
+RENAMED = {"memory_gib": "gpu_memory_gib", "memory_gib_cuda": "gpu_memory_cuda_gib"}
+# Read by the rules and the explode, not carried into the grid.
+READ_ONLY = ("n_gpus_options", "engines")
+
+
 def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (GPU, count, engine) the catalog says exists
-    (sizing.formulas.rules.GPU_RULES)."""
+    (sizing.formulas.rules.GPU_RULES), from GPU_COLUMNS only."""
     return (
-        gpus.with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
+        gpus.select(GPU_COLUMNS)
+        .with_columns(pl.col("n_gpus_options").str.split(";").alias("n_gpus"))
         .explode("n_gpus")
         .with_columns(pl.col("n_gpus").cast(pl.Int64))
         .join(pl.LazyFrame({"engine": list(FORMATS_BY_ENGINE)}), how="cross")
@@ -93,16 +117,11 @@ def gpu_configurations(gpus: pl.LazyFrame) -> pl.LazyFrame:
             "gpu_id",
             "n_gpus",
             "engine",
-            pl.col("memory_gib").alias("gpu_memory_gib"),
-            pl.col("memory_gib_cuda").alias("gpu_memory_cuda_gib"),
-            "unified_memory",
-            "vendor",
-            "memory_type",
-            "bandwidth_gb_s",
-            "fp16_dense_tflops",
-            "tdp_w",
-            "interconnect",
-            "compute_capability",
+            *(
+                pl.col(c).alias(RENAMED.get(c, c))
+                for c in GPU_COLUMNS
+                if c not in ("gpu_id", *READ_ONLY)
+            ),
         )
     )
 
