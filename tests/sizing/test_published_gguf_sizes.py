@@ -67,7 +67,10 @@ ROWS = list(_rows())
 # 214: +10 bartowski Devstral-Small-2-24B-Instruct-2512 files and 3 of Devstral-2-123B (batch k);
 # the five bartowski GLM-4.7-Flash rows, counted once its config was bundled; EXAONE-4.0-32B's
 # official Q4_K_M.
-EXPECTED_ROWS = 214
+# 236: +22 unsloth BF16 / Q8_0 / Q6_K files of nine bundled models (Qwen3-4B, Qwen3-14B,
+# Llama-3.2-3B-Instruct, Mistral-Small-3.2-24B, Qwen3.5-9B / 4B, Qwen3.6-35B-A3B, Kimi-K2-Instruct,
+# Qwen3-Coder-30B-A3B) from ModelFit's Hub listing.
+EXPECTED_ROWS = 236
 
 
 def _relative_error(r) -> tuple[float, float]:
