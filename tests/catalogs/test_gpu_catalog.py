@@ -159,7 +159,7 @@ def test_memory_types_agree_with_techpowerup():
 
 # At least this many GPUs carry each fact (the counts the sourced catalog reaches).
 FACT_FLOORS = {
-    "fp16_dense_tflops": 110,
+    "fp16_dense_tflops": 111,
     "bandwidth_gb_s": 134,
     "tdp_w": 113,
     "interconnect": 114,

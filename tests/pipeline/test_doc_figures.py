@@ -31,6 +31,7 @@ FIGURE = re.compile(
 ALLOWED = {
     ("docs/performance.md", "5 s"): "the unchanged refresh's target (benchmarks/refresh.py)",
     ("docs/performance.md", "20 tests"): ".ci/run's --durations flag",
+    ("docs/performance.md", "4 GiB"): "the suite's memory target (issue 31), not a measurement",
     ("docs/pipeline.md", "2 s"): "the chat profile's TTFT target (assets/sizing capacity)",
     ("docs/pipeline.md", "100 ms"): "the chat and rag profiles' time-per-token target",
     ("docs/pipeline.md", "5 s"): "the rag profile's TTFT target",
