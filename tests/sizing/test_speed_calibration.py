@@ -424,7 +424,8 @@ PREFILL_BACKEND_BOUNDS = {
 }
 # The same held out by source (a campaign, repository or author: checks.SOURCE), the
 # figure a user should read: CUDA 24.8 % / 91.5 % (XiongjieDai's runs left out leave the
-# other sources' few to fit on; 23.0 % before the RTX 5000 Ada's runs entered), Metal 40.9 % / 53.8 %, ROCm 82.1 % / 579 %, Vulkan 48.9 % / 111 %,
+# other sources' few to fit on; 23.0 % before the RTX 5000 Ada's runs entered), Metal
+# 40.9 % / 53.8 %, ROCm 82.1 % / 579 %, Vulkan 48.9 % / 111 %,
 # vLLM 22.2 % / 39.0 %; before the attention and expert terms 23.2 / 79.9, 46.8 / 58.1,
 # 72.2 / 861, 84.7 / 192 and 22.2 / 39.0.
 PREFILL_SOURCE_BOUNDS = {
