@@ -62,6 +62,25 @@ def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path
     return dest
 
 
+def small_resources(snapshot: Path, root: str) -> dict:
+    """The pipeline's resources for a run on `snapshot` (small_snapshot) into `root`."""
+    from assets.resources import (
+        CatalogResource,
+        HubResource,
+        PriceSourcesResource,
+        SnapshotResource,
+        WarehouseResource,
+    )
+
+    return {
+        "snapshot": SnapshotResource(path=str(snapshot)),
+        "catalog": CatalogResource(),
+        "warehouse": WarehouseResource(root=root),
+        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
+        "hub": HubResource(),
+    }
+
+
 @pytest.fixture(scope="module")
 def s3_endpoint():
     """A local S3 (moto's server) on 127.0.0.1, stopped by its process id afterwards."""

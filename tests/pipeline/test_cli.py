@@ -285,29 +285,16 @@ def small_release(tmp_path_factory):
     import dagster as dg
 
     from assets.ingest import models
-    from assets.resources import (
-        CatalogResource,
-        HubResource,
-        PriceSourcesResource,
-        SnapshotResource,
-        WarehouseResource,
-    )
     from assets.sizing.shards import ALL_SHARDS_TAGS
     from pipeline.definitions import ALL_ASSETS
-    from tests.conftest import small_snapshot
+    from tests.conftest import small_resources, small_snapshot
 
     tmp = tmp_path_factory.mktemp("fit")
     root = str(tmp / "warehouse")
     snapshot = small_snapshot(
         tmp / "snapshot", ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B")
     )
-    resources = {
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=root),
-        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
-        "hub": HubResource(),
-    }
+    resources = small_resources(snapshot, root)
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     models.parsed.cache_clear()
     real = models.parse_config

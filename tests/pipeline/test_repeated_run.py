@@ -4,16 +4,9 @@ tests/pipeline/test_pipeline.py refreshes all of them once)."""
 
 import dagster as dg
 
-from assets.resources import (
-    CatalogResource,
-    HubResource,
-    PriceSourcesResource,
-    SnapshotResource,
-    WarehouseResource,
-)
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS
-from tests.conftest import small_snapshot
+from tests.conftest import small_resources, small_snapshot
 from warehouse import store
 from warehouse.tables import CONTRACTS
 
@@ -21,13 +14,7 @@ from warehouse.tables import CONTRACTS
 def test_every_step_run_again_on_the_same_inputs_publishes_nothing(tmp_path):
     snapshot = small_snapshot(tmp_path / "snapshot")
     root = str(tmp_path / "warehouse")
-    resources = {
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=root),
-        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
-        "hub": HubResource(),
-    }
+    resources = small_resources(snapshot, root)
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     for _ in range(2):
         assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
