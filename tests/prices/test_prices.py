@@ -9,8 +9,9 @@ its parser runs on tests/data/prices/runpod-pricing-documented-format.html. Digi
 docs pricing page is stored as text only (pages corpus, validated 2025-04-22 and
 2026-05-28): its GPU tables are transcribed into HTML tables in
 tests/data/prices/digitalocean-pricing-*-reconstructed-from-page-text.html.
-toolshedlabs-hash/gpu-price-feed: its history line of 2026-10-04 is in the snapshot (one
-copy per provider); nine of that run's data/prices.json offers, verbatim, are
+toolshedlabs-hash/gpu-price-feed: its history lines of 2026-09-05 and 2026-10-01 to
+2026-10-04 are in the snapshot (one copy per provider); nine of the 2026-10-04 run's
+data/prices.json offers, verbatim, are
 tests/data/prices/gpu-price-feed-prices-2026-10-04-excerpt.json.
 """
 
@@ -480,7 +481,15 @@ def test_price_history_keeps_every_recorded_date(tmp_path):
     assert dg.materialize([gpus, price_history], resources=resources).success
     history = store.read("price_history", base=root)
     dates = dict(history.group_by("provider").agg(pl.col("verified_at").n_unique()).iter_rows())
-    assert dates["runpod"] == 5 and dates["vastai"] == 3
+    # RunPod: 2025-06-21, three tracker snapshots, five feed lines; Vast.ai: 2024-01-27,
+    # SkyPilot's 2026-07-09 and the five feed lines.
+    assert dates["runpod"] == 9 and dates["vastai"] == 7
+    # The feed's Vast.ai RTX 4090D (its line of 2026-09-05: 0.5363; of 2026-10-01: 3.3896).
+    d = history.filter(pl.col("gpu_id") == "rtx_4090_d").sort("verified_at")
+    assert d.select("verified_at", "price_per_gpu_hour_usd").rows() == [
+        (dt.date(2026, 9, 5), 0.5363),
+        (dt.date(2026, 10, 1), 3.3896),
+    ]
     # tugot17/gpu-price-tracker: RunPod's A100 80GB PCIe minimum, 1.64 USD per GPU-hour on
     # 2025-10-19 and 1.39 on 2025-11-16.
     a100 = history.filter(
