@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=prices)
     d = sub.add_parser("docs", help="render README's and docs/'s figures from the tables")
+    d.add_argument(
+        "--screenshot", action="store_true", help="also draw docs/workbench.png from the site"
+    )
     d.set_defaults(func=docs)
     cal = sub.add_parser("calibrate", help="refit the speed constants on the measurements")
     cal.add_argument("--write", action="store_true", help="write sizing/engines/fits.json")

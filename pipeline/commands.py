@@ -164,6 +164,12 @@ def docs(args: argparse.Namespace) -> int:
         changed = write()
     except store.TABLE_MISSING:
         raise SystemExit("error: no published tables: run llm-sizing refresh first") from None
+    if args.screenshot:
+        from assets.publish.site_dir import site_dir
+        from pipeline.docs import workbench_screenshot
+
+        chosen = settings()
+        changed.append(workbench_screenshot(site_dir(chosen.warehouse, chosen.site_dir)))
     for path in changed:
         print(f"wrote {path}")
     if not changed:

@@ -47,15 +47,33 @@ FORMATS = {
     "AWQ": "AWQ",
     "GPTQ": "GPTQ",
 }
-# Logged versions -> the budget family they follow (sizing.engines.vllm.VLLM_VERSIONS).
-VERSIONS = {
-    "v0.19.0": VLLM_V1_019,
-    "V0 (~0.6.4)": VLLM_V0,
-    "V0 (~0.6.4, 'Memory profiling results' format)": VLLM_V0,
-    "v0.10.2 (gpu_worker.py:276, Sept 2025)": VLLM_V1_019,
-    "v0.11.0 (gpu_worker.py:298, Oct 2025)": VLLM_V1_019,
-    "v0.24.0": VLLM_V1,
-}
+# The release a log states ("v0.19.0", "V1 >= 0.21", "~v0.10.1", "0.29.1rc1.dev17"): vLLM's
+# releases are all 0.x so far. A log that states none (a date, an image name) is not compared.
+_RELEASE = r"(?:^|[\s~v(=])0\.(\d+)(?:\.(\d+))?"
+
+
+def version_family(text: pl.Expr) -> pl.Expr:
+    """The budget family (sizing.engines.vllm.VLLM_VERSIONS) of the release a log states,
+    by the code read in data/catalogs/research/vllm_kv_budget.md: 0.21 and later "v1";
+    0.8 to 0.20 "v1-0.19" (V1 is the default engine from 0.8, and its 0.8.x profile
+    subtracts the same terms, weights + activation peak + non-torch memory, as 0.10-0.20);
+    the V0 engine from 0.6.4 "v0". Null where the family is not modelled: V0 before 0.6.4
+    (its peak is the allocator's reserved memory), or no release stated."""
+    minor = text.str.extract(_RELEASE, 1).cast(pl.Int32)
+    patch = text.str.extract(_RELEASE, 2).cast(pl.Int32).fill_null(0)
+    v0_engine = text.str.starts_with("V0") | (minor < 8)
+    from_0_6_4 = (minor > 6) | ((minor == 6) & (patch >= 4))
+    return (
+        pl.when(text.str.starts_with("not stated") | minor.is_null())
+        .then(None)
+        .when(v0_engine)
+        .then(pl.when(from_0_6_4).then(pl.lit(VLLM_V0)))
+        .when(minor >= 21)
+        .then(pl.lit(VLLM_V1))
+        .otherwise(pl.lit(VLLM_V1_019))
+    )
+
+
 # The catalog files of logs, read as one table: the first holds the llm-d-planner campaign
 # and the first issue threads, the second the logs gathered from other places since.
 LOG_FILES = ("engine_startup_logs.csv", "engine_startup_logs_more.csv")
@@ -97,7 +115,7 @@ def _why_not(archs: Mapping[str, ModelArch]) -> pl.Expr:
         .when(pl.col("format").is_null())
         .then(pl.lit("weight format not sized"))
         .when(pl.col("version").is_null())
-        .then(pl.lit("version family not modelled"))
+        .then(pl.lit("release not stated, or a V0 release before 0.6.4: not modelled"))
         .when(
             pl.col("kv_cache_gib").is_null()
             | pl.col("gpu_memory_utilization").is_null()
@@ -141,7 +159,7 @@ def startup_log_frame(
             .replace_strict(gpu_ids, default=None)
             .alias("gpu_id"),
             pl.col("weight_format").replace_strict(FORMATS, default=None).alias("format"),
-            pl.col("engine_version").replace_strict(VERSIONS, default=None).alias("version"),
+            version_family(pl.col("engine_version")).alias("version"),
             *(
                 _number(c).cast(pl.Int64)
                 for c in (

@@ -6,8 +6,10 @@ stay: a default or a limit of the code, a rule's constant, an input of an exampl
 source's own figure. Anything else is to be rendered from its table, benchmark result or
 fit (pipeline/docs.py), or said without the number."""
 
+import json
 import re
 
+from pipeline import docs
 from pipeline.docs import PICKS_DOC, ROOT
 
 # Generated blocks are left out of the scan (test_pipeline.py checks they are fresh).
@@ -142,3 +144,50 @@ def test_the_scan_finds_typed_figures_and_skips_generated_blocks():
         "2.1x",
         "n = 9",
     ]
+
+
+def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(tmp_path):
+    def run(name: str, figures: list[dict], detail: dict) -> None:
+        body = {
+            "benchmark": name,
+            "measured_at": "2026-12-04T10:00:00+00:00",
+            "machine": {"cpus": 2, "load_average_1m": 0.5},
+            "figures": figures,
+            "detail": detail,
+        }
+        (tmp_path / f"{name}.json").write_text(json.dumps(body))
+
+    run(
+        "site",
+        [
+            {
+                "figure": "from nothing",
+                "value": 90.5,
+                "unit": "s",
+                "target": "at most 60",
+                "met": False,
+            },
+            {"figure": "pages", "value": 2000, "unit": "pages", "target": "", "met": None},
+        ],
+        {"pages": 2000, "bytes_on_disk": 130_000_000, "full_s": 90.5},
+    )
+    run(
+        "cli",
+        [
+            {
+                "figure": "one estimate",
+                "value": 0.2,
+                "unit": "s",
+                "target": "at most 0.3",
+                "met": True,
+            }
+        ],
+        {},
+    )
+    block = docs.front_performance_block(tmp_path)
+    rows = [line for line in block.splitlines() if line.startswith("| `")]
+    assert rows == [
+        "| `site` | from nothing | 90.5 s | at most 60 | 2026-12-04, 2 cores, load 0.5 |"
+    ]
+    assert "Met: one estimate 0.2 s (at most 0.3)." in block
+    assert "2,000 pages, 130 MB on disk (65 kB a page" in block and "in 90.5 s" in block

@@ -18,6 +18,7 @@ from assets.ingest.models import Archs
 from assets.quality.startup_logs import (
     load_startup_logs,
     startup_log_frame,
+    version_family,
     with_held_out_errors,
 )
 from sizing.engines.vllm import VLLM_V0, VLLM_V1, VLLM_V1_019, VllmSettings, fit_budget
@@ -127,9 +128,35 @@ def test_the_profile_batch_follows_max_model_len_in_v0():
     """vllm#10517 (RTX 3090, V0): 3.81 GiB at --max-model-len 20000, 2.89 GiB at 29000:
     without chunked prefill the profile runs max(max_model_len, 2048) tokens, so a longer
     context leaves a smaller cache."""
-    v0 = RUNS.filter(pl.col("version") == VLLM_V0).sort("max_model_len")
+    thread = pl.col("source") == "vllm-project/vllm/issues/10517"
+    v0 = RUNS.filter(thread & (pl.col("version") == VLLM_V0)).sort("max_model_len")
     short, long = v0.get_column("kv_pool_gib_estimated")
     assert short - long == pytest.approx(3.81 - 2.89, abs=0.1)
+
+
+def test_the_release_a_log_states_picks_its_budget_family():
+    """The release number decides (the code read per release in
+    data/catalogs/research/vllm_kv_budget.md): V1 from 0.8 to 0.20 profiles as 0.19 does,
+    0.21 on subtracts the CUDA-graph estimate, V0 from 0.6.4 has its own profile batch; a
+    V0 release before 0.6.4, or a log that states no release, is not compared."""
+    stated = {
+        "v0.19.0": VLLM_V1_019,
+        "V1 (~0.8.2, Mar 2025)": VLLM_V1_019,
+        "~v0.10.1 (gpu_worker.py:276, Aug 2025)": VLLM_V1_019,
+        "0.20.2rc1.dev9+g01d4d1ad3": VLLM_V1_019,
+        "V1 >= 0.21 (gpu_worker.py:789, Aug 2026)": VLLM_V1,
+        "0.29.1rc1.dev17+gd2d649e67": VLLM_V1,
+        "V0 (~0.6.4)": VLLM_V0,
+        "V0 (0.8.x, worker.py:267 breakdown line)": VLLM_V0,
+        "V0 (~0.7.x, model_runner.py:1115)": VLLM_V0,
+        "V0 0.5.4": None,
+        "V0 (~0.6.3)": None,
+        "V1 (Aug 2026)": None,
+        "gptoss image (Aug 2025, gpu_model_runner.py:1962)": None,
+        "not stated (thread about v0.22)": None,
+    }
+    families = pl.select(version_family(pl.Series(list(stated)))).to_series().to_list()
+    assert dict(zip(stated, families, strict=True)) == stated
 
 
 def test_an_estimate_at_default_flags_uses_vllms_defaults():
