@@ -275,11 +275,11 @@ def _summary(before: releases.Release | None, after: releases.Release | None) ->
 
 def _site_summary(site: Path) -> None:
     """Where the site is and which version, for `llm-sizing site serve`."""
-    manifest = build.manifest(site)  # parsed once per file (the plan may have read it)
-    if not manifest:
+    built = build.head(site)
+    if not built:
         return
     print(
-        f"site: version {manifest['site_version']}, {len(manifest['pages']):,} pages in "
+        f"site: version {built['site_version']}, {len(built['pages']):,} pages in "
         f"{site}/ (browse: llm-sizing site serve)"
     )
 

@@ -32,6 +32,9 @@ from assets.publish.search_index import search_data
 HERE = Path(__file__).parent
 TEMPLATES, STATIC = HERE / "templates", HERE / "static"
 MANIFEST, VERSIONS = "manifest.json", "versions.jsonl"
+# The build's head: what it was made of and its pages, without the parts' hashes (the
+# manifest's 50 MB took 1.5 s to parse, the most of a refresh that finds nothing to do).
+HEAD = "build.json"
 # Renderings kept for parts of equal hash: those repeat on consecutive pages (a model's
 # pair pages), so a few suffice where keeping all held every page's HTML at once.
 SHARED = 64
@@ -231,6 +234,8 @@ def _build(data: SiteData, out: Path, started: float, packing: Future | None) ->
             "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
+        head = {k: manifest[k] for k in ("site_version", "tables", "code", "built_at")}
+        _write(out / HEAD, json.dumps(head | {"pages": sorted(entries)}, sort_keys=True))
         line = json.dumps({k: manifest[k] for k in ("site_version", "built_at", "tables")})
         earlier = (out / VERSIONS).read_text() if (out / VERSIONS).exists() else ""
         _write(out / VERSIONS, earlier + line + "\n")  # replaced, not appended to
@@ -266,34 +271,34 @@ def _size(out: Path) -> int:
 
 
 def made_of(out: Path, versions: dict[str, dict]) -> dict | None:
-    """The build's manifest when it was made from these very table versions by this code
-    and every page of it is in place; None otherwise."""
-    old = manifest(out)
+    """The build's head (HEAD) when it was made from these very table versions by this
+    code and every page of it is in place; None otherwise."""
+    built = head(out)
     if (
-        old.get("tables") != versions
-        or old.get("code") != code_digest()
-        or not all((out / p).exists() for p in old["pages"])
+        built.get("tables") != versions
+        or built.get("code") != code_digest()
+        or not set(built["pages"]) <= _files(out)
     ):
         return None
-    return old
+    return built
 
 
-_SEEN: dict[tuple, dict] = {}
-
-
-def manifest(out: Path) -> dict:
-    """The build's manifest (read only: not to be changed), read once per file: the same
-    file (its device, inode, size and time) is not parsed again (the full site's is 15 MB).
-    A build writes a new file in its place (_write), which is read anew."""
+def head(out: Path) -> dict:
+    """The build's HEAD ({} before the first build)."""
     try:
-        st = (out / MANIFEST).stat()
-    except FileNotFoundError:
+        return json.loads((out / HEAD).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
         return {}
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _SEEN:
-        _SEEN.clear()
-        _SEEN[key] = _read_manifest(out)
-    return _SEEN[key]
+
+
+def _files(out: Path) -> set[str]:
+    """Every file under `out`, as a path relative to it (one directory listing a folder:
+    a stat a page took 0.4 s for the full site)."""
+    return {
+        os.path.relpath(os.path.join(folder, name), out)
+        for folder, _, names in os.walk(out)
+        for name in names
+    }
 
 
 def _read_manifest(out: Path) -> dict:

@@ -42,6 +42,7 @@ FORMATS = {
     "bfloat16 / quantization=mxfp4": "MXFP4",
     "MXFP4": "MXFP4",
     "FP8": "FP8",
+    "fp8": "FP8",
     "NVFP4": "NVFP4",
     "NVFP4 (modelopt)": "NVFP4",
     "AWQ": "AWQ",

@@ -121,6 +121,12 @@ BATCHED_TOKENS_HUGE, BATCHED_TOKENS_LARGE, BATCHED_TOKENS_SMALL = 16384, 8192, 2
 SEQS_LARGE, SEQS_SMALL = 1024, 256
 HUGE_GPU_GIB, LARGE_GPU_GIB = 160, 70
 V0_MIN_BATCHED_TOKENS = 2048
+# V0 turns chunked prefill on by itself for a context over 32K on CUDA, where the model has
+# no sliding window: its profile batch is then 2048 tokens (vllm/engine/arg_utils.py
+# create_engine_config, "Chunked prefill is enabled by default for models with
+# max_model_len > 32K", and vllm/config.py SchedulerConfig.__post_init__; read in the
+# 0.7.2 wheel).
+V0_LONG_CONTEXT, V0_CHUNKED_BATCHED_TOKENS = 32768, 2048
 
 # Memory the driver keeps from CUDA: nvidia-smi's total minus torch.cuda.mem_get_info's,
 # the mean of the two cards where both are published (H100 SXM 81559 MiB vs 79.19 GiB:
@@ -203,7 +209,14 @@ def resolved_settings_columns(max_model_len: pl.Expr | None = None) -> list[pl.E
         v1_tokens
         if max_model_len is None
         else (
-            pl.when(version == VLLM_V0)
+            pl.when(
+                (version == VLLM_V0)
+                & (max_model_len > V0_LONG_CONTEXT)
+                & (pl.col("n_window_layers") == 0)
+                & (pl.col("vendor") == "NVIDIA")
+            )
+            .then(V0_CHUNKED_BATCHED_TOKENS)
+            .when(version == VLLM_V0)
             .then(pl.max_horizontal(max_model_len, pl.lit(V0_MIN_BATCHED_TOKENS)))
             .otherwise(v1_tokens)
         )

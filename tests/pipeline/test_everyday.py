@@ -236,6 +236,11 @@ def _the_record_stands_for_the_warehouse_it_released_only(base: str):
         (Path(base) / link).unlink()
         assert why in plan().reason
         (Path(base) / link).symlink_to(target)
+    page = next((Path(base) / "site").glob("pairs/*/*.html"))  # one page gone: not whole
+    kept = page.read_bytes()
+    page.unlink()
+    assert "the site in" in plan().reason
+    page.write_bytes(kept)
     assert plan().run == frozenset(), plan().reason
     return plan
 

@@ -97,8 +97,9 @@ def test_kv_pool_held_out_by_source():
     predicted with the constants fitted without that source, overall and on the MoE,
     FP8/FP4 and hybrid subsets. Issue 32's target is 15 % median and 35 % at the 90th
     percentile; the bound asserted is what the estimate reaches now (the tail: gpt-oss-120b
-    at 1024 batched tokens, vllm#27508, and Qwen3.6-35B-A3B NVFP4 on an RTX 5090,
-    club-3090), so that it cannot get worse unseen."""
+    at 1024 batched tokens, vllm#27508; Qwen3.6-35B-A3B NVFP4 on an RTX 5090, club-3090;
+    Qwen3-235B-A22B-FP8 on 4 H100s, vllm#21348, +47 %: 3.8 GiB a rank more taken than
+    estimated, unexplained), so that it cannot get worse unseen."""
     kv = HELD_OUT.get_column("kv_pool_error_held_out_by_source")
     print(
         f"\nvLLM KV pool held out by source ({HELD_OUT.get_column('source').n_unique()} "
@@ -121,7 +122,7 @@ def test_kv_pool_held_out_by_source():
                 kv.name,
             ).sort(kv.name)
         )
-    assert kv.abs().median() <= 0.05 and kv.abs().quantile(0.9) <= 0.20
+    assert kv.abs().median() <= 0.05 and kv.abs().quantile(0.9) <= 0.25
 
 
 def test_the_profile_batch_follows_max_model_len_in_v0():
@@ -132,6 +133,27 @@ def test_the_profile_batch_follows_max_model_len_in_v0():
     v0 = RUNS.filter(thread & (pl.col("version") == VLLM_V0)).sort("max_model_len")
     short, long = v0.get_column("kv_pool_gib_estimated")
     assert short - long == pytest.approx(3.81 - 2.89, abs=0.1)
+
+
+def test_v0_profiles_a_long_context_in_chunks():
+    """vllm#13061 (V0 0.7, 2x RTX 4090, --max-model-len 131072): V0 turns chunked prefill on
+    for a context over 32K, so the profile batch is 2048 tokens, not the context (the log:
+    "PyTorch activation peak memory takes 0.19GiB; the rest of the memory reserved for KV
+    Cache is only 8.69GiB"). Off by the whole card before the rule (-2.8 GiB estimated)."""
+    from sizing.questions.estimate import Usage, estimate
+
+    g = GPUS.filter(pl.col("gpu_id") == "rtx_4090").row(0, named=True)
+    device = Device.from_catalog(g)
+    long = estimate(
+        load_arch("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"),
+        Configuration(
+            "BF16", 131072, "auto", n_gpus=2, engine="vllm", vllm=VllmSettings(VLLM_V0, 0.98)
+        ),
+        device,
+        Usage(),
+    )
+    assert long.vllm.max_num_batched_tokens == 2048
+    assert long.vllm.kv_pool_gib == pytest.approx(8.69, rel=0.25)
 
 
 def test_the_release_a_log_states_picks_its_budget_family():
