@@ -9,6 +9,7 @@ import contextlib
 import io
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from pathlib import Path
 from unittest import mock
@@ -546,26 +547,30 @@ def fits_block() -> str:
     return "\n".join(lines)
 
 
-def performance_block(results: Path = BENCHMARK_RESULTS) -> str:
-    """Every recorded benchmark figure against its target, with when and on what load it
-    was measured (benchmarks/results/*.json)."""
+def _measured(results: Path) -> Iterator[tuple[str, dict, str, str]]:
+    """Each recorded figure (benchmarks/results/*.json): its benchmark, the figure, when and
+    at what load it was measured, and its value as printed."""
     import json
 
-    lines = [
-        "| benchmark | figure | measured | target | met | measured on |",
-        "|---|---|---|---|---|---|",
-    ]
     for path in sorted(results.glob("*.json")):
         r = json.loads(path.read_text())
         m = r["machine"]
         when = f"{r['measured_at'][:10]}, {m['cpus']} cores, load {m['load_average_1m']}"
         for f in r["figures"]:
-            met = {True: "yes", False: "**no**", None: ""}[f["met"]]
             value = f"{f['value']:,}" if isinstance(f["value"], int) else f"{f['value']:g}"
-            lines.append(
-                f"| `{r['benchmark']}` | {f['figure']} | {value} {f['unit']} | "
-                f"{f['target']} | {met} | {when} |"
-            )
+            yield r["benchmark"], f, when, f"{value} {f['unit']}"
+
+
+def performance_block(results: Path = BENCHMARK_RESULTS) -> str:
+    """Every recorded benchmark figure against its target, with when and on what load it
+    was measured."""
+    lines = [
+        "| benchmark | figure | measured | target | met | measured on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for bench, f, when, value in _measured(results):
+        met = {True: "yes", False: "**no**", None: ""}[f["met"]]
+        lines.append(f"| `{bench}` | {f['figure']} | {value} | {f['target']} | {met} | {when} |")
     return "\n".join(lines)
 
 
@@ -574,25 +579,17 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
     row, the met ones in a sentence, and the site's size and build time."""
     import json
 
-    runs = [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
     missed = [
         "| benchmark | figure | measured | target | measured on |",
         "|---|---|---|---|---|",
     ]
     met = []
-    for r in runs:
-        m = r["machine"]
-        when = f"{r['measured_at'][:10]}, {m['cpus']} cores, load {m['load_average_1m']}"
-        for f in r["figures"]:
-            value = f"{f['value']:,}" if isinstance(f["value"], int) else f"{f['value']:g}"
-            if f["met"] is False:
-                missed.append(
-                    f"| `{r['benchmark']}` | {f['figure']} | {value} {f['unit']} | "
-                    f"{f['target']} | {when} |"
-                )
-            elif f["met"]:
-                met.append(f"{f['figure']} {value} {f['unit']} ({f['target']})")
-    site = next(r for r in runs if r["benchmark"] == "site")["detail"]
+    for bench, f, when, value in _measured(results):
+        if f["met"] is False:
+            missed.append(f"| `{bench}` | {f['figure']} | {value} | {f['target']} | {when} |")
+        elif f["met"]:
+            met.append(f"{f['figure']} {value} ({f['target']})")
+    site = json.loads((results / "site.json").read_text())["detail"]
     return "\n".join(
         [
             *missed,
