@@ -603,21 +603,29 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
     )
 
 
-def workbench_screenshot(site: Path, out: Path = ROOT / "docs" / "workbench.png") -> Path:
+def workbench_screenshot(
+    site: Path, out: Path = ROOT / "docs" / "workbench.png", browser=None
+) -> Path:
     """The seed pair's workbench as Chromium draws it from the built site (file://), for
-    the README: a picture of the site as it is, never drawn by hand."""
-    from playwright.sync_api import sync_playwright
-
+    the README: a picture of the site as it is, never drawn by hand. `browser`: a running
+    Playwright browser (else one is started and closed here)."""
     page_path = site / "pairs" / "Qwen--Qwen2.5-72B-Instruct" / "mtt_s4000_48gb.html"
     if not page_path.exists():
         raise FileNotFoundError(f"{page_path} is missing: run llm-sizing refresh first")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium")
-        page = browser.new_page(viewport={"width": 1100, "height": 900})
-        page.goto(page_path.as_uri())
-        page.wait_for_selector("#wb-verdict:not(:empty)")
-        page.locator("#workbench").screenshot(path=str(out))
-        browser.close()
+    if browser is None:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            started = p.chromium.launch(executable_path="/usr/bin/chromium")
+            try:
+                return workbench_screenshot(site, out, started)
+            finally:
+                started.close()
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    page.goto(page_path.as_uri())
+    page.wait_for_selector("#wb-verdict:not(:empty)")
+    page.locator("#workbench").screenshot(path=str(out))
+    page.close()
     return out
 
 

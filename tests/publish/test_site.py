@@ -668,14 +668,12 @@ def test_the_gpu_page_filter_lists_what_llm_sizing_fit_lists(
     assert errors == []
 
 
-def test_the_readmes_screenshot_is_drawn_from_the_built_site(built, tmp_path):
+def test_the_readmes_screenshot_is_drawn_from_the_built_site(built, browser, tmp_path):
     """`llm-sizing docs --screenshot`: Chromium draws the seed pair's workbench from the
     site on disk (file://) once its rows have loaded."""
     from pipeline.docs import workbench_screenshot
 
-    if not CHROMIUM.exists():
-        pytest.fail("/usr/bin/chromium is missing: .ci/run installs it (apt-get install chromium)")
-    png = workbench_screenshot(built[1], tmp_path / "workbench.png").read_bytes()
+    png = workbench_screenshot(built[1], tmp_path / "workbench.png", browser).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width >= 900 and height >= 600, (width, height)
