@@ -62,8 +62,9 @@ def small_snapshot(dest: Path, repo_ids: tuple[str, ...] = SMALL_MODELS) -> Path
     return dest
 
 
-def small_resources(snapshot: Path, root: str) -> dict:
-    """The pipeline's resources for a run on `snapshot` (small_snapshot) into `root`."""
+def small_resources(snapshot: Path, root: str, **override) -> dict:
+    """The pipeline's resources for a run on `snapshot` (small_snapshot) into `root`, with
+    any of them replaced by `override` (a live Hub stand-in, a site folder)."""
     from assets.resources import (
         CatalogResource,
         HubResource,
@@ -78,7 +79,7 @@ def small_resources(snapshot: Path, root: str) -> dict:
         "warehouse": WarehouseResource(root=root),
         "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
         "hub": HubResource(),
-    }
+    } | override
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from huggingface_hub import HfApi
 from assets.ingest.hub_client import fetch_model, gguf_quant
 from assets.ingest.hub_models import hub_models
 from assets.ingest.models import models
-from assets.resources import CatalogResource, HubResource, SnapshotResource, WarehouseResource
-from tests.conftest import SNAPSHOT, small_snapshot
+from assets.resources import HubResource
+from tests.conftest import SNAPSHOT, small_resources, small_snapshot
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse import store
 
@@ -91,12 +91,9 @@ def _tmp() -> Path:
 
 
 def _run(url, snapshot, root):
-    resources = {
-        "hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=root),
-    }
+    resources = small_resources(
+        snapshot, root, hub=HubResource(offline=False, endpoint=url, timeout_s=2.0)
+    )
     result = dg.materialize([hub_models, models], resources=resources)
     assert result.success
     return result
@@ -113,12 +110,9 @@ def test_the_whole_fetch_has_a_deadline(snapshot, tmp_path, monkeypatch):
         _run(url, snapshot, root)  # a good run first: the facts to keep
     before = store.read_head("hub_models", base=root)
     state = HubState(faults={LLAMA: "slow"})
-    resources = {
-        "hub": HubResource(offline=False, endpoint=url, timeout_s=0.5, deadline_s=0.1),
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=root),
-    }
+    resources = small_resources(
+        snapshot, root, hub=HubResource(offline=False, endpoint=url, timeout_s=0.5, deadline_s=0.1)
+    )
     with hub_server(state) as url:
         resources["hub"] = resources["hub"].model_copy(update={"endpoint": url})
         result = dg.materialize([hub_models, models], resources=resources)
@@ -281,12 +275,9 @@ def test_gguf_sizes_from_the_hub_are_compared_with_ours(snapshot, tmp_path, monk
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     root = str(tmp_path / "warehouse")
     with hub_server(HubState()) as url:
-        resources = {
-            "hub": HubResource(offline=False, endpoint=url, timeout_s=2.0),
-            "snapshot": SnapshotResource(path=str(snapshot)),
-            "catalog": CatalogResource(),
-            "warehouse": WarehouseResource(root=root),
-        }
+        resources = small_resources(
+            snapshot, root, hub=HubResource(offline=False, endpoint=url, timeout_s=2.0)
+        )
         result = dg.materialize(
             [gpus, hub_models, models, weights, weights_match_published_gguf], resources=resources
         )

@@ -290,7 +290,7 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
     from assets.ingest.models import models
     from assets.sizing.fit_matrix import fit_matrix, fit_matrix_shards
     from assets.sizing.weights import weights
-    from tests.conftest import small_snapshot
+    from tests.conftest import small_resources, small_snapshot
 
     snapshot = tmp_path / "snapshot"
 
@@ -301,12 +301,7 @@ def test_a_new_model_computes_only_its_own_rows(tmp_path):
         small_snapshot(snapshot, tuple(added))
 
     def run() -> dict:
-        resources = {
-            "snapshot": SnapshotResource(path=str(snapshot)),
-            "hub": HubResource(),
-            "catalog": CatalogResource(),
-            "warehouse": WarehouseResource(root=str(tmp_path / "warehouse")),
-        }
+        resources = small_resources(snapshot, str(tmp_path / "warehouse"))
         result = dg.materialize(
             [gpus, engine_support, hub_models, models, weights, fit_matrix_shards, fit_matrix],
             resources=resources,
@@ -643,18 +638,13 @@ def test_a_snapshot_file_that_does_not_match_its_manifest_is_quarantined(tmp_pat
     model is quarantined with the reason; the others are sized, with their files' hashes."""
     from assets.ingest.hub_models import hub_models
     from assets.ingest.models import models
-    from tests.conftest import small_snapshot
+    from tests.conftest import small_resources, small_snapshot
 
     snapshot = small_snapshot(tmp_path / "snapshot")
     changed = snapshot / "hub/models/Qwen/Qwen3-8B/config.json"
     changed.write_bytes(changed.read_bytes() + b" ")
     base = str(tmp_path / "warehouse")
-    resources = {
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "hub": HubResource(),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=base),
-    }
+    resources = small_resources(snapshot, base)
     assert dg.materialize([hub_models, models], resources=resources).success
     quarantine = store.read("model_quarantine", base=base)
     assert quarantine.get_column("model_id").to_list() == ["Qwen/Qwen3-8B"]

@@ -24,15 +24,11 @@ import pytest
 
 from assets.publish import build, data, words, workbench
 from assets.resources import (
-    CatalogResource,
-    HubResource,
-    PriceSourcesResource,
-    SnapshotResource,
     WarehouseResource,
 )
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS
-from tests.conftest import ROOT, small_snapshot
+from tests.conftest import ROOT, small_resources, small_snapshot
 from warehouse import releases, store
 from warehouse.tables import CONTRACTS, GPU_FACT_SOURCES
 
@@ -50,13 +46,9 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("site")
     root, site = tmp / "warehouse", tmp / "site"
     snapshot = small_snapshot(tmp / "snapshot", MODELS)
-    resources = {
-        "snapshot": SnapshotResource(path=str(snapshot)),
-        "catalog": CatalogResource(),
-        "warehouse": WarehouseResource(root=str(root), site_dir=str(site)),
-        "price_sources": PriceSourcesResource(snapshot_path=str(snapshot)),
-        "hub": HubResource(),
-    }
+    resources = small_resources(
+        snapshot, str(root), warehouse=WarehouseResource(root=str(root), site_dir=str(site))
+    )
     assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
     return str(root), site
 
