@@ -588,7 +588,7 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
         if f["met"] is False:
             missed.append(f"| `{bench}` | {f['figure']} | {value} | {f['target']} | {when} |")
         elif f["met"]:
-            met.append(f"{f['figure']} {value} ({f['target']})")
+            met.append(f"{f['figure']}: {value}, target {f['target']}")
     site = json.loads((results / "site.json").read_text())["detail"]
     return "\n".join(
         [

@@ -189,5 +189,5 @@ def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(
     assert rows == [
         "| `site` | from nothing | 90.5 s | at most 60 | 2026-12-04, 2 cores, load 0.5 |"
     ]
-    assert "Met: one estimate 0.2 s (at most 0.3)." in block
+    assert "Met: one estimate: 0.2 s, target at most 0.3." in block
     assert "2,000 pages, 130 MB on disk (65 kB a page" in block and "in 90.5 s" in block
