@@ -19,7 +19,7 @@ from assets.resources import CatalogResource, HubResource, SnapshotResource, War
 from assets.sizing.fit_matrix import fit_matrix
 from assets.sizing.shards import ALL_SHARDS_TAGS, MODEL_SHARDS, shard_of
 from pipeline.definitions import ALL_ASSETS, build_defs
-from tests.conftest import ROOT, small_snapshot
+from tests.conftest import ROOT, SNAPSHOT, small_resources, small_snapshot
 from warehouse import store
 
 
@@ -65,17 +65,23 @@ def test_refresh_in_two_processes(tmp_path, monkeypatch):
 def test_model_shards_run_as_parallel_runs_and_publish_as_one_table(tmp_path):
     """Two runs of the shard partitions at once, each launched by Dagster's own command line
     in a process of its own (the run queue's part in a deployment), sharing one instance and
-    one warehouse; the publishing asset then finds every current slice."""
+    one warehouse; the publishing asset then finds every current slice. On a snapshot of
+    one bundled model per shard (all of them took two minutes here for no more coverage)."""
     home, warehouse = tmp_path / "home", str(tmp_path / "warehouse")
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "LLM_SIZING_WAREHOUSE": warehouse}
-    resources = {
-        "snapshot": SnapshotResource(),
-        "catalog": CatalogResource(),
-        "hub": HubResource(),
-        "warehouse": WarehouseResource(root=warehouse),
+    one_per_shard: dict[str, str] = {}
+    for config in sorted(SNAPSHOT.glob("hub/models/*/*/config.json")):
+        repo = str(config.parent.relative_to(SNAPSHOT / "hub/models"))
+        one_per_shard.setdefault(shard_of(repo), repo)
+    snapshot = small_snapshot(tmp_path / "snapshot", tuple(one_per_shard.values()))
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "LLM_SIZING_WAREHOUSE": warehouse,
+        "LLM_SIZING_SNAPSHOT": str(snapshot),
     }
+    resources = small_resources(snapshot, warehouse)
     upstream = [
         a
         for a in ALL_ASSETS
