@@ -12,10 +12,11 @@ vllm/utils/mem_utils.py memory_profiling; read in the released wheels 0.6.3, 0.8
     KV pool   = requested - weights - activation peak - non-torch memory [- CUDA graphs]
 
 Families (VLLM_VERSIONS): "v1" the current engine (0.21 and later: utilization 0.92 by
-default, the CUDA-graph estimate subtracted unless --enforce-eager); "v1-0.19" (0.10 to
+default, the CUDA-graph estimate subtracted unless --enforce-eager); "v1-0.19" (0.8 to
 0.20: utilization 0.9, graphs captured after the cache is sized, so not subtracted);
 "v0" the V0 engine's last releases (0.6.4 to 0.10): no chunked prefill by default, so the
-profile batch is max(max_model_len, 2048) tokens, 256 sequences, graphs not subtracted.
+profile batch is max(max_model_len, 2048) tokens (2048 above a 32K context, where it turns
+chunked prefill on), 256 sequences, graphs not subtracted.
 
 The activation peak is the larger of the profile forward pass and the sampler run over
 max_num_seqs rows of logits; non-torch memory (CUDA context, cuBLAS, NCCL) and the graph
