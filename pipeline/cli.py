@@ -22,10 +22,16 @@ from pipeline.commands import (
     serve_site,
 )
 from pipeline.estimate_command import estimate_command
-from pipeline.options import amount, count, estimate_options, hours, positive
+from pipeline.options import (
+    amount,
+    count,
+    estimate_options,
+    hours,
+    min_quality_option,
+    positive,
+)
 from pipeline.plan_command import plan_command
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
-from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,13 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     pl_.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
     pl_.add_argument("--quant", nargs="+", help="only these weight formats")
     pl_.add_argument("--top", type=count, default=15, help="rows to print")
-    pl_.add_argument(
-        "--min-quality",
-        choices=FLOOR_CHOICES,
-        default=DEFAULT_MIN_QUALITY,
-        help="rank only formats of this quality tier or better (sizing/formulas/quality.py;"
-        " 'any' turns the floor off)",
-    )
+    min_quality_option(pl_, "rank")
     pl_.add_argument("--json", action="store_true")
     pl_.set_defaults(func=plan_command)
     f = sub.add_parser(
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows without a speed too)",
     )
     f.add_argument("--engine", choices=("llama.cpp", "vllm"), help="only this engine")
+    min_quality_option(f, "list")
     f.add_argument("--json", action="store_true")
     f.set_defaults(func=fit)
     snap = sub.add_parser("snapshot", help="the offline snapshot of raw inputs")

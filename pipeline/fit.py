@@ -8,8 +8,9 @@ import json
 import math
 
 RANKING = (
-    "per model: fits before tight, then the most bits per weight, the most precise "
-    "KV cache, the fastest decode; models by parameters, most first, then by decode"
+    "per model, of the formats at the quality floor or better: fits before tight, then the "
+    "most bits per weight, the most precise KV cache, the fastest decode; models by "
+    "parameters, most first, then by decode"
 )
 
 
@@ -18,6 +19,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
     order, with its table versions; SystemExit before the first release."""
     import polars as pl
 
+    from sizing.formulas.quality import with_quality
     from sizing.questions.runs_on import candidates
     from warehouse import releases, store
 
@@ -25,7 +27,14 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
         release = releases.current_release(base)
     except store.TABLE_MISSING:
         release = None
-    needed = ("fit_matrix", "fit_configurations", "cost_matrix", "models", "weight_formats")
+    needed = (
+        "fit_matrix",
+        "fit_configurations",
+        "cost_matrix",
+        "models",
+        "weight_formats",
+        "format_quality_tiers",
+    )
     if release is None or any(t not in release.versions for t in needed):
         raise SystemExit(
             "error: no published release holds the fit tables; run `llm-sizing refresh` first"
@@ -52,11 +61,16 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
         how="left",
         maintain_order="left",
     )
+    # Each row's quality tier (the worse of its weights' and its cache's), the rule's order
+    # carried through the joins as a column.
+    tiers = scan["format_quality_tiers"].collect()
+    rows = with_quality(rows.with_row_index("_order"), tiers).sort("_order").drop("_order")
     return rows, scan["models"], {t: release.versions[t] for t in needed}
 
 
 def listing(gpu: dict, args: argparse.Namespace, base: str | None = None) -> dict:
     """The answer as one JSON-ready record."""
+    from sizing.formulas.quality import at_least
     from sizing.questions.runs_on import runs_on
 
     rows, models, versions = published_runs(gpu["gpu_id"], args.gpus, base)
@@ -67,13 +81,15 @@ def listing(gpu: dict, args: argparse.Namespace, base: str | None = None) -> dic
             f"on this GPU; `llm-sizing estimate --context {args.context}` "
             "sizes any other"
         )
-    found = runs_on(rows, models, args.context, args.min_tok_s, args.engine).collect()
+    passing = rows.filter(at_least(args.min_quality))
+    found = runs_on(passing, models, args.context, args.min_tok_s, args.engine).collect()
     keep = (
         "model_id",
         "params_total",
         "engine",
         "weight_format",
         "kv_dtype",
+        "quality_tier",
         "verdict",
         "headroom_gib",
         "max_context_tokens",
@@ -89,6 +105,7 @@ def listing(gpu: dict, args: argparse.Namespace, base: str | None = None) -> dic
         "n_gpus": args.gpus,
         "context": args.context,
         "min_tok_s": args.min_tok_s,
+        "min_quality": args.min_quality,
         "engine": args.engine,
         "batch": 1,
         "ranking": RANKING,
@@ -109,16 +126,18 @@ def render(answer: dict) -> str:
         f"({answer['memory_gib']:g} GiB) at {answer['context']:,} tokens, batch 1"
         + (f", decoding at least {answer['min_tok_s']:g} tok/s" if answer["min_tok_s"] else "")
         + (f", {answer['engine']}" if answer["engine"] else "")
+        + (f"; quality {answer['min_quality']} or better" if answer["min_quality"] != "any" else "")
     )
     lines = [
         head,
         f"{'model':44} {'params B':>8} {'engine':9} {'format':10} {'KV':5} "
-        f"{'verdict':7} {'max ctx':>9} {'tok/s':>7} {'USD/Mtok':>9}",
+        f"{'quality':13} {'verdict':7} {'max ctx':>9} {'tok/s':>7} {'USD/Mtok':>9}",
     ]
     for m in answer["models"]:
         lines.append(
             f"{m['model_id'][:44]:44} {_num(m['params_total'], 1e9, '.1f'):>8} "
-            f"{m['engine']:9} {m['weight_format']:10} {m['kv_dtype']:5} {m['verdict']:7} "
+            f"{m['engine']:9} {m['weight_format']:10} {m['kv_dtype']:5} "
+            f"{m['quality_tier'] or 'unmeasured':13} {m['verdict']:7} "
             f"{m['max_context_tokens'] or 0:>9,} {_num(m['decode_tok_s'], 1, '.1f'):>7} "
             f"{_num(m['cost_per_mtok_usd'], 1, '.2f'):>9}"
         )

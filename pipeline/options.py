@@ -12,6 +12,17 @@ from sizing.engines.vllm import VLLM_DEFAULT_VERSION, VLLM_VERSIONS
 from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES
 
 
+def min_quality_option(parser: argparse.ArgumentParser, does: str) -> None:
+    """--min-quality: the quality floor every ranking applies unless told otherwise."""
+    parser.add_argument(
+        "--min-quality",
+        choices=FLOOR_CHOICES,
+        default=DEFAULT_MIN_QUALITY,
+        help=f"{does} only formats of this quality tier or better "
+        "(sizing/formulas/quality.py; 'any' turns the floor off)",
+    )
+
+
 def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.ArgumentParser:
     """The estimate options, for the command line (with --queries) and for each query."""
     src = e.add_mutually_exclusive_group(required=True)
@@ -28,13 +39,7 @@ def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
     e.add_argument("--context", type=count, default=8192, help="tokens per sequence")
     e.add_argument("--kv-dtype", help="f16, q8_0, q4_0 (llama.cpp); auto, fp8 (vllm)")
     e.add_argument("--batch", type=count, default=1, help="sequences decoded together")
-    e.add_argument(
-        "--min-quality",
-        choices=FLOOR_CHOICES,
-        default=DEFAULT_MIN_QUALITY,
-        help="recommend only formats of this quality tier or better "
-        "(sizing/formulas/quality.py; 'any' turns the floor off)",
-    )
+    min_quality_option(e, "recommend")
     e.add_argument(
         "--gpu",
         required=not bulk,

@@ -18,7 +18,7 @@ from assets.publish.data import ALL, SiteData
 from assets.publish.heads import ENGINE_ORDER
 from assets.publish.heads import hctx as _hctx
 from sizing.choices import DEFAULT_PROMPT_TOKENS
-from sizing.formulas.quality import FLOOR_CHOICES, TIERS
+from sizing.formulas.quality import ANY, FLOOR_CHOICES, TIERS
 
 FIT_TABLES = (
     "models",
@@ -561,6 +561,8 @@ def runs_on_gpu(d: SiteData, g: str) -> dict:
         "contexts": sorted({r["context"] for r in rows}),
         "engines": [e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows)],
         "floors": FLOOR_CHOICES,
+        # Preset as `llm-sizing fit` presets it: the default quality floor.
+        "default_floor": d.quality_floor or ANY,
         "data": {
             "columns": list(_RUN_FIELDS),
             "tiers": list(TIERS),

@@ -329,16 +329,16 @@ def test_a_refresh_parses_each_config_once_with_its_rope_recipe(small_release):
 
 
 def test_fit_lists_the_models_the_published_rows_run(small_release, monkeypatch, capsys):
-    """The same set as the fit matrix read here on its own: a model runs on one RTX 4090
-    at 32K when some row of it at batch 1 fits or is tight and decodes at 20 tok/s."""
+    """With the quality floor off, the same set as the fit matrix read here on its own: a
+    model runs on one RTX 4090 at 32K when some row of it at batch 1 fits or is tight and
+    decodes at 20 tok/s."""
     import polars as pl
 
     from warehouse import store
 
     monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
-    assert (
-        main(["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20", "--json"]) == 0
-    )
+    args = ["fit", "--gpu", "RTX 4090", "--context", "32768", "--min-tok-s", "20"]
+    assert main([*args, "--min-quality", "any", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     fit = pl.read_parquet(store.latest_parquet_uri("fit_matrix", small_release)).filter(
         (pl.col("gpu_id") == "rtx_4090")
@@ -363,6 +363,35 @@ def test_fit_lists_the_models_the_published_rows_run(small_release, monkeypatch,
         if m["verdict"] == "fits":  # no fitting row of the model holds more bits
             best = max(bits[f] for f in rows.filter(pl.col("verdict") == "fits")["weight_format"])
             assert bits[m["weight_format"]] == best
+
+
+def test_fit_keeps_formats_at_the_quality_floor(small_release, monkeypatch, capsys):
+    """By default `fit` lists a model only in a format (and KV cache) of the default
+    quality tier or better, as `plan` and `estimate` rank: on a 12 GB card at 32K the
+    floor off lists some model in a format below it, which the default drops or replaces
+    with a better one of the same model."""
+    from sizing.formulas.quality import DEFAULT_MIN_QUALITY, TIERS
+
+    monkeypatch.setenv("LLM_SIZING_WAREHOUSE", small_release)
+    args = ["fit", "--gpu", "rtx_3060_12gb", "--context", "32768", "--min-tok-s", "0", "--json"]
+
+    def listed(*more: str) -> dict:
+        assert main([*args, *more]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    floor, anything = listed(), listed("--min-quality", "any")
+    assert floor["min_quality"] == DEFAULT_MIN_QUALITY
+    worst = TIERS.index(DEFAULT_MIN_QUALITY)
+    below = {
+        m["model_id"]: (m["weight_format"], m["kv_dtype"])
+        for m in anything["models"]
+        if m["quality_tier"] is None or TIERS.index(m["quality_tier"]) > worst
+    }
+    assert below  # the floor has something to drop here
+    for m in floor["models"]:
+        assert m["quality_tier"] is not None and TIERS.index(m["quality_tier"]) <= worst
+        assert below.get(m["model_id"]) != (m["weight_format"], m["kv_dtype"])
+    assert {m["model_id"] for m in floor["models"]} <= {m["model_id"] for m in anything["models"]}
 
 
 def test_fit_before_any_release(tmp_path, monkeypatch):
