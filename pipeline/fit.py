@@ -7,6 +7,8 @@ import argparse
 import json
 import math
 
+from sizing.formulas.quality import ANY
+
 RANKING = (
     "per model, of the formats at the quality floor or better: fits before tight, then the "
     "most bits per weight, the most precise KV cache, the fastest decode; models by "
@@ -126,7 +128,7 @@ def render(answer: dict) -> str:
         f"({answer['memory_gib']:g} GiB) at {answer['context']:,} tokens, batch 1"
         + (f", decoding at least {answer['min_tok_s']:g} tok/s" if answer["min_tok_s"] else "")
         + (f", {answer['engine']}" if answer["engine"] else "")
-        + (f"; quality {answer['min_quality']} or better" if answer["min_quality"] != "any" else "")
+        + (f"; quality {answer['min_quality']} or better" if answer["min_quality"] != ANY else "")
     )
     lines = [
         head,

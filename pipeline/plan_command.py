@@ -11,6 +11,7 @@ from pathlib import Path
 from pipeline.commands import use_project_instance
 from pipeline.output import finite, fmt
 from pipeline.questions import engine_support, gpu_catalog, published_offers
+from sizing.formulas.quality import ANY
 
 
 def plan_command(args: argparse.Namespace) -> int:
@@ -87,7 +88,7 @@ def plan_command(args: argparse.Namespace) -> int:
         f"{args.output_tokens:,} output tokens; {targets}"
         + (f"; hardware <= {args.budget_usd:,.0f} USD" if args.budget_usd else "")
         + f"; quality {args.min_quality}"
-        + (" or better" if args.min_quality != "any" else "")
+        + (" or better" if args.min_quality != ANY else "")
     )
     if table.is_empty():
         print("no configuration meets these targets")
