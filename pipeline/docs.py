@@ -273,20 +273,14 @@ def _reference_case_sized(
     outlay of each (new, or used where the catalog dates a lower price)."""
     from pipeline.names import model_config_path
     from sizing.model.config_parser import parse_config
+    from sizing.questions.estimate import Configuration
     from sizing.questions.recommend import sized_over_gpus
 
     c = reference.row(0, named=True)
     name, path = model_config_path(c["model_id"])
     m = parse_config(path.read_bytes(), name)
-    sized = sized_over_gpus(
-        m,
-        c["weight_format"],
-        c["context"],
-        c["kv_dtype"],
-        c["engine"],
-        gpus,
-        support=store.read("engine_support", base=base),
-    )
+    case = Configuration(c["weight_format"], c["context"], c["kv_dtype"], engine=c["engine"])
+    sized = sized_over_gpus(m, case, gpus, support=store.read("engine_support", base=base))
     return sized.with_columns(
         (pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus")).alias(
             "outlay_usd"

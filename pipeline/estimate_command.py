@@ -120,7 +120,9 @@ def estimate_and_recommend(
 ):
     """The estimate and its recommendations: the question, the hardware candidates for
     its format (sizing.questions.recommend.recommend's) and the formats for its GPU
-    (best_format_for_gpu's) evaluated in one pass (sizing.questions.estimate.estimate_alongside)."""
+    (best_format_for_gpu's) evaluated in one pass (sizing.questions.estimate.estimate_alongside).
+    The recommendations size the question as the grid holds it (on_the_grid); what that
+    leaves out is named in `left_out`."""
     from assets.catalogs.readers import load_checkpoint_repos, load_quality_tiers
     from sizing.formulas.quality import ranked_formats
     from sizing.questions.estimate import estimate_alongside
@@ -129,31 +131,30 @@ def estimate_and_recommend(
         best_format_of,
         candidate_inputs,
         format_order,
+        on_the_grid,
         picks,
         sized,
     )
 
-    m, conf = query[0], query[1]
+    m = query[0]
+    conf, left_out = on_the_grid(query[1])
     gpus, tiers = gpu_catalog()[0], load_quality_tiers()
     support = engine_support()
     order = format_order(m, conf.engine, tiers, min_quality)
-    case = (conf.context, conf.kv_dtype, conf.engine)
-    alongside = [(candidate_inputs(m, [conf.weight_format], *case, gpus), "energy")]
+    alongside = [(candidate_inputs(m, [conf.weight_format], conf, gpus), "energy")]
     if order:
-        rows = best_format_inputs(m, order, *case, gpus, gpu_id, conf.n_gpus)
-        alongside.append((rows, "memory"))
+        alongside.append((best_format_inputs(m, order, conf, gpus, gpu_id), "memory"))
     (r,), (candidates, *formats) = estimate_alongside(
         [query], alongside, load_checkpoint_repos(), support
     )
     rec = picks(sized(candidates, gpus, support), offers, min_decode_tok_s, budget_usd)
+    rec["left_out"] = list(left_out)
     if objective is not None:
         from sizing.questions.objectives import per_finetune_regime, per_format, ranked
 
         by_format = per_format(
             m,
-            conf.context,
-            conf.kv_dtype,
-            conf.engine,
+            conf,
             gpus,
             objective,
             offers,
@@ -179,18 +180,7 @@ def estimate_and_recommend(
         )
         rec["per_finetune_regime"] = per_finetune_regime(m, gpus, budget_usd)
         rec["ranked"] = ranked(
-            m,
-            conf.weight_format,
-            conf.context,
-            conf.kv_dtype,
-            conf.engine,
-            gpus,
-            objective,
-            offers,
-            min_decode_tok_s,
-            budget_usd,
-            batch=conf.batch,
-            support=support,
+            m, conf, gpus, objective, offers, min_decode_tok_s, budget_usd, support=support
         ).to_dicts()
         rec["objective"] = objective
     rec["best_format_for_this_gpu"] = best_format_of(formats[0], order) if formats else None

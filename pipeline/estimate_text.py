@@ -188,6 +188,11 @@ def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name
         f">= {crit['min_decode_tok_s']:g} tok/s"
         + (f", hardware <= {crit['budget_usd']:,.0f} USD" if crit["budget_usd"] else "")
     )
+    if rec["left_out"]:
+        print(
+            f"  picks sized       without {', '.join(rec['left_out'])}: the published grid "
+            "sizes none of them"
+        )
     for p in rec["passed_over"]:
         print(
             f"  passed over       {p['n_gpus']}x {p['name']} ({p['outlay_usd']:,.0f} USD): "

@@ -16,6 +16,7 @@ from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import LLAMA_CPP
 from sizing.formulas.quality import ranked_formats
 from sizing.model.architecture import ModelArch
+from sizing.questions.estimate import Configuration
 from sizing.questions.recommend import recommend
 from warehouse import store
 from warehouse.tables import HARDWARE_PICKS, PICKS
@@ -34,7 +35,8 @@ def picks_rows(
     """The model's four picks at the headline configuration, one row each (no hardware
     named where none runs it at the default speed; `support`: the engine_support rules)."""
     context = min(m.max_context, HEADLINE_CONTEXT)
-    rec = recommend(m, FORMAT, context, DEFAULT_KV[ENGINE], ENGINE, gpus, offers, support=support)
+    case = Configuration(FORMAT, context, DEFAULT_KV[ENGINE], engine=ENGINE)
+    rec = recommend(m, case, gpus, offers, support=support)
     tier = dict(ranked_formats([FORMAT], m.name, tiers, "any")).get(FORMAT)
     head = {
         "model_id": m.name,

@@ -15,6 +15,7 @@ person sees what the ranking traded off.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -25,6 +26,7 @@ from sizing.formulas.cost import rental
 from sizing.formulas.finetune import finetune_memory
 from sizing.formulas.quality import DEFAULT_MIN_QUALITY, ranked_formats
 from sizing.model.architecture import ModelArch
+from sizing.questions.estimate import Configuration
 from sizing.questions.recommend import runs_at, sized_over_gpus
 
 _RENTAL = ("cheapest_per_mtok", "cheapest_to_rent")
@@ -41,26 +43,22 @@ def _with_rental(rows: pl.DataFrame, offers: pl.DataFrame | None) -> pl.DataFram
 
 def ranked(
     m: ModelArch,
-    fmt: str,
-    context: int,
-    kv_dtype: str,
-    engine: str,
+    c: Configuration,
     gpus: pl.DataFrame,
     objective: str,
     offers: pl.DataFrame | None = None,
     min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
     budget_usd: float | None = None,
-    batch: int = 1,
     top: int = 5,
     support: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """The best `top` configurations for the objective, best first (`support`: the
-    engine_support rules, sizing.formulas.support)."""
+    """The best `top` hardware for the configuration (over every GPU and count) by the
+    objective, best first (`support`: the engine_support rules, sizing.formulas.support)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
     if objective == "fastest_under_budget" and budget_usd is None:
         raise ValueError("fastest_under_budget needs a budget (budget_usd)")
-    rows = sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, batch=batch, support=support)
+    rows = sized_over_gpus(m, c, gpus, support=support)
     rows = _with_rental(rows.filter(runs_at(min_decode_tok_s)), offers).with_columns(
         _outlay().alias("outlay_usd"),
         (pl.col("rent_usd_per_hour") / (pl.col("decode_aggregate_tok_s") * 3600) * 1e6).alias(
@@ -81,8 +79,8 @@ def ranked(
         "gpu_id",
         "name",
         "n_gpus",
-        pl.lit(fmt).alias("weight_format"),
-        pl.lit(engine).alias("engine"),
+        pl.lit(c.weight_format).alias("weight_format"),
+        pl.lit(c.engine).alias("engine"),
         "batch",
         "total_gib",
         "usable_gib",
@@ -103,9 +101,7 @@ def ranked(
 
 def per_format(
     m: ModelArch,
-    context: int,
-    kv_dtype: str,
-    engine: str,
+    c: Configuration,
     gpus: pl.DataFrame,
     objective: str = "cheapest_to_buy",
     offers: pl.DataFrame | None = None,
@@ -115,22 +111,20 @@ def per_format(
     min_quality: str = DEFAULT_MIN_QUALITY,
     support: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """The first-ranked configuration for each weight format the engine loads (the
-    reference page's "recommended GPU per format"); formats with none are left out, and
-    with `quality` (sizing.formulas.quality.format_tiers) those below `min_quality`, the rest
-    carrying their `quality_tier`, best tier first."""
+    """The first-ranked configuration for each weight format the engine loads in place of
+    the configuration's own (the reference page's "recommended GPU per format"); formats
+    with none are left out, and with `quality` (sizing.formulas.quality.format_tiers) those
+    below `min_quality`, the rest carrying their `quality_tier`, best tier first."""
+    formats = FORMATS_BY_ENGINE[c.engine]
     tiered = (
-        [(f, None) for f in FORMATS_BY_ENGINE[engine]]
+        [(f, None) for f in formats]
         if quality is None
-        else ranked_formats(FORMATS_BY_ENGINE[engine], m.name, quality, min_quality)
+        else ranked_formats(formats, m.name, quality, min_quality)
     )
     frames = [
         ranked(
             m,
-            fmt,
-            context,
-            kv_dtype,
-            engine,
+            replace(c, weight_format=fmt),
             gpus,
             objective,
             offers,

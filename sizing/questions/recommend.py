@@ -4,11 +4,12 @@ format fits a given GPU. Every candidate is sized by the same expressions as the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 import polars as pl
 
-from sizing.choices import DEFAULT_MIN_DECODE_TOK_S, DEFAULT_PROMPT_TOKENS
+from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import FORMATS_BY_ENGINE, LLAMA_CPP
 from sizing.formulas.cost import cheapest_on_demand
 from sizing.formulas.evaluation import derive_inputs, evaluate, with_input_defaults
@@ -18,6 +19,34 @@ from sizing.formulas.quality import DEFAULT_MIN_QUALITY, ranked_formats
 from sizing.formulas.support import support_columns
 from sizing.model.architecture import ModelArch
 from sizing.model.model_facts import format_row, model_row
+from sizing.questions.estimate import Configuration, InvalidConfiguration
+
+# What a recommendation reads of a Configuration: the grid's own fields (the GPU count is
+# swept, or picks the card's count for best_format_for_gpu). The rest (offload, a draft, a
+# projector, MTP, vLLM flags, RoPE scaling, a backend or split mode) the grid leaves at
+# their defaults, so a recommendation refuses them rather than drop them unsaid.
+GRID_FIELDS = ("weight_format", "context", "kv_dtype", "engine", "batch", "prompt_tokens", "n_gpus")
+
+
+def on_the_grid(c: Configuration) -> tuple[Configuration, tuple[str, ...]]:
+    """The configuration as the recommendations size it, and the fields set apart from
+    their defaults that it leaves out (to be said beside the recommendations)."""
+    plain = Configuration(**{f: getattr(c, f) for f in GRID_FIELDS})
+    left_out = tuple(
+        f.name for f in fields(Configuration) if getattr(c, f.name) != getattr(plain, f.name)
+    )
+    return plain, left_out
+
+
+def _grid(c: Configuration) -> Configuration:
+    """`c`, refused where it sets a field the grid does not size (on_the_grid)."""
+    plain, left_out = on_the_grid(c)
+    if left_out:
+        raise InvalidConfiguration(
+            f"recommendations size the grid's configurations; {', '.join(left_out)} "
+            "set apart from the default (take on_the_grid(c) and say what it left out)"
+        )
+    return plain
 
 
 def passed_over(
@@ -57,55 +86,35 @@ def passed_over(
     return out
 
 
-def fit_over_gpus(
-    m: ModelArch, fmt: str, context: int, kv_dtype: str, engine: str, gpus: pl.DataFrame
-) -> pl.DataFrame:
+def fit_over_gpus(m: ModelArch, c: Configuration, gpus: pl.DataFrame) -> pl.DataFrame:
     """The configuration's memory on every catalog GPU and count the engine runs on."""
-    return evaluate(_inputs(m, fmt, context, kv_dtype, engine, gpus), through="memory").join(
-        _gpu_facts(gpus), on="gpu_id"
-    )
+    return evaluate(_inputs(m, c, gpus), through="memory").join(_gpu_facts(gpus), on="gpu_id")
 
 
 def candidate_inputs(
-    m: ModelArch,
-    formats: Sequence[str],
-    context: int,
-    kv_dtype: str,
-    engine: str,
-    gpus: pl.DataFrame,
-    batch: int = 1,
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    m: ModelArch, formats: Sequence[str], c: Configuration, gpus: pl.DataFrame
 ) -> pl.DataFrame:
-    """The configuration's input rows in each of `formats` on every catalog GPU and count
-    the engine runs on and tensor parallelism can split it over (the grid's defaults for
-    what the question does not set), before sizing.formulas.evaluation.derive_inputs."""
+    """The configuration's input rows in each of `formats` (in place of its own) on every
+    catalog GPU and count the engine runs on and tensor parallelism can split it over (the
+    grid's defaults for what it does not set), before
+    sizing.formulas.evaluation.derive_inputs."""
+    c = _grid(c)
     facts = model_row(m)
-    dims = pl.DataFrame([facts | format_row(m, f, gguf=engine == LLAMA_CPP) for f in formats])
-    configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == engine).collect()
+    dims = pl.DataFrame([facts | format_row(m, f, gguf=c.engine == LLAMA_CPP) for f in formats])
+    configs = gpu_configurations(gpus.lazy()).filter(pl.col("engine") == c.engine).collect()
     return with_input_defaults(
         configs.join(dims, how="cross").with_columns(
-            pl.lit(context).alias("context"),
-            pl.lit(kv_dtype).alias("kv_dtype"),
-            pl.lit(batch).alias("batch"),
-            pl.lit(prompt_tokens).alias("prompt_tokens"),
+            pl.lit(c.context).alias("context"),
+            pl.lit(c.kv_dtype).alias("kv_dtype"),
+            pl.lit(c.batch).alias("batch"),
+            pl.lit(c.prompt_tokens).alias("prompt_tokens"),
         )
     ).filter(tensor_parallel_possible())
 
 
-def _inputs(
-    m: ModelArch,
-    fmt: str,
-    context: int,
-    kv_dtype: str,
-    engine: str,
-    gpus: pl.DataFrame,
-    batch: int = 1,
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-) -> pl.DataFrame:
-    """candidate_inputs of one format, with the derived inputs."""
-    return derive_inputs(
-        candidate_inputs(m, [fmt], context, kv_dtype, engine, gpus, batch, prompt_tokens)
-    )
+def _inputs(m: ModelArch, c: Configuration, gpus: pl.DataFrame) -> pl.DataFrame:
+    """candidate_inputs of the configuration's own format, with the derived inputs."""
+    return derive_inputs(candidate_inputs(m, [c.weight_format], c, gpus))
 
 
 def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
@@ -128,24 +137,13 @@ def _gpu_facts(gpus: pl.DataFrame) -> pl.DataFrame:
 
 
 def sized_over_gpus(
-    m: ModelArch,
-    fmt: str,
-    context: int,
-    kv_dtype: str,
-    engine: str,
-    gpus: pl.DataFrame,
-    batch: int = 1,
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-    support: pl.DataFrame | None = None,
+    m: ModelArch, c: Configuration, gpus: pl.DataFrame, support: pl.DataFrame | None = None
 ) -> pl.DataFrame:
     """fit_over_gpus with decode and prefill speed and energy per token (the stages of
     sizing.formulas.evaluation through energy) and whether the engine has kernels for the format
     there (sizing.formulas.kernels, by the engine_support rules `support`:
     sizing.formulas.support)."""
-    rows = evaluate(
-        _inputs(m, fmt, context, kv_dtype, engine, gpus, batch, prompt_tokens), through="energy"
-    )
-    return sized(rows, gpus, support)
+    return sized(evaluate(_inputs(m, c, gpus), through="energy"), gpus, support)
 
 
 def sized(
@@ -176,10 +174,7 @@ def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
 
 def recommend(
     m: ModelArch,
-    fmt: str,
-    context: int,
-    kv_dtype: str,
-    engine: str,
+    c: Configuration,
     gpus: pl.DataFrame,
     offers: pl.DataFrame | None = None,
     min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
@@ -191,7 +186,7 @@ def recommend(
     (sizing.questions.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
     hardware where given."""
     return picks(
-        sized_over_gpus(m, fmt, context, kv_dtype, engine, gpus, support=support),
+        sized_over_gpus(m, c, gpus, support=support),
         offers,
         min_decode_tok_s,
         budget_usd,
@@ -297,22 +292,19 @@ def picks(
 
 def best_format_for_gpu(
     m: ModelArch,
-    context: int,
-    kv_dtype: str,
-    engine: str,
+    c: Configuration,
     gpus: pl.DataFrame,
     gpu_id: str,
-    n_gpus: int = 1,
     quality: pl.DataFrame | None = None,
     min_quality: str = DEFAULT_MIN_QUALITY,
 ) -> str | None:
-    """The most faithful format that fits this GPU and count at this context, if any:
-    with `quality` (sizing.formulas.quality.format_tiers), the best tier at or above `min_quality`
-    first, then the most bits."""
-    order = format_order(m, engine, quality, min_quality)
+    """The most faithful format that fits this GPU and the configuration's GPU count at its
+    context, cache and batch, if any: with `quality` (sizing.formulas.quality.format_tiers),
+    the best tier at or above `min_quality` first, then the most bits."""
+    order = format_order(m, c.engine, quality, min_quality)
     if not order:
         return None
-    rows = best_format_inputs(m, order, context, kv_dtype, engine, gpus, gpu_id, n_gpus)
+    rows = best_format_inputs(m, order, c, gpus, gpu_id)
     return best_format_of(evaluate(derive_inputs(rows), through="memory"), order)
 
 
@@ -331,19 +323,13 @@ def format_order(
 
 
 def best_format_inputs(
-    m: ModelArch,
-    order: Sequence[str],
-    context: int,
-    kv_dtype: str,
-    engine: str,
-    gpus: pl.DataFrame,
-    gpu_id: str,
-    n_gpus: int = 1,
+    m: ModelArch, order: Sequence[str], c: Configuration, gpus: pl.DataFrame, gpu_id: str
 ) -> pl.DataFrame:
-    """candidate_inputs of every format in `order` on this GPU and count only."""
-    return candidate_inputs(
-        m, order, context, kv_dtype, engine, gpus.filter(pl.col("gpu_id") == gpu_id)
-    ).filter(pl.col("n_gpus") == n_gpus)
+    """candidate_inputs of every format in `order` on this GPU and the configuration's
+    count only."""
+    return candidate_inputs(m, order, c, gpus.filter(pl.col("gpu_id") == gpu_id)).filter(
+        pl.col("n_gpus") == c.n_gpus
+    )
 
 
 def best_format_of(fitted: pl.DataFrame, order: Sequence[str]) -> str | None:

@@ -56,6 +56,20 @@ def test_estimate_json(capsys):
     assert out["launch_llama_cpp"].startswith("llama-server")
 
 
+def test_estimate_says_what_its_picks_leave_out(capsys):
+    """The picks and rankings size the grid's configurations (no offload): asked with
+    --offload, the estimate keeps it and its picks name it as left out, in JSON and text."""
+    ask = ["estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "RTX 4090", "--offload", "20"]
+    assert main([*ask, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["offload_gib"] > 0
+    assert out["recommendations"]["left_out"] == ["offload_frac"]
+    assert main(ask) == 0
+    assert "picks sized       without offload_frac" in capsys.readouterr().out
+    assert main(ask[:-2] + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["recommendations"]["left_out"] == []
+
+
 def _published_prices(tmp_path, monkeypatch):
     import dagster as dg
 

@@ -137,7 +137,7 @@ def test_matrix_and_single_estimate_agree(repo, fmt, engine, kv, gpu_id, n, cont
             assert ours == theirs, key
     # The recommendations size one sequence on the same GPU alike.
     rec = (
-        recommend.fit_over_gpus(m, fmt, context, kv, engine, gpus)
+        recommend.fit_over_gpus(m, Configuration(fmt, context, kv, engine=engine), gpus)
         .filter(pl.col("n_gpus") == n)
         .row(0, named=True)
     )

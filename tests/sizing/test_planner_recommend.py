@@ -9,6 +9,7 @@ from assets.catalogs.readers import load_engine_support, load_gpus
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.formulas.kernels import kernel_refusal, kernels_run
 from sizing.formulas.support import support_columns
+from sizing.questions.estimate import Configuration
 from sizing.questions.objectives import per_finetune_regime, per_format, ranked
 from sizing.questions.recommend import passed_over, recommend, sized_over_gpus
 from tests.conftest import load_arch
@@ -16,6 +17,8 @@ from tests.conftest import load_arch
 GPUS = load_gpus()
 SUPPORT = load_engine_support()
 QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
+Q4 = Configuration("Q4_K_M", 8192, "f16", engine="llama.cpp")
+AWQ = Configuration("AWQ", 8192, "auto", engine="vllm")
 
 
 def _gpu(gpu_id: str) -> dict:
@@ -72,14 +75,14 @@ def test_cheapest_gpu_for_qwen72b_q4_is_not_a_4_tok_s_machine():
     about 4.4 tok/s; the answer is the cheapest single GPU that reaches the default 10 tok/s,
     and the Spark is passed over, with its speed as the reason (behind cheaper slow machines
     such as the $1,999 Ryzen AI Max+ 395 desktop, the recommendation names the first five)."""
-    rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    rec = recommend(QWEN_72B, Q4, GPUS)
     single = rec["cheapest_single_gpu"]
     assert single is not None and single["gpu_id"] != "dgx_spark_gb10"
     assert single["decode_tok_s"] >= DEFAULT_MIN_DECODE_TOK_S
     assert rec["passed_over"] and all(
         "under the 10 tok/s" in p["why_not"] for p in rec["passed_over"]
     )
-    sized = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    sized = sized_over_gpus(QWEN_72B, Q4, GPUS)
     spark = [
         p
         for p in passed_over(
@@ -90,14 +93,14 @@ def test_cheapest_gpu_for_qwen72b_q4_is_not_a_4_tok_s_machine():
     assert spark and "under the 10 tok/s" in spark[0]["why_not"]
     assert spark[0]["decode_tok_s"] < DEFAULT_MIN_DECODE_TOK_S
     # Asking for less speed makes a slow machine the pick: the threshold is the reason.
-    slow = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, min_decode_tok_s=4)
+    slow = recommend(QWEN_72B, Q4, GPUS, min_decode_tok_s=4)
     assert slow["smallest_unified_memory"]["decode_tok_s"] < DEFAULT_MIN_DECODE_TOK_S
 
 
 def test_best_value_for_awq_on_vllm_skips_volta():
     """The issue's second example: V100s are the lowest outlay that holds the AWQ weights,
     but vLLM has no AWQ kernels for SM 7.0; they are passed over with that reason."""
-    rec = recommend(QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, support=SUPPORT)
+    rec = recommend(QWEN_72B, AWQ, GPUS, support=SUPPORT)
     for key in ("cheapest_single_gpu", "best_value"):
         assert rec[key] is not None and not rec[key]["gpu_id"].startswith("v100")
     volta = [p for p in rec["passed_over"] if p["gpu_id"].startswith("v100")]
@@ -105,33 +108,21 @@ def test_best_value_for_awq_on_vllm_skips_volta():
         "unsupported on this engine" in p["why_not"] and "rule vllm_awq_volta" in p["why_not"]
         for p in volta
     )
-    top = ranked(
-        QWEN_72B, "AWQ", 8192, "auto", "vllm", GPUS, "cheapest_to_buy", top=50, support=SUPPORT
-    )
+    top = ranked(QWEN_72B, AWQ, GPUS, "cheapest_to_buy", top=50, support=SUPPORT)
     assert not top.filter(pl.col("gpu_id").str.starts_with("v100")).height
     assert top["outlay_usd"].is_sorted()
 
 
 def test_budget_bounds_every_answer_and_fastest_is_fastest():
     budget = 10_000.0
-    rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, budget_usd=budget)
+    rec = recommend(QWEN_72B, Q4, GPUS, budget_usd=budget)
     assert rec["best_value"]["hardware_usd"] <= budget
-    fast = ranked(
-        QWEN_72B,
-        "Q4_K_M",
-        8192,
-        "f16",
-        "llama.cpp",
-        GPUS,
-        "fastest_under_budget",
-        budget_usd=budget,
-        top=50,
-    )
+    fast = ranked(QWEN_72B, Q4, GPUS, "fastest_under_budget", budget_usd=budget, top=50)
     assert fast.height and (fast["outlay_usd"] <= budget).all()
     assert fast["decode_tok_s"].is_sorted(descending=True)
     assert (fast["decode_tok_s"] >= DEFAULT_MIN_DECODE_TOK_S).all()
     with pytest.raises(ValueError, match="budget"):
-        ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "fastest_under_budget")
+        ranked(QWEN_72B, Q4, GPUS, "fastest_under_budget")
 
 
 def test_rental_objectives_use_on_demand_offers_only():
@@ -146,9 +137,9 @@ def test_rental_objectives_use_on_demand_offers_only():
             "verified_at": ["2025-06-21"] * 3,
         }
     )
-    rent = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_to_rent", offers)
+    rent = ranked(QWEN_72B, Q4, GPUS, "cheapest_to_rent", offers)
     assert rent["gpu_id"].to_list() == ["rtx_pro_6000_blackwell", "h100_sxm5_80gb"]
-    mtok = ranked(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, "cheapest_per_mtok", offers)
+    mtok = ranked(QWEN_72B, Q4, GPUS, "cheapest_per_mtok", offers)
     r = mtok.row(0, named=True)
     assert r["cost_per_mtok_usd"] == pytest.approx(
         r["rent_usd_per_hour"] / (r["decode_aggregate_tok_s"] * 3600) * 1e6
@@ -156,7 +147,7 @@ def test_rental_objectives_use_on_demand_offers_only():
 
 
 def test_a_recommendation_per_format_and_per_finetune_regime():
-    table = per_format(QWEN_72B, 8192, "auto", "vllm", GPUS, support=SUPPORT)
+    table = per_format(QWEN_72B, AWQ, GPUS, support=SUPPORT)
     assert set(table["weight_format"]) >= {"AWQ", "GPTQ", "FP8"}
     awq = table.filter(pl.col("weight_format") == "AWQ").row(0, named=True)
     assert not awq["gpu_id"].startswith("v100")

@@ -2,6 +2,8 @@
 (data/catalogs/format_quality.csv), the catalog's coverage of the formats the matrix
 publishes, and the quality floor in the capacity plan and the recommendations."""
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
@@ -10,6 +12,7 @@ from sizing.engines import FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE
 from sizing.formulas.quality import TIERS, at_least, measurement_tier, tier_rank
 from sizing.model.weights import WEIGHT_FORMATS
 from sizing.questions.capacity import TrafficProfile, plan
+from sizing.questions.estimate import Configuration
 from sizing.questions.recommend import best_format_for_gpu, fit_over_gpus
 from tests.conftest import load_arch
 from warehouse.tables import QUALITY_TIER_NAMES
@@ -200,9 +203,8 @@ def test_best_format_skips_formats_below_the_floor():
     2-bit one; at the default floor none fits."""
     qwen = load_arch("Qwen/Qwen2.5-72B-Instruct")
     gpus = load_gpus()
-    loose = best_format_for_gpu(
-        qwen, 4096, "f16", "llama.cpp", gpus, "rtx_5090", quality=TIER_TABLE, min_quality="any"
-    )
+    case = Configuration("Q4_K_M", 4096, "f16", engine="llama.cpp")
+    loose = best_format_for_gpu(qwen, case, gpus, "rtx_5090", quality=TIER_TABLE, min_quality="any")
     assert (
         loose is not None
         and TIER_TABLE.filter((pl.col("format") == loose) & pl.col("model_id").is_null())[
@@ -210,11 +212,8 @@ def test_best_format_skips_formats_below_the_floor():
         ].item()
         == "heavy"
     )
-    assert (
-        best_format_for_gpu(qwen, 4096, "f16", "llama.cpp", gpus, "rtx_5090", quality=TIER_TABLE)
-        is None
-    )
-    fits = fit_over_gpus(qwen, loose, 4096, "f16", "llama.cpp", gpus).filter(
+    assert best_format_for_gpu(qwen, case, gpus, "rtx_5090", quality=TIER_TABLE) is None
+    fits = fit_over_gpus(qwen, replace(case, weight_format=loose), gpus).filter(
         (pl.col("gpu_id") == "rtx_5090") & (pl.col("n_gpus") == 1)
     )
     assert fits["verdict"].item() == "fits"

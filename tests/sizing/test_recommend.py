@@ -1,15 +1,19 @@
 """Recommendations are the cheapest / smallest among configurations the same expressions
 size as fitting, and the best format is the most faithful one that fits."""
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_gpus
 from sizing.choices import DEFAULT_MIN_DECODE_TOK_S
 from sizing.engines import FORMATS_BY_ENGINE
+from sizing.questions.estimate import Configuration, InvalidConfiguration
 from sizing.questions.recommend import (
     best_format_for_gpu,
     fit_over_gpus,
+    on_the_grid,
     recommend,
     runs_at,
     sized_over_gpus,
@@ -18,12 +22,13 @@ from tests.conftest import load_arch
 
 GPUS = load_gpus()
 QWEN_72B = load_arch("Qwen/Qwen2.5-72B-Instruct")
+Q4 = Configuration("Q4_K_M", 8192, "f16", engine="llama.cpp")
 
 
 def test_cheapest_single_gpu_is_the_cheapest_that_fits():
     """... among those that also decode at the default minimum speed (sizing.choices)."""
-    rec = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
-    rows = sized_over_gpus(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS)
+    rec = recommend(QWEN_72B, Q4, GPUS)
+    rows = sized_over_gpus(QWEN_72B, Q4, GPUS)
     fitting = rows.filter(
         runs_at(DEFAULT_MIN_DECODE_TOK_S)
         & (pl.col("n_gpus") == 1)
@@ -57,7 +62,7 @@ def test_cheapest_cloud_offer_fits_and_is_on_demand():
             "verified_at": ["2025-06-21"] * 4,
         }
     )
-    cloud = recommend(QWEN_72B, "Q4_K_M", 8192, "f16", "llama.cpp", GPUS, offers)["cheapest_cloud"]
+    cloud = recommend(QWEN_72B, Q4, GPUS, offers)["cheapest_cloud"]
     # The A100 is spot, the 4090 does not fit, the cheaper H100 offer is a slice of one.
     assert cloud["gpu_id"] == "h100_sxm5_80gb" and cloud["provider"] == "p1"
 
@@ -65,11 +70,11 @@ def test_cheapest_cloud_offer_fits_and_is_on_demand():
 def test_best_format_is_the_most_faithful_that_fits():
     """On the reference page's 48 GB card, Q4_K_M is tight; IQ4_XS is the first that fits
     (../shared/reference/sizing-formulas.md section 1)."""
-    best = best_format_for_gpu(QWEN_72B, 8192, "f16", "llama.cpp", GPUS, "mtt_s4000_48gb")
+    best = best_format_for_gpu(QWEN_72B, Q4, GPUS, "mtt_s4000_48gb")
     order = FORMATS_BY_ENGINE["llama.cpp"]
     assert best == "IQ4_XS"
     for better in order[: order.index(best)]:
-        rows = fit_over_gpus(QWEN_72B, better, 8192, "f16", "llama.cpp", GPUS)
+        rows = fit_over_gpus(QWEN_72B, replace(Q4, weight_format=better), GPUS)
         assert (
             rows.filter((pl.col("gpu_id") == "mtt_s4000_48gb") & (pl.col("n_gpus") == 1))[
                 "verdict"
@@ -83,10 +88,8 @@ def test_best_value_buys_used_where_the_catalog_has_a_dated_used_price():
     (GPU Poet's lowest-listing average, 2026-07: $305) is the lowest outlay among the cards
     that fit. (At 8K an 8 GB card fits, and the $299 launch price of the RTX 5060 wins.)"""
     m = load_arch("meta-llama/Llama-3.1-8B-Instruct")
-    value = recommend(m, "Q4_K_M", 16384, "f16", "llama.cpp", GPUS)["best_value"]
-    rows = fit_over_gpus(m, "Q4_K_M", 16384, "f16", "llama.cpp", GPUS).filter(
-        pl.col("verdict") == "fits"
-    )
+    value = recommend(m, replace(Q4, context=16384), GPUS)["best_value"]
+    rows = fit_over_gpus(m, replace(Q4, context=16384), GPUS).filter(pl.col("verdict") == "fits")
     outlays = (
         rows.select(pl.min_horizontal("price_new_usd", "price_used_usd") * pl.col("n_gpus"))
         .to_series()
@@ -142,18 +145,31 @@ def test_one_pass_answers_what_separate_passes_answer(model, fmt, kv, engine, gp
 
     m, support, tiers = load_arch(model), load_engine_support(), load_quality_tiers()
     device = Device.from_catalog(GPUS.filter(pl.col("gpu_id") == gpu_id).row(0, named=True))
-    q = (m, Configuration(fmt, 8192, kv, 1, n_gpus, engine), device, Usage())
+    case = Configuration(fmt, 8192, kv, 1, n_gpus, engine)
+    q = (m, case, device, Usage())
     order = format_order(m, engine, tiers)
     parts = [
-        (candidate_inputs(m, [fmt], 8192, kv, engine, GPUS), "energy"),
-        (best_format_inputs(m, order, 8192, kv, engine, GPUS, gpu_id, n_gpus), "memory"),
+        (candidate_inputs(m, [fmt], case, GPUS), "energy"),
+        (best_format_inputs(m, order, case, GPUS, gpu_id), "memory"),
     ]
     (alongside,), (candidates, formats) = estimate_alongside([q], parts, support=support)
     assert alongside.to_dict() == estimate_many([q], support=support)[0].to_dict()
-    alone = sized_over_gpus(m, fmt, 8192, kv, engine, GPUS, support=support)
+    alone = sized_over_gpus(m, case, GPUS, support=support)
     assert_frame_equal(sized(candidates, GPUS, support), alone, check_dtypes=False)
-    assert picks(sized(candidates, GPUS, support)) == recommend(
-        m, fmt, 8192, kv, engine, GPUS, support=support
-    )
-    expected = best_format_for_gpu(m, 8192, kv, engine, GPUS, gpu_id, n_gpus, tiers)
+    assert picks(sized(candidates, GPUS, support)) == recommend(m, case, GPUS, support=support)
+    expected = best_format_for_gpu(m, case, GPUS, gpu_id, tiers)
     assert best_format_of(formats, order) == expected is not None
+
+
+def test_a_configuration_off_the_grid_is_refused_not_dropped_unsaid():
+    """Recommendations size the grid's configurations (sizing.columns.INPUT_DEFAULTS): one
+    that offloads, or sets a backend, is refused with the fields named; on_the_grid gives
+    the configuration they size and the fields it leaves out, and the batch asked is kept."""
+    asked = replace(Q4, offload_frac=0.2, backend="Vulkan", batch=4)
+    with pytest.raises(InvalidConfiguration, match="offload_frac, .*backend"):
+        recommend(QWEN_72B, asked, GPUS)
+    plain, left_out = on_the_grid(asked)
+    assert left_out == ("offload_frac", "backend")
+    assert plain == replace(Q4, batch=4)
+    rows = sized_over_gpus(QWEN_72B, plain, GPUS)
+    assert set(rows["batch"]) == {4} and set(rows["offload_frac"]) == {0.0}
