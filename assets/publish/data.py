@@ -477,19 +477,9 @@ def _by(df: pl.DataFrame, key: str, hashes: dict, name: str) -> dict[str, dict]:
 
 
 def _group(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> dict:
-    """Rows grouped by one key (a str) or several (a tuple), in the frame's order; and
-    into `hashes[name]`, per group, a hash of its rows (independent of their order:
-    pages sort what they show), computed by Polars over every column."""
-    row_hashes = df.select(pl.struct(pl.all()).hash(seed=0)).to_series().to_list()
-    out: dict = defaultdict(list)
-    per_group: dict = defaultdict(list)
-    for r, rh in zip(_plain(df).iter_rows(named=True), row_hashes, strict=True):
-        k = r[keys[0]] if len(keys) == 1 else tuple(r[c] for c in keys)
-        out[k].append(r)
-        per_group[k].append(rh)
-    hashes[name] = {k: _digest(v) for k, v in per_group.items()}
-    hashes[name][ALL] = _digest(row_hashes)
-    return dict(out)
+    """_grouped's groups as Python rows at once (the small tables every page reads)."""
+    groups = _grouped(df, hashes, name, *keys)
+    return {k: groups[k] for k in groups}
 
 
 class Groups(Mapping):
@@ -520,7 +510,9 @@ class Groups(Mapping):
 
 
 def _grouped(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> Groups:
-    """What `_group` gives (the same rows, keys, order and hashes), as Groups."""
+    """Rows grouped by one key (a str) or several (a tuple), in the frame's order, as
+    Groups; and into `hashes[name]`, per group, a hash of its rows (independent of their
+    order: pages sort what they show), computed by Polars over every column."""
     row_hash = pl.struct(pl.all()).hash(seed=0)
     by = (
         df.select(*keys, row_hash.alias("__h"))
