@@ -12,7 +12,8 @@ from sizing.formulas.quality import ANY
 RANKING = (
     "per model, of the formats at the quality floor or better: fits before tight, then the "
     "most bits per weight, the most precise KV cache, the fastest decode; models by "
-    "parameters, most first, then by decode"
+    "parameters, most first, then by decode; a model's quantized release (quantized_releases) "
+    "listed under the model only"
 )
 
 
@@ -22,7 +23,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
     import polars as pl
 
     from sizing.formulas.quality import with_quality
-    from sizing.questions.runs_on import candidates
+    from sizing.questions.runs_on import candidates, released_copies
     from warehouse import releases, store
 
     try:
@@ -36,6 +37,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
         "models",
         "weight_formats",
         "format_quality_tiers",
+        "quantized_releases",
     )
     if release is None or any(t not in release.versions for t in needed):
         raise SystemExit(
@@ -55,6 +57,7 @@ def published_runs(gpu_id: str, n_gpus: int, base: str | None = None):
         scan["fit_matrix"].filter(pl.col("gpu_id") == gpu_id),
         scan["cost_matrix"].filter(pl.col("gpu_id") == gpu_id),
         scan["weight_formats"],
+        released_copies(scan["quantized_releases"], scan["models"]),
         gpu_id,
         n_gpus,
     ).join(

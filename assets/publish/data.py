@@ -22,7 +22,7 @@ from assets.publish import heads as hd
 from assets.publish.chunks import model_groups
 from assets.publish.heads import DEFAULT_KV, FALLBACK_KV, HEADLINE_CONTEXT, HEADLINE_FORMAT
 from sizing.formulas.quality import DEFAULT_MIN_QUALITY, FLOOR_CHOICES, at_least, with_quality
-from sizing.questions.runs_on import candidates, site_rows
+from sizing.questions.runs_on import candidates, released_copies, site_rows
 from warehouse import releases, store
 
 TABLES = (
@@ -425,10 +425,13 @@ def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFr
         .select(*_KEYS, "cost_per_mtok_usd")
         .collect(engine="streaming")
     )
+    copies = released_copies(scan("quantized_releases"), scan("models")).collect().lazy()
     parts = []
     for models in model_groups(fit):
         mine = pl.col("model_id").is_in(models)
-        rows = candidates(fit.filter(mine), cost.lazy().filter(mine), scan("weight_formats"))
+        rows = candidates(
+            fit.filter(mine), cost.lazy().filter(mine), scan("weight_formats"), copies
+        )
         picked = site_rows(rows.collect(engine="streaming").lazy(), tiers, FLOOR_CHOICES)
         parts.append(picked.select(RUN_COLUMNS).collect())
     # Each group's rows are in (GPU, model, context, rule) order and the groups in model

@@ -21,22 +21,37 @@ ORDER = ["tight", "bits", "kv_rank", "decode_tok_s"]
 _DESCENDING = [False, True, False, True]
 
 
+def released_copies(releases: pl.LazyFrame, models: pl.LazyFrame) -> pl.LazyFrame:
+    """Repositories that are a quantized release of another model in `models` (the
+    `quantized_releases` table: nvidia/Qwen3.6-35B-A3B-NVFP4 of Qwen/Qwen3.6-35B-A3B):
+    listed once, under that model, whose rows hold the same weights in every format and
+    whose launch commands name the release."""
+    return (
+        releases.join(models.select("model_id"), on="model_id", how="semi")
+        .select(pl.col("release_repo").alias("model_id"))
+        .unique()
+    )
+
+
 def candidates(
     fit: pl.LazyFrame,
     cost: pl.LazyFrame,
     formats: pl.LazyFrame,
+    copies: pl.LazyFrame,
     gpu_id: str | None = None,
     n_gpus: int = 1,
 ) -> pl.LazyFrame:
     """Every row that runs at batch 1 (one GPU, or `n_gpus`), with its cost per million
-    tokens, in the rule's order within each model, GPU and context."""
+    tokens, in the rule's order within each model, GPU and context; none of the
+    `copies` (released_copies)."""
     rows = fit.filter(
         (pl.col("batch") == 1) & (pl.col("n_gpus") == n_gpus) & pl.col("verdict").is_in(RUNS)
     )
     if gpu_id is not None:
         rows = rows.filter(pl.col("gpu_id") == gpu_id)
     return (
-        rows.join(
+        rows.join(copies, on="model_id", how="anti")
+        .join(
             formats.select("weight_format", bits="nominal_bits_per_weight"),
             on="weight_format",
             how="left",

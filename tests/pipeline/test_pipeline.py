@@ -118,6 +118,32 @@ def test_refresh_matches_the_recorded_profiles(warehouse_root):
     assert not changed, changed
 
 
+def test_fit_lists_a_quantized_release_under_its_model_only(warehouse_root):
+    """nvidia/Qwen3.6-35B-A3B-NVFP4 is the NVFP4 release of Qwen/Qwen3.6-35B-A3B (the
+    `quantized_releases` table, from vLLM's recipes): `llm-sizing fit` lists the model once,
+    not its release again as a model of its own; a pre-quantized model with no base model
+    in the snapshot (DeepSeek-V3, FP8 as released) stays listed."""
+    import argparse
+
+    from pipeline.fit import listing
+
+    args = argparse.Namespace(gpus=8, context=8192, min_tok_s=0.0, min_quality="any", engine=None)
+    gpu = load_gpus().filter(pl.col("gpu_id") == "h100_sxm5_80gb").row(0, named=True)
+    listed = {m["model_id"] for m in listing(gpu, args, warehouse_root)["models"]}
+    releases = store.read("quantized_releases", base=warehouse_root)
+    copies = set(releases.filter(pl.col("model_id").is_in(listed))["release_repo"])
+    in_matrix = set(
+        store.scan("fit_matrix", base=warehouse_root)
+        .filter(pl.col("model_id").is_in(list(copies)))
+        .select("model_id")
+        .unique()
+        .collect()["model_id"]
+    )
+    assert {"Qwen/Qwen3.6-35B-A3B", "deepseek-ai/DeepSeek-V3"} <= listed
+    assert "nvidia/Qwen3.6-35B-A3B-NVFP4" in copies & in_matrix
+    assert not listed & copies
+
+
 def test_readme_and_docs_show_the_figures_of_the_tables(warehouse_root):
     """README's and docs/'s measured figures are what `llm-sizing docs` renders from the
     published tables (this refresh's, the bundled snapshot's): none is typed by hand, and
