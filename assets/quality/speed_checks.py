@@ -21,6 +21,7 @@ from assets.resources import (
 from assets.sizing.shards import code_fingerprint
 from assets.snapshot_files import read_catalog
 from sizing import engines
+from sizing.columns import MODEL
 from sizing.engines import llama_cpp
 from sizing.formulas import calibration, speed
 from sizing.formulas.calibration import fit
@@ -29,6 +30,7 @@ from sizing.formulas.memory import kv_bytes_per_element_column, kv_cell_bytes_co
 from sizing.model.architecture import ModelArch
 from sizing.model.model_facts import format_row, model_row
 from warehouse import store
+from warehouse.tables import SPEED_CHECKS
 
 # The gathered measurements, every comparable one fitted on (the first file was gathered
 # first; the second holds the later gatherings: long prompts, several GPUs, ROCm and
@@ -150,9 +152,11 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
     """The comparable measurements with the roofline (every fitted constant at its bare
     value) and the estimate's speed for the same model, format, GPU and test."""
     m = m.filter(pl.col("not_compared").is_null())
-    if m.is_empty():
+    if m.is_empty():  # no measured model in the snapshot: its columns, no rows
         return m.with_columns(
-            roofline_tok_s=pl.lit(None, pl.Float64), predicted_tok_s=pl.lit(None, pl.Float64)
+            *(pl.lit(None, t).alias(c) for c, t in MODEL.items() if c not in m.columns),
+            roofline_tok_s=pl.lit(None, pl.Float64),
+            predicted_tok_s=pl.lit(None, pl.Float64),
         )
     archs = {name: arch(name) for name in m.get_column("model").unique()}
     triples = m.select("model", "fmt", "engine").unique().rows()
@@ -462,7 +466,10 @@ def speed_check_frame(
         how="diagonal_relaxed",
     )
     # Every backend has a fit, its own or its engine's pooled one: each row left is predicted.
-    return pl.concat([rows, skipped], how="diagonal_relaxed").with_columns(
+    # The table's columns are there when no measured model is in the snapshot (no row
+    # predicted, every row skipped).
+    columns = pl.DataFrame(schema=SPEED_CHECKS.schema)
+    return pl.concat([rows, skipped, columns], how="diagonal_relaxed").with_columns(
         in_fit=pl.col("not_compared").is_null(),
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1,
     )

@@ -264,7 +264,8 @@ def with_held_out_errors(
     compared = df.filter(pl.col("kv_pool_error").is_not_null())
     logs = logs.with_row_index("log_id", offset=1).with_columns(pl.col("log_id").cast(pl.Int32))
     for key, name in HELD_OUT.items():
-        parts = []
+        # No compared run (no logged model in the snapshot): the column, null everywhere.
+        parts = [pl.DataFrame(schema={"log_id": pl.Int32, name: pl.Float64})]
         for group in compared.get_column(key).unique().sort():
             ids = compared.filter(pl.col(key) == group).get_column("log_id")
             with budget_constants(fit_budget(compared.filter(pl.col(key) != group))):
