@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from sizing.model.config_parser import parse_config
-from sizing.model.tensors import count_params
+from sizing.model.tensors import count_params, enumerate_tensors
+from sizing.model.weights import weight_bytes
 from tests.conftest import config_path, load_arch
 
 GB = 1e9
@@ -50,3 +51,25 @@ def test_ernie_300b_untied_head_against_the_exl3_card():
     published, rounding = 597.1 * GB, 0.05 * GB
     assert abs(untied - published) <= 0.001 * published + rounding
     assert abs(tied - published) > 0.002 * published + rounding
+
+
+COMMAND_A = "CohereLabs/c4ai-command-a-03-2025"
+
+
+def test_command_a_against_llama_cpp_load_of_a_fine_tune():
+    """llama.cpp's load of Agatha-111B-v1-Q4_K_L (a full fine-tune of Command A, its GGUF
+    metadata in ikawrakow/ik_llama.cpp issue 633): 'model params = 111.058 B',
+    'model size = 63.224 GiB' (Q4_K_M with the embedding in Q8_0). Ours: 111.058B and
+    63.227 GiB (+0.005 %); an untied head would give 114.20B."""
+    m = load_arch(COMMAND_A)
+    assert count_params(m).total == pytest.approx(111.058e9, abs=0.0005e9 + 1e6)
+    assert _variant(COMMAND_A, tie_word_embeddings=False) > 114e9
+    ours = weight_bytes(m, enumerate_tensors(m), "Q4_K_L", gguf=True).total
+    assert ours == pytest.approx(63.224 * 2**30, rel=0.001)
+
+
+def test_command_a_every_fourth_layer_is_global():
+    """'n_swa = 4096', 'n_swa_pattern = 4' in the same log: 48 sliding and 16 full layers."""
+    m = load_arch(COMMAND_A)
+    full = [i for i, k in enumerate(m.layer_kinds) if k.value == "full_attention"]
+    assert full == list(range(3, 64, 4)) and m.sliding_window == 4096
