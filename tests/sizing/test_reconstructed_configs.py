@@ -73,3 +73,24 @@ def test_command_a_every_fourth_layer_is_global():
     m = load_arch(COMMAND_A)
     full = [i for i, k in enumerate(m.layer_kinds) if k.value == "full_attention"]
     assert full == list(range(3, 64, 4)) and m.sliding_window == 4096
+
+
+MINICPM5_2B = "openbmb/MiniCPM5-2B"
+
+
+def test_minicpm5_2b_reproduces_the_published_count():
+    """jsboige/CoursIA issue 15099, read from the release: '2,516,756,480 params'. The
+    intermediate width (6144) is the one that gives it; tied embeddings or the next
+    256-multiple miss it."""
+    assert count_params(load_arch(MINICPM5_2B)).total == 2_516_756_480
+    assert _variant(MINICPM5_2B, tie_word_embeddings=True) == 2_249_369_600
+    assert _variant(MINICPM5_2B, intermediate_size=6400) != 2_516_756_480
+
+
+def test_minicpm5_2b_q8_0_file():
+    """'openbmb/MiniCPM5-2B-GGUF ... Q8_0 is 2.7GB' (a download list's note, code index file
+    id 70530729529): ours 2.67 GB, within the printed rounding (the Q4_K_M file, '1.56 GB', is
+    checked in tests/sizing/test_published_gguf_sizes.py)."""
+    m = load_arch(MINICPM5_2B)
+    ours = weight_bytes(m, enumerate_tensors(m), "Q8_0", gguf=True).total
+    assert abs(ours - 2.7 * GB) <= 0.05 * GB
