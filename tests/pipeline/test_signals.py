@@ -210,10 +210,10 @@ def test_a_signal_after_the_release_commit_says_it_was_published(released, wait_
     """A real change (one model more), SIGINT right after `release` or a second into the
     site step (the words must pass Dagster's compute-log capture): exit 130 within 5 s,
     release 2 current and whole, and the words say it was published before."""
-    from tests.conftest import SMALL_MODELS, small_snapshot
+    from tests.conftest import PIPELINE_MODELS, small_snapshot
 
     env = released.restore()
-    small_snapshot(released.live / "snapshot", (*SMALL_MODELS, "Qwen/Qwen3-4B-Instruct-2507"))
+    small_snapshot(released.live / "snapshot", (*PIPELINE_MODELS, "Qwen/Qwen3-4B-Instruct-2507"))
     code, seconds, err = _interrupted_after(env, "release", wait_s)
     assert code == 130 and seconds < 5, err[-3000:]
     assert _consistent(env) == (2, True)
