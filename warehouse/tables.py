@@ -412,6 +412,7 @@ ENGINE_SUPPORT = TableContract(
         "compute_capability_max": pl.Float64(),
         "gpu_id": pl.String(),
         "weight_format": pl.String(),
+        "weight_formats_except": pl.String(),
         "kv_dtype": pl.String(),
         "status": pl.String(),
         "flag": pl.String(),

@@ -4,7 +4,8 @@ A configuration that fits in memory is still no answer when the engine does not 
 format on that hardware (vLLM's current CUDA builds start at compute capability 7.5), or
 runs it only with a flag (`--dtype half` for 16-bit weights below 8.0, which has no
 bfloat16). Each rule names an engine, a vendor, optionally a compute-capability range
-[min, max), a card (`gpu_id`) and a weight format, and says `supported`,
+[min, max), a card (`gpu_id`) and a weight format (or every format but a list of them:
+llama.cpp's CANN backend runs FP16, Q4_0 and Q8_0 only), and says `supported`,
 `supported_with_flag` (which flag) or `unsupported`, with its reason, source and, for a
 vendor's port, the build that runs it. The catalog reader (assets.catalogs.readers
 load_engine_support) reads the file; the grid, the estimate, the planner and the
@@ -46,6 +47,8 @@ def _matches(rule: dict) -> pl.Expr:
         conditions.append(pl.col("gpu_id") == rule["gpu_id"])
     if rule["weight_format"] is not None:
         conditions.append(pl.col("weight_format") == rule["weight_format"])
+    if rule["weight_formats_except"] is not None:  # any format but these (a `;`-list)
+        conditions.append(~pl.col("weight_format").is_in(rule["weight_formats_except"].split(";")))
     if rule["kv_dtype"] is not None:  # read only by a rule for a KV-cache type
         conditions.append(pl.col("kv_dtype") == rule["kv_dtype"])
     return pl.all_horizontal(conditions).fill_null(False)

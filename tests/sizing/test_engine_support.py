@@ -32,7 +32,8 @@ _TABLE_0328 = (
 )
 _TABLE_NOW = "https://docs.vllm.ai/en/latest/features/quantization/"
 
-# rule_id: (its source, GPU, weight format, what the estimator must do)
+# rule_id: (its source, GPU, weight format, what the estimator must do[, engine: vLLM's
+# unless named])
 CASES = {
     # "GPU: compute capability 7.5 or higher": a V100 (7.0) is refused, even in BF16.
     "vllm_cuda_floor": (_INSTALL, "v100_32gb", "BF16", "refused"),
@@ -84,6 +85,15 @@ CASES = {
         "BF16",
         "build",
     ),
+    # llama.cpp's CANN page: "CANN backend only supports FP16/Q4_0/Q8_0 models currently".
+    "llama_cpp_cann_formats": (
+        "https://github.com/ggml-org/llama.cpp/blob/2c0e593be2a59077be12f03cf6bcfe4fb1cf14d8"
+        "/docs/backend/CANN.md",
+        "ascend_910b_64gb",
+        "Q4_K_M",
+        "refused",
+        "llama.cpp",
+    ),
 }
 
 
@@ -97,9 +107,10 @@ def test_every_rule_has_a_case():
 
 @pytest.mark.parametrize("rule", SUPPORT.rows(named=True), ids=lambda r: r["rule_id"])
 def test_rule_is_applied_by_the_estimator(rule):
-    source, gpu_id, fmt, expect = CASES[rule["rule_id"]]
+    source, gpu_id, fmt, expect, *named = CASES[rule["rule_id"]]
     assert rule["source_url"] == source
-    conf = Configuration(fmt, 8192, "auto", engine="vllm")
+    engine = named[0] if named else "vllm"
+    conf = Configuration(fmt, 8192, "auto" if engine == "vllm" else "f16", engine=engine)
     device = _device(gpu_id)
     if expect == "refused":
         with pytest.raises(InvalidConfiguration, match="unsupported on this engine") as e:
@@ -138,6 +149,31 @@ def test_the_grid_leaves_out_what_a_rule_refuses():
     pairs = set(rows.select(pl.concat_str("gpu_id", "engine", separator="|")).to_series())
     assert "v100_32gb|vllm" not in pairs
     assert {"v100_32gb|llama.cpp", "t4_16gb|vllm", "t4_16gb|llama.cpp"} <= pairs
+
+
+def test_llama_cpp_on_ascend_keeps_only_the_formats_cann_runs():
+    """Rule llama_cpp_cann_formats refuses every format but FP16, Q4_0 and Q8_0 on Huawei's
+    NPUs: of the grid's llama.cpp formats the Ascend 910B keeps Q8_0 alone; an RTX 4090
+    keeps them all."""
+    fmts = ("Q8_0", "Q4_K_M", "IQ4_XS")
+    weights = pl.DataFrame([format_row(LLAMA_8B, f, gguf=True) for f in fmts])
+    rows = (
+        configurations(
+            pl.DataFrame([model_row(LLAMA_8B)]).lazy(),
+            weights.lazy(),
+            GPUS.filter(pl.col("gpu_id").is_in(["ascend_910b_64gb", "rtx_4090"])).lazy(),
+            support=SUPPORT,
+        )
+        .filter(pl.col("engine") == "llama.cpp")
+        .select("gpu_id", "weight_format")
+        .unique()
+        .collect()
+    )
+    kept = {
+        g: set(rows.filter(pl.col("gpu_id") == g)["weight_format"])
+        for g in ("ascend_910b_64gb", "rtx_4090")
+    }
+    assert kept == {"ascend_910b_64gb": {"Q8_0"}, "rtx_4090": set(fmts)}
 
 
 def test_plan_offers_no_vllm_configuration_below_the_install_floor():
