@@ -17,7 +17,7 @@ from sizing.engines import LLAMA_CPP
 from sizing.formulas.quality import ranked_formats
 from sizing.model.architecture import ModelArch
 from sizing.questions.estimate import Configuration
-from sizing.questions.recommend import recommend
+from sizing.questions.recommend import recommend_many
 from warehouse import store
 from warehouse.tables import HARDWARE_PICKS, PICKS
 
@@ -25,18 +25,10 @@ ENGINE = LLAMA_CPP
 FORMAT = HEADLINE_FORMAT[ENGINE]
 
 
-def picks_rows(
-    m: ModelArch,
-    gpus: pl.DataFrame,
-    offers: pl.DataFrame,
-    tiers: pl.DataFrame,
-    support: pl.DataFrame,
-) -> list[dict]:
-    """The model's four picks at the headline configuration, one row each (no hardware
-    named where none runs it at the default speed; `support`: the engine_support rules)."""
+def picks_rows(m: ModelArch, rec: dict, tiers: pl.DataFrame) -> list[dict]:
+    """The model's four picks (`rec`: recommend's answer at the headline configuration),
+    one row each (no hardware named where none runs it at the default speed)."""
     context = min(m.max_context, HEADLINE_CONTEXT)
-    case = Configuration(FORMAT, context, DEFAULT_KV[ENGINE], engine=ENGINE)
-    rec = recommend(m, case, gpus, offers, support=support)
     tier = dict(ranked_formats([FORMAT], m.name, tiers, "any")).get(FORMAT)
     head = {
         "model_id": m.name,
@@ -83,8 +75,21 @@ def picks_frame(
     tiers: pl.DataFrame,
     support: pl.DataFrame,
 ) -> pl.DataFrame:
+    """Every model's picks at the headline configuration (llama.cpp Q4_K_M, the headline
+    context or the model's maximum, the default cache), recommended in one pass."""
+    models = list(archs)
+    cases = [
+        (
+            m,
+            Configuration(
+                FORMAT, min(m.max_context, HEADLINE_CONTEXT), DEFAULT_KV[ENGINE], engine=ENGINE
+            ),
+        )
+        for m in models
+    ]
+    recs = recommend_many(cases, gpus, offers, support=support) if cases else []
     return pl.DataFrame(
-        [r for m in archs for r in picks_rows(m, gpus, offers, tiers, support)],
+        [r for m, rec in zip(models, recs, strict=True) for r in picks_rows(m, rec, tiers)],
         schema={k: t for k, t in HARDWARE_PICKS.schema.items() if k != "verified_at"},
     )
 

@@ -185,12 +185,36 @@ def recommend(
     rules `support`) and decodes at least `min_decode_tok_s`
     (sizing.questions.objectives.DEFAULT_MIN_DECODE_TOK_S: why the default), within `budget_usd` of
     hardware where given."""
-    return picks(
-        sized_over_gpus(m, c, gpus, support=support),
-        offers,
-        min_decode_tok_s,
-        budget_usd,
+    return recommend_many([(m, c)], gpus, offers, min_decode_tok_s, budget_usd, support)[0]
+
+
+_CASE = "_case"
+
+
+def recommend_many(
+    cases: Sequence[tuple[ModelArch, Configuration]],
+    gpus: pl.DataFrame,
+    offers: pl.DataFrame | None = None,
+    min_decode_tok_s: float = DEFAULT_MIN_DECODE_TOK_S,
+    budget_usd: float | None = None,
+    support: pl.DataFrame | None = None,
+) -> list[dict[str, Any]]:
+    """recommend() of each (model, configuration), the candidates of all of them sized in
+    one pass (a model's own pass costs about as much as a hundred's)."""
+    inputs = pl.concat(
+        [
+            candidate_inputs(m, [c.weight_format], c, gpus).with_columns(pl.lit(i).alias(_CASE))
+            for i, (m, c) in enumerate(cases)
+        ],
+        how="diagonal_relaxed",
     )
+    rows = sized(evaluate(derive_inputs(inputs), through="energy"), gpus, support)
+    by_case = rows.partition_by(_CASE, as_dict=True, include_key=False)
+    empty = rows.head(0).drop(_CASE)
+    return [
+        picks(by_case.get((i,), empty), offers, min_decode_tok_s, budget_usd)
+        for i in range(len(cases))
+    ]
 
 
 def picks(

@@ -15,6 +15,7 @@ from sizing.questions.recommend import (
     fit_over_gpus,
     on_the_grid,
     recommend,
+    recommend_many,
     runs_at,
     sized_over_gpus,
 )
@@ -173,3 +174,20 @@ def test_a_configuration_off_the_grid_is_refused_not_dropped_unsaid():
     assert plain == replace(Q4, batch=4)
     rows = sized_over_gpus(QWEN_72B, plain, GPUS)
     assert set(rows["batch"]) == {4} and set(rows["offload_frac"]) == {0.0}
+
+
+def test_many_recommendations_in_one_pass_are_each_ones_own():
+    """recommend_many (the hardware_picks table's one pass) gives each case what its own
+    recommend() gives: models of different architectures, both engines, a context past one
+    model's maximum left to its refusal."""
+    from assets.catalogs.readers import load_engine_support
+
+    support = load_engine_support()
+    cases = [
+        (QWEN_72B, Q4),
+        (load_arch("Qwen/Qwen3-30B-A3B"), replace(Q4, context=32768)),
+        (load_arch("google/gemma-3-4b-it"), Configuration("BF16", 8192, "auto", engine="vllm")),
+    ]
+    assert recommend_many(cases, GPUS, support=support) == [
+        recommend(m, c, GPUS, support=support) for m, c in cases
+    ]
