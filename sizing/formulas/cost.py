@@ -28,10 +28,16 @@ def on_demand() -> pl.Expr:
 
 def cheapest_on_demand(offers: pl.DataFrame | pl.LazyFrame, by: list[str]):
     """The one rule for "the cheapest on-demand offer": per group `by`, the on_demand()
-    offer with the lowest price per instance-hour (ties: the first listed)."""
+    offer with the lowest price per instance-hour; of equal prices the one verified last
+    (a price a newer recording states again is that recording's), then the first listed."""
     return (
         offers.filter(on_demand())
-        .sort("price_per_instance_hour_usd", maintain_order=True)
+        .sort(
+            ["price_per_instance_hour_usd", "verified_at"],
+            descending=[False, True],
+            nulls_last=True,
+            maintain_order=True,
+        )
         .group_by(by, maintain_order=True)
         .first()
     )

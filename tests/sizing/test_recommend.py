@@ -191,3 +191,26 @@ def test_many_recommendations_in_one_pass_are_each_ones_own():
     assert recommend_many(cases, GPUS, support=support) == [
         recommend(m, c, GPUS, support=support) for m, c in cases
     ]
+
+
+def test_an_equal_price_verified_again_is_reported_with_its_newest_date():
+    """RunPod's RTX A5000 at 0.16 USD/h in its API recording of 2025-06-21 and again in the
+    gpu-price-feed line of 2026-10-04 (data/snapshot/prices): the cheapest offer is the
+    newer verification, not the first listed."""
+    from sizing.formulas.cost import cheapest_on_demand
+
+    offers = pl.DataFrame(
+        {
+            "gpu_id": ["rtx_a5000"] * 3,
+            "n_gpus": [1] * 3,
+            "provider": ["runpod"] * 3,
+            "tier": ["community on-demand", "cheapest on-demand per GPU", "community spot"],
+            "price_per_instance_hour_usd": [0.16, 0.16, 0.11],
+            "fractional": [False] * 3,
+            "verified_at": pl.Series(["2025-06-21", "2026-10-04", "2025-06-21"]).str.to_date(),
+        }
+    )
+    best = cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
+    assert best.select("tier", "verified_at").rows() == [
+        ("cheapest on-demand per GPU", offers["verified_at"][1])
+    ]
