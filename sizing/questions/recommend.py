@@ -168,7 +168,14 @@ def runs_at(min_decode_tok_s: float) -> pl.Expr:
 
 
 def _first(df: pl.DataFrame, by: str | list[str]) -> dict[str, Any] | None:
-    df = df.sort(by)
+    """The first row by `by` (ascending); of equals the faster decode, then the GPU id, so
+    a tie has one answer."""
+    keys = [by] if isinstance(by, str) else by
+    df = df.sort(
+        [*keys, "decode_tok_s", "gpu_id"],
+        descending=[*(False for _ in keys), True, False],
+        nulls_last=True,
+    )
     return df.row(0, named=True) if df.height else None
 
 

@@ -214,3 +214,25 @@ def test_an_equal_price_verified_again_is_reported_with_its_newest_date():
     assert best.select("tier", "verified_at").rows() == [
         ("cheapest on-demand per GPU", offers["verified_at"][1])
     ]
+
+
+def test_a_tie_in_price_goes_to_the_faster_hardware():
+    """Two cloud offers at one price (an RTX 3090 and an RTX 4090 at 0.30 USD/h): the cloud
+    pick is the one that decodes faster, whatever order the offers come in."""
+    m = load_arch("Qwen/Qwen3-8B")
+    offers = pl.DataFrame(
+        {
+            "gpu_id": ["rtx_3090", "rtx_4090"],
+            "n_gpus": [1, 1],
+            "provider": ["p", "q"],
+            "tier": ["on-demand"] * 2,
+            "price_per_instance_hour_usd": [0.30, 0.30],
+            "fractional": [False] * 2,
+            "verified_at": pl.Series(["2026-10-04"] * 2).str.to_date(),
+        }
+    )
+    rows = sized_over_gpus(m, Q4, GPUS).filter(pl.col("n_gpus") == 1)
+    speed = dict(rows.select("gpu_id", "decode_tok_s").iter_rows())
+    assert speed["rtx_4090"] > speed["rtx_3090"]
+    for order in (offers, offers.reverse()):
+        assert recommend(m, Q4, GPUS, order)["cheapest_cloud"]["gpu_id"] == "rtx_4090"
