@@ -28,19 +28,21 @@ def on_demand() -> pl.Expr:
 
 def cheapest_on_demand(offers: pl.DataFrame | pl.LazyFrame, by: list[str]):
     """The one rule for "the cheapest on-demand offer": per group `by`, the on_demand()
-    offer with the lowest price per instance-hour; of equal prices the one verified last
-    (a price a newer recording states again is that recording's), then the first listed."""
-    return (
-        offers.filter(on_demand())
-        .sort(
-            ["price_per_instance_hour_usd", "verified_at"],
-            descending=[False, True],
-            nulls_last=True,
-            maintain_order=True,
-        )
+    offer with the lowest price per instance-hour (ties: the first listed), dated by the
+    newest recording of its provider that states the same price for it (RunPod's 1x
+    prices of 2025-06-21, restated on 2026-10-04)."""
+    kept = offers.lazy().filter(on_demand())
+    same = list(dict.fromkeys([*by, "provider", "price_per_instance_hour_usd"]))
+    newest = kept.group_by(same).agg(pl.col("verified_at").max().alias("_newest"))
+    best = (
+        kept.sort("price_per_instance_hour_usd", maintain_order=True)
         .group_by(by, maintain_order=True)
         .first()
+        .join(newest, on=same, how="left", maintain_order="left")
+        .with_columns(pl.col("_newest").alias("verified_at"))
+        .drop("_newest")
     )
+    return best if isinstance(offers, pl.LazyFrame) else best.collect()
 
 
 def rental(offers: pl.DataFrame | None) -> pl.LazyFrame:

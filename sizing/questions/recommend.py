@@ -207,7 +207,8 @@ def recommend_many(
     support: pl.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """recommend() of each (model, configuration), the candidates of all of them sized in
-    one pass (a model's own pass costs about as much as a hundred's)."""
+    one evaluation rather than one per case (an evaluation's fixed cost dominates a
+    model's few hundred rows)."""
     inputs = pl.concat(
         [
             candidate_inputs(m, [c.weight_format], c, gpus).with_columns(pl.lit(i).alias(_CASE))

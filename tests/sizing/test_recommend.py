@@ -195,8 +195,9 @@ def test_many_recommendations_in_one_pass_are_each_ones_own():
 
 def test_an_equal_price_verified_again_is_reported_with_its_newest_date():
     """RunPod's RTX A5000 at 0.16 USD/h in its API recording of 2025-06-21 and again in the
-    gpu-price-feed line of 2026-10-04 (data/snapshot/prices): the cheapest offer is the
-    newer verification, not the first listed."""
+    gpu-price-feed line of 2026-10-04 (data/snapshot/prices): the cheapest offer (the first
+    listed of equal prices) carries the newer date; re-dating every offer alike changes
+    which offer it is not."""
     from sizing.formulas.cost import cheapest_on_demand
 
     offers = pl.DataFrame(
@@ -211,8 +212,11 @@ def test_an_equal_price_verified_again_is_reported_with_its_newest_date():
         }
     )
     best = cheapest_on_demand(offers, ["gpu_id", "n_gpus"])
-    assert best.select("tier", "verified_at").rows() == [
-        ("cheapest on-demand per GPU", offers["verified_at"][1])
+    newest = offers["verified_at"][1]
+    assert best.select("tier", "verified_at").rows() == [("community on-demand", newest)]
+    later = offers.with_columns(pl.lit(newest).alias("verified_at"))
+    assert cheapest_on_demand(later, ["gpu_id", "n_gpus"])["tier"].to_list() == [
+        "community on-demand"
     ]
 
 
