@@ -29,10 +29,11 @@ def on_demand() -> pl.Expr:
 def cheapest_on_demand(offers: pl.DataFrame | pl.LazyFrame, by: list[str]):
     """The one rule for "the cheapest on-demand offer": per group `by`, the on_demand()
     offer with the lowest price per instance-hour (ties: the first listed), dated by the
-    newest recording of its provider that states the same price for it (RunPod's 1x
-    prices of 2025-06-21, restated on 2026-10-04)."""
+    newest recording of its provider that states the same price for that GPU and count
+    (RunPod's 1x prices of 2025-06-21, restated on 2026-10-04)."""
     kept = offers.lazy().filter(on_demand())
-    same = list(dict.fromkeys([*by, "provider", "price_per_instance_hour_usd"]))
+    # The same offer in another recording: its provider, GPU, count and price.
+    same = list(dict.fromkeys([*by, "provider", "gpu_id", "n_gpus", "price_per_instance_hour_usd"]))
     newest = kept.group_by(same).agg(pl.col("verified_at").max().alias("_newest"))
     best = (
         kept.sort("price_per_instance_hour_usd", maintain_order=True)

@@ -218,6 +218,15 @@ def test_an_equal_price_verified_again_is_reported_with_its_newest_date():
     assert cheapest_on_demand(later, ["gpu_id", "n_gpus"])["tier"].to_list() == [
         "community on-demand"
     ]
+    # Another GPU at the same price from the same provider dates nothing of this one.
+    other = offers.head(1).with_columns(
+        pl.lit("rtx_a4000").alias("gpu_id"), pl.lit(newest).alias("verified_at")
+    )
+    alone = pl.concat([offers.head(1), other])
+    by_provider = cheapest_on_demand(alone, ["provider"])
+    assert by_provider.select("gpu_id", "verified_at").rows() == [
+        ("rtx_a5000", offers["verified_at"][0])
+    ]
 
 
 def test_a_tie_in_price_goes_to_the_faster_hardware():
