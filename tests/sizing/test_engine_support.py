@@ -129,23 +129,27 @@ def test_rule_is_applied_by_the_estimator(rule):
         assert expect not in without
 
 
-def test_the_grid_leaves_out_what_a_rule_refuses():
-    """The matrix has no vLLM row on a V100 (current install docs: 7.5 or higher) and keeps
-    llama.cpp there, whose CUDA backend has no such rule; a T4 keeps vLLM BF16."""
-    weights = pl.DataFrame(
-        [format_row(LLAMA_8B, f, gguf=g) for f, g in (("BF16", False), ("Q4_K_M", True))]
-    )
-    rows = (
+def _grid(formats: tuple[tuple[str, bool], ...], gpu_ids: list[str]) -> pl.DataFrame:
+    """The (GPU, engine, format) the grid keeps of Llama 3.1 8B in `formats` ((format, is
+    GGUF) pairs) on `gpu_ids`, under the engine_support rules."""
+    weights = pl.DataFrame([format_row(LLAMA_8B, f, gguf=g) for f, g in formats])
+    return (
         configurations(
             pl.DataFrame([model_row(LLAMA_8B)]).lazy(),
             weights.lazy(),
-            GPUS.filter(pl.col("gpu_id").is_in(["v100_32gb", "t4_16gb"])).lazy(),
+            GPUS.filter(pl.col("gpu_id").is_in(gpu_ids)).lazy(),
             support=SUPPORT,
         )
         .select("gpu_id", "engine", "weight_format")
         .unique()
         .collect()
     )
+
+
+def test_the_grid_leaves_out_what_a_rule_refuses():
+    """The matrix has no vLLM row on a V100 (current install docs: 7.5 or higher) and keeps
+    llama.cpp there, whose CUDA backend has no such rule; a T4 keeps vLLM BF16."""
+    rows = _grid((("BF16", False), ("Q4_K_M", True)), ["v100_32gb", "t4_16gb"])
     pairs = set(rows.select(pl.concat_str("gpu_id", "engine", separator="|")).to_series())
     assert "v100_32gb|vllm" not in pairs
     assert {"v100_32gb|llama.cpp", "t4_16gb|vllm", "t4_16gb|llama.cpp"} <= pairs
@@ -156,18 +160,8 @@ def test_llama_cpp_on_ascend_keeps_only_the_formats_cann_runs():
     NPUs: of the grid's llama.cpp formats the Ascend 910B keeps Q8_0 alone; an RTX 4090
     keeps them all."""
     fmts = ("Q8_0", "Q4_K_M", "IQ4_XS")
-    weights = pl.DataFrame([format_row(LLAMA_8B, f, gguf=True) for f in fmts])
-    rows = (
-        configurations(
-            pl.DataFrame([model_row(LLAMA_8B)]).lazy(),
-            weights.lazy(),
-            GPUS.filter(pl.col("gpu_id").is_in(["ascend_910b_64gb", "rtx_4090"])).lazy(),
-            support=SUPPORT,
-        )
-        .filter(pl.col("engine") == "llama.cpp")
-        .select("gpu_id", "weight_format")
-        .unique()
-        .collect()
+    rows = _grid(tuple((f, True) for f in fmts), ["ascend_910b_64gb", "rtx_4090"]).filter(
+        pl.col("engine") == "llama.cpp"
     )
     kept = {
         g: set(rows.filter(pl.col("gpu_id") == g)["weight_format"])
