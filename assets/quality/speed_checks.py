@@ -53,6 +53,9 @@ SAME_SHAPES = {
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
     "microsoft/phi-4": "microsoft/phi-4",
     "meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",
+    # LLaMA (1) 7B, as Spare Cores benchmarks it (TheBloke/LLaMA-7b-GGUF): Llama 2 7B's shapes
+    # (hidden 4096, 32 layers, 32 heads without GQA, FFN 11008, vocabulary 32000).
+    "huggyllama/llama-7b": "meta-llama/Llama-2-7b-hf",
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
     "Qwen/Qwen2.5-7B-Instruct-AWQ": "Qwen/Qwen2.5-7B-Instruct",  # Qwen's AWQ release
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",
