@@ -64,6 +64,17 @@ class GlobalAttention:
 
 
 @dataclass(frozen=True)
+class KindAttention:
+    """Step 3.5's `attention_other_setting`: the layers of one kind (its sliding layers)
+    project to their own query-head count, KV-head count and head width."""
+
+    kind: LayerKind
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
 class MLA:
     q_lora_rank: int  # 0: queries projected directly (DeepSeek-V2-Lite)
     kv_lora_rank: int
@@ -197,6 +208,7 @@ class ModelArch:
     checkpoint_dtype: str = "bfloat16"
     native_quant: NativeQuant | None = None
     global_attn: GlobalAttention | None = None
+    kind_attn: KindAttention | None = None
     layer_scalar: bool = False  # Gemma 4: one learned output scale per layer
     # Kimi K3's attention residuals: a norm and a 1 x hidden projection before attention
     # and before the MLP of every layer, and once before the output head.
@@ -242,7 +254,16 @@ class ModelArch:
         if kind is LayerKind.FULL and self.global_attn is not None:
             g = self.global_attn
             return g.n_kv_heads, g.head_dim, g.head_dim
+        if self.kind_attn is not None and kind is self.kind_attn.kind:
+            k = self.kind_attn
+            return k.n_kv_heads, k.head_dim, k.head_dim
         return self.n_kv_heads, self.head_dim, self.head_dim_v
+
+    def query_heads(self, kind: LayerKind) -> int:
+        """Query heads of a layer of this kind (Step 3.5: 96 on its sliding layers, 64 else)."""
+        if self.kind_attn is not None and kind is self.kind_attn.kind:
+            return self.kind_attn.n_heads
+        return self.n_heads
 
     @property
     def gqa_ratio(self) -> int:

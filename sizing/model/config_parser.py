@@ -17,6 +17,7 @@ from sizing.model.architecture import (
     CompressedAttention,
     ConfigError,
     GlobalAttention,
+    KindAttention,
     LayerKind,
     LinearAttention,
     Mamba2,
@@ -61,9 +62,11 @@ def _layer_kinds(name: str, t: Mapping[str, Any], n_layers: int) -> tuple[LayerK
             kinds = tuple(families.LAYER_TYPE_NAMES[x] for x in raw)
         except KeyError as e:
             raise ConfigError(name, f"unknown layer type {e.args[0]!r} in layer_types") from e
-        if len(kinds) != n_layers:
+        # Step 3.5 also lists its multi-token-prediction layers after the main ones (45 + 3).
+        extra = len(kinds) - n_layers
+        if extra and extra != int(t.get("num_nextn_predict_layers") or 0):
             raise ConfigError(name, f"layer_types has {len(kinds)} entries for {n_layers} layers")
-        return kinds
+        return kinds[:n_layers]
     pattern = t.get("hybrid_override_pattern")
     if isinstance(pattern, str):
         if len(pattern) != n_layers or set(pattern) - set(families.LAYER_TYPE_NAMES):
@@ -140,6 +143,7 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         "experts_per_token",
         "moe_k",
         "moe_topk",
+        "moe_top_k",
         "num_experts_per_token",
         "top_k_experts",
     )
@@ -179,7 +183,11 @@ def _moe(name: str, t: Mapping[str, Any], n_layers: int) -> MoE | None:
         _first(t, "first_k_dense_replace", "moe_layer_start_index", "first_k_dense", default=0) or 0
     )
     freq = t.get("moe_layer_freq")
-    if isinstance(freq, list):  # one flag per layer
+    listed = t.get("moe_layers_enum")
+    if listed is not None:  # Step 3.5: "3,4,...,44" (vLLM step3p5.py splits it on commas)
+        moe_at = {int(x) for x in (listed.split(",") if isinstance(listed, str) else listed)}
+        layers = tuple(i in moe_at for i in range(n_layers))
+    elif isinstance(freq, list):  # one flag per layer
         if len(freq) != n_layers:
             raise ConfigError(name, "moe_layer_freq has a flag count other than the layers'")
         layers = tuple(bool(x) for x in freq)
@@ -267,11 +275,13 @@ _COUNT_FIELDS = {
             "n_heads",
             "num_key_value_heads",
             "num_kv_heads",
+            "num_attention_groups",
             "n_routed_experts",
             "num_experts",
             "num_local_experts",
             "num_experts_per_tok",
             "moe_topk",
+            "moe_top_k",
             "num_shared_expert",
         ),
         100_000,
@@ -344,10 +354,6 @@ def _parse(
     model_type = t.get("model_type")
     if model_type not in families.SUPPORTED_MODEL_TYPES:
         raise ConfigError(name, f"unsupported model_type {model_type!r}")
-    if t.get("attention_other_setting"):
-        raise ConfigError(
-            name, "per-layer-type attention settings (attention_other_setting) are not modelled"
-        )
     if model_type != "gemma4_text" and (
         t.get("hidden_size_per_layer_input") or t.get("num_kv_shared_layers")
     ):
@@ -361,7 +367,12 @@ def _parse(
     n_layers = int(_require(name, t, "num_hidden_layers", "n_layers", "num_layers"))
     n_heads = int(_require(name, t, "num_attention_heads", "n_heads"))
     n_kv_heads = _first(
-        t, "num_key_value_heads", "num_kv_heads", "multi_query_group_num", default=n_heads
+        t,
+        "num_key_value_heads",
+        "num_kv_heads",
+        "multi_query_group_num",
+        "num_attention_groups",
+        default=n_heads,
     )
     if isinstance(n_kv_heads, list):
         n_kv_heads = max(n_kv_heads)
@@ -477,6 +488,7 @@ def _parse(
         checkpoint_dtype=dtype,
         native_quant=_native_quant(t),
         global_attn=_global_attention(t, head_dim),
+        kind_attn=_kind_attention(name, t),
         head_gate=bool(t.get("use_head_wise_attn_gate", model_type in families.HEAD_GATE_FAMILIES)),
         layer_scalar=model_type == "gemma4_text",
         attn_res=bool(t.get("attn_res_block_size")),
@@ -553,6 +565,27 @@ def _compressed_attention(name: str, t: Mapping[str, Any], n_layers: int) -> Com
         hc_mult=int(_require(name, t, "hc_mult")),
         hash_layers=int(t.get("num_hash_layers") or 0),
     )
+
+
+def _kind_attention(name: str, t: Mapping[str, Any]) -> KindAttention | None:
+    """Step 3.5's `attention_other_setting`: the layers whose layer_types entry is its
+    attention_type take its query heads, KV heads (num_attention_groups) and head width
+    (vllm-project/vllm@01b50b9e vllm/model_executor/models/step3p5.py, Step3p5DecoderLayer)."""
+    setting = t.get("attention_other_setting")
+    if not setting:
+        return None
+    if not isinstance(setting, Mapping):
+        raise ConfigError(name, "attention_other_setting is not a mapping")
+    kind = families.LAYER_TYPE_NAMES.get(str(_require(name, setting, "attention_type")))
+    if kind is None or not kind.has_kv:
+        raise ConfigError(name, "attention_other_setting names no attention layer type")
+    sizes = [
+        _require(name, setting, key)
+        for key in ("num_attention_heads", "num_attention_groups", "head_dim")
+    ]
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000 for v in sizes):
+        raise ConfigError(name, f"attention_other_setting sizes {sizes} are not whole counts")
+    return KindAttention(kind, *sizes)
 
 
 def _global_attention(t: Mapping[str, Any], head_dim: int) -> GlobalAttention | None:

@@ -211,7 +211,9 @@ def _model_row(m: ModelArch) -> dict[str, Any]:
         "n_heads": m.n_heads,
         "head_dim": m.head_dim,
         "vocab": m.vocab,
-        "kv_heads": m.n_kv_heads,
+        # KV heads of the layers that are not full (Step 3.5's attention_other_setting can
+        # give its sliding layers their own); kv_heads_full those of the full layers.
+        "kv_heads": m.attention_geometry(LayerKind.SLIDING)[0],
         "kv_heads_full": m.attention_geometry(LayerKind.FULL)[0],
         "max_context": m.max_context,
         # Where the model card documents RoPE scaling past max_context (else null).

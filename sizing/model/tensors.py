@@ -80,7 +80,8 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
         return out
     kind = m.layer_kinds[i]
     n_kv, hd, hd_v = m.attention_geometry(kind)
-    q_dim, kv_dim, v_dim = m.n_heads * hd, n_kv * hd, n_kv * hd_v
+    n_q = m.query_heads(kind)
+    q_dim, kv_dim, v_dim = n_q * hd, n_kv * hd, n_kv * hd_v
     q_out = 2 * q_dim if m.attn_output_gate else q_dim
     # Gemma 4's full layers with k_eq_v take V from k_proj: no v_proj of their own.
     no_v = kind is LayerKind.FULL and m.global_attn is not None and m.global_attn.k_eq_v
@@ -98,12 +99,12 @@ def _attention(m: ModelArch, i: int) -> list[Tensor]:
     if m.qk_norm:
         out += [_v(i, "attn_q_norm", hd), _v(i, "attn_k_norm", hd)]
     if m.head_gate:
-        out.append(_w(i, "attn_gate", h, m.n_heads))
-    out.append(_w(i, "attn_output", m.n_heads * hd_v, h))
+        out.append(_w(i, "attn_gate", h, n_q))
+    out.append(_w(i, "attn_output", n_q * hd_v, h))
     if m.o_bias:
         out.append(_v(i, "attn_output.bias", h))
     if m.model_type == "gpt_oss":
-        out.append(_v(i, "attn_sinks", m.n_heads))
+        out.append(_v(i, "attn_sinks", n_q))
     return out
 
 

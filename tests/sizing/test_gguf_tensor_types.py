@@ -33,6 +33,9 @@ SNAPSHOT_MODELS = {
     # 128 heads, 256 experts), so V3's config describes the same tensors.
     "deepseek-v3.1": "deepseek-ai/DeepSeek-V3",
     "nemotron-nano-3-30b-a3b": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    # A reconstructed config (manifest.configs-l.jsonl): its 45 layers, 3 dense, and untied
+    # output head against the schema of ggml-org/Step-3.5-Flash-GGUF.
+    "step-3.5-flash": "stepfun-ai/Step-3.5-Flash",
 }
 
 

@@ -128,6 +128,68 @@ def test_gemma4_full_layers_cache_their_own_geometry_with_v_beside_k():
     assert (row["attn_head_dim"], row["attn_head_dim_full"]) == (256, 512)  # prefill FLOPs
 
 
+def _step3p5_tiny(**changes) -> dict:
+    """A Step 3.5-style config in its own key names (those vLLM's step3p5.py reads):
+    full / sliding / sliding / full layers, then one MTP layer listed in layer_types."""
+    return {
+        "model_type": "step3p5",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_attention_groups": 2,
+        "head_dim": 16,
+        "vocab_size": 100,
+        "max_position_embeddings": 256,
+        "sliding_window": 8,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]
+        + ["full_attention", "sliding_attention"],
+        "num_nextn_predict_layers": 1,
+        "attention_other_setting": {
+            "attention_type": "sliding_attention",
+            "num_attention_heads": 6,
+            "num_attention_groups": 1,
+            "head_dim": 32,
+        },
+        "moe_num_experts": 4,
+        "moe_top_k": 2,
+        "moe_intermediate_size": 16,
+        "share_expert_dim": 16,
+        "moe_layers_enum": "2,3,4",
+        "tie_word_embeddings": False,
+    } | changes
+
+
+def test_step3p5_layers_of_the_other_type_take_its_heads_and_width():
+    """vLLM's Step3p5DecoderLayer (vllm-project/vllm@01b50b9e:vllm/model_executor/models/
+    step3p5.py): a layer whose layer_types entry equals attention_other_setting's
+    attention_type is built with that setting's num_attention_heads, num_attention_groups
+    (KV heads) and head_dim; q/o projections and the head-wise gate g_proj follow its
+    query heads, k/v and the cache its KV heads. moe_layers_enum lists the expert layers;
+    layer_types also lists the MTP layers after the model's (not sized here)."""
+    from sizing.model.architecture import ConfigError
+    from sizing.model.config_parser import parse_config
+    from sizing.model.tensors import enumerate_tensors
+
+    m = parse_config(_step3p5_tiny(), "tiny/step3p5")
+    shapes = {t.name: (t.ne0, t.n_elems // t.ne0) for t in enumerate_tensors(m)}
+    assert shapes["blk.0.attn_q"] == (64, 4 * 16) and shapes["blk.1.attn_q"] == (64, 6 * 32)
+    assert shapes["blk.0.attn_k"] == (64, 2 * 16) and shapes["blk.1.attn_k"] == (64, 1 * 32)
+    assert shapes["blk.1.attn_gate"] == (64, 6) and shapes["blk.1.attn_output"] == (6 * 32, 64)
+    assert shapes["blk.3.attn_output"] == (4 * 16, 64)
+    assert m.moe.layers == (False, False, True, True) and m.moe.n_active == 2
+    row = model_row(m)
+    assert row["kv_full_elems_per_token"] == 2 * 2 * 2 * 16  # layers 0, 3: K+V, 2 x 16
+    assert row["kv_window_elems_per_token"] == 2 * 2 * 1 * 32  # layers 1, 2: K+V, 1 x 32
+    assert (row["kv_heads"], row["kv_heads_full"]) == (1, 2)
+    # vLLM indexes the setting's keys (KeyError without them): so must we.
+    setting = _step3p5_tiny()["attention_other_setting"]
+    with pytest.raises(ConfigError, match="head_dim"):
+        parse_config(
+            _step3p5_tiny(attention_other_setting=setting | {"head_dim": None}), "tiny/step3p5"
+        )
+
+
 def test_vllm_replicates_gemma4_global_kv_heads_past_their_count():
     """vLLM gives each tensor-parallel rank max(1, kv_heads / tp) KV heads
     (vllm/config/model.py get_num_kv_heads), per attention layer: Gemma 4 26B-A4B's full

@@ -94,3 +94,66 @@ def test_minicpm5_2b_q8_0_file():
     m = load_arch(MINICPM5_2B)
     ours = weight_bytes(m, enumerate_tensors(m), "Q8_0", gguf=True).total
     assert abs(ours - 2.7 * GB) <= 0.05 * GB
+
+
+STEP35 = "stepfun-ai/Step-3.5-Flash"
+
+
+def _step35_mtp_module(m) -> int:
+    """One of Step-3.5-Flash's MTP modules as vLLM builds it (vllm-project/vllm@12c9ac28:
+    vllm/model_executor/models/step3p5_mtp.py): enorm, hnorm, eh_proj (2 x hidden ->
+    hidden), a shared_head of a norm and its own vocab x hidden output head, and a decoder
+    layer: sliding attention with the dense FFN (the card: 'a sliding-window attention
+    mechanism and a dense Feed-Forward Network'), the shape of the model's layer 1."""
+    layer = sum(t.n_elems for t in enumerate_tensors(m) if t.layer == 1)
+    return layer + 2 * m.hidden * m.hidden + 3 * m.hidden + m.vocab * m.hidden
+
+
+def _step35_64_heads():
+    """The stored config without attention_other_setting: 64 query heads on every layer."""
+    cfg = json.loads(config_path(STEP35).read_text())
+    return parse_config(cfg | {"attention_other_setting": None}, STEP35)
+
+
+def test_step35_flash_against_the_card_and_the_hub_total():
+    """The card (stepfun-ai/Step-3.5-Flash@fabede3d:README.md): 'Total Parameters |
+    196.81B (196B Backbone + 0.81B Head)'.
+    Ours leaves the MTP modules out: 196,956,130,368 (+0.07 %). One MTP module is
+    809,390,336, the card's '0.81B Head'; without the output head the model is 196.43B, its
+    '196B Backbone' (the 196.81B adds the two printed figures). With the checkpoint's three
+    modules: 199,384,301,376, the Hub's total to the parameter (code index file id
+    69468411049; llmrun.dev: 'Parameters 199.4B'). 64 heads on the sliding layers (no
+    attention_other_setting) miss the head, the backbone and the Hub total; tied
+    embeddings miss the Hub total."""
+    m = load_arch(STEP35)
+    p = count_params(m)
+    assert p.total == 196_956_130_368
+    assert p.total == pytest.approx(196.81e9, rel=0.001)
+    assert p.active - p.embedding < 11e9 < p.active  # '~11B' active
+    module = _step35_mtp_module(m)
+    assert round(module / 1e7) == 81  # '0.81B Head'
+    assert int((p.total - m.vocab * m.hidden) / 1e9) == 196  # '196B Backbone'
+    assert p.total + 3 * module == 199_384_301_376
+    # 64 heads everywhere: 195.84B is -0.49 %, inside the 0.5 % bound of
+    # official_param_counts.csv; the printed parts and the Hub total separate the readings.
+    p64 = count_params(_step35_64_heads())
+    assert p64.total == 195_844_508_736
+    assert round(_step35_mtp_module(_step35_64_heads()) / 1e7) == 78  # 0.78B
+    assert int((p64.total - m.vocab * m.hidden) / 1e9) == 195
+    assert p64.total + 3 * _step35_mtp_module(_step35_64_heads()) == 198_171_623_232
+    tied = replace(m, tied_embeddings=True)
+    assert count_params(tied).total + 3 * _step35_mtp_module(tied) == 198_856_343_360
+
+
+def test_step35_flash_q4_k_s_file():
+    """The card's llama.cpp section: 'GGUF Model Weights(int4): 111.5 GB', the
+    step3.5_flash_Q4_K_S.gguf it runs, sized as 45 blocks without the MTP modules (as
+    ggml-org's GGUF of the model, llama.cpp's tests/snapshots/step-3.5-flash.schema). Ours
+    111.494 GB, within the printed rounding; 64 heads on the sliding layers give 110.87 GB
+    (-0.57 %)."""
+    m = load_arch(STEP35)
+    ours = weight_bytes(m, enumerate_tensors(m), "Q4_K_S", gguf=True).total
+    assert abs(ours - 111.5 * GB) <= 0.05 * GB
+    m64 = _step35_64_heads()
+    other = weight_bytes(m64, enumerate_tensors(m64), "Q4_K_S", gguf=True).total
+    assert abs(other - 111.5 * GB) > 0.5 * GB
