@@ -359,6 +359,17 @@ def coverage_block(coverage: pl.DataFrame) -> str:
     )
 
 
+def not_sized_block(coverage: pl.DataFrame) -> str:
+    """The reference page's models that are not sized, each with its reason (`coverage`)."""
+    missing = coverage.filter((pl.col("kind") == "model") & (pl.col("status") == "missing"))
+    lines = ["| model | why not sized |", "|---|---|"]
+    lines += [
+        f"| {_cell(name)} | {_cell(reason or '')} |"
+        for name, reason in missing.sort("name_on_page").select("name_on_page", "reason").rows()
+    ]
+    return "\n".join(lines)
+
+
 def quality_tiers_block(tiers: pl.DataFrame) -> str:
     """Every weight format's and KV-cache type's tier and the measurement that decides it
     (`format_quality_tiers`, the formats' own rows)."""
@@ -440,8 +451,11 @@ def render(base: str | None = None) -> dict[Path, str]:
     if release is None:
         raise LookupError("no release is current: run llm-sizing refresh first")
     pipeline = _fill(PIPELINE_DOC.read_text(), "tables", tables_block(release))
+    coverage = store.read("coverage", base=base)
     sources = _fill(
-        DATA_SOURCES_DOC.read_text(), "coverage", coverage_block(store.read("coverage", base=base))
+        _fill(DATA_SOURCES_DOC.read_text(), "coverage", coverage_block(coverage)),
+        "not-sized",
+        not_sized_block(coverage),
     )
     usage = _fill(
         _fill(USAGE_DOC.read_text(), "python-example", python_example()),
