@@ -598,6 +598,7 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
         elif f["met"]:
             met.append(f"{f['figure']}: {value}, target {f['target']}")
     site = json.loads((results / "site.json").read_text())["detail"]
+    refresh = json.loads((results / "refresh.json").read_text())["detail"]
     return "\n".join(
         [
             *missed,
@@ -606,7 +607,8 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
             "",
             f"The site: {site['pages']:,} pages, {site['bytes_on_disk'] / 1e6:,.0f} MB on disk "
             f"({site['bytes_on_disk'] / site['pages'] / 1e3:,.0f} kB a page, its workbench data "
-            f"included), built from nothing in {site['full_s']:g} s.",
+            f"included), built from nothing in {site['full_s']:g} s; the whole offline "
+            f"refresh from nothing (tables, release and site) in {refresh['full_wall_s']:g} s.",
         ]
     )
 

@@ -184,6 +184,7 @@ def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(
         ],
         {},
     )
+    run("refresh", [], {"full_wall_s": 300.5})
     block = docs.front_performance_block(tmp_path)
     rows = [line for line in block.splitlines() if line.startswith("| `")]
     assert rows == [
@@ -191,3 +192,4 @@ def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(
     ]
     assert "Met: one estimate: 0.2 s, target at most 0.3." in block
     assert "2,000 pages, 130 MB on disk (65 kB a page" in block and "in 90.5 s" in block
+    assert "refresh from nothing (tables, release and site) in 300.5 s" in block
