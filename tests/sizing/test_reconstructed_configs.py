@@ -117,32 +117,29 @@ def _step35_64_heads():
 
 def test_step35_flash_against_the_card_and_the_hub_total():
     """The card (stepfun-ai/Step-3.5-Flash@fabede3d:README.md): 'Total Parameters |
-    196.81B (196B Backbone + 0.81B Head)'.
-    Ours leaves the MTP modules out: 196,956,130,368 (+0.07 %). One MTP module is
-    809,390,336, the card's '0.81B Head'; without the output head the model is 196.43B, its
-    '196B Backbone' (the 196.81B adds the two printed figures). With the checkpoint's three
-    modules: 199,384,301,376, the Hub's total to the parameter (code index file id
-    69468411049; llmrun.dev: 'Parameters 199.4B'). 64 heads on the sliding layers (no
-    attention_other_setting) miss the head, the backbone and the Hub total; tied
-    embeddings miss the Hub total."""
+    196.81B (196B Backbone + 0.81B Head)', '~11B' active. Ours leaves the MTP modules out
+    (+0.07 %); one MTP module is the card's '0.81B Head'; without the output head the model
+    is its '196B Backbone' (the 196.81B adds the two printed figures). With the
+    checkpoint's three modules the Hub lists 199.4B (llmrun.dev: 'Parameters 199.4B').
+    64 heads on the sliding layers (no attention_other_setting) miss the head, the backbone
+    and the Hub total; tied embeddings miss the Hub total."""
     m = load_arch(STEP35)
     p = count_params(m)
-    assert p.total == 196_956_130_368
     assert p.total == pytest.approx(196.81e9, rel=0.001)
     assert p.active - p.embedding < 11e9 < p.active  # '~11B' active
     module = _step35_mtp_module(m)
     assert round(module / 1e7) == 81  # '0.81B Head'
     assert int((p.total - m.vocab * m.hidden) / 1e9) == 196  # '196B Backbone'
-    assert p.total + 3 * module == 199_384_301_376
-    # 64 heads everywhere: 195.84B is -0.49 %, inside the 0.5 % bound of
+    assert round((p.total + 3 * module) / 1e8) == 1994  # 'Parameters 199.4B'
+    # 64 heads everywhere is -0.49 % on the total, inside the 0.5 % bound of
     # official_param_counts.csv; the printed parts and the Hub total separate the readings.
-    p64 = count_params(_step35_64_heads())
-    assert p64.total == 195_844_508_736
-    assert round(_step35_mtp_module(_step35_64_heads()) / 1e7) == 78  # 0.78B
-    assert int((p64.total - m.vocab * m.hidden) / 1e9) == 195
-    assert p64.total + 3 * _step35_mtp_module(_step35_64_heads()) == 198_171_623_232
+    m64 = _step35_64_heads()
+    p64 = count_params(m64)
+    assert round(_step35_mtp_module(m64) / 1e7) != 81
+    assert int((p64.total - m64.vocab * m64.hidden) / 1e9) != 196
+    assert round((p64.total + 3 * _step35_mtp_module(m64)) / 1e8) != 1994
     tied = replace(m, tied_embeddings=True)
-    assert count_params(tied).total + 3 * _step35_mtp_module(tied) == 198_856_343_360
+    assert round((count_params(tied).total + 3 * _step35_mtp_module(tied)) / 1e8) != 1994
 
 
 def test_step35_flash_q4_k_s_file():
