@@ -579,12 +579,11 @@ def _kind_attention(name: str, t: Mapping[str, Any]) -> KindAttention | None:
     kind = families.LAYER_TYPE_NAMES.get(str(_require(name, setting, "attention_type")))
     if kind is None or not kind.has_kv:
         raise ConfigError(name, "attention_other_setting names no attention layer type")
+    _check_counts(name, setting)  # the same keys, checked as the top level's are
     sizes = [
-        _require(name, setting, key)
+        int(_require(name, setting, key))
         for key in ("num_attention_heads", "num_attention_groups", "head_dim")
     ]
-    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000 for v in sizes):
-        raise ConfigError(name, f"attention_other_setting sizes {sizes} are not whole counts")
     return KindAttention(kind, *sizes)
 
 
