@@ -98,12 +98,37 @@ VLLM_QUANTS = {
     "fp8 (FP8-dynamic checkpoint: W8A8, per-channel weights, dynamic per-token activations)": "FP8",
 }
 _KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
+# Sources that run one image (one build, fixed flags) on every server they benchmark:
+# Spare Cores' inspector (SpareCores/sc-images images/benchmark-llm on every cloud server
+# with a GPU), whose repeats of a run on other vendors' servers are the same measurement.
+SERVER_REPEATS = ("github.com/SpareCores/sc-inspector-data",)
+# What makes two rows of such a source the same run.
+_RUN = [
+    "engine",
+    "engine_version_or_commit",
+    "backend",
+    "gpu_id",
+    "n_gpus",
+    "model",
+    "fmt",
+    "test",
+    "flash_attn",
+    "split_mode",
+    "batch",
+]
+REPEAT_REASON = "the same run on another server of its source (the median server's row counts)"
+# Prefill is checked on prompts of llama.cpp's micro-batch (512 tokens) and more: shorter
+# ones are a few launches per layer, a regime the estimate does not size (its prefill is
+# published at sizing.choices.DEFAULT_PROMPT_TOKENS).
+MIN_PROMPT_TOKENS = 512
+SHORT_PROMPT_REASON = "prefill of a prompt under 512 tokens: not sized"
 
 
 def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     """Each measurement with what it is (decode or prefill, tokens, batch) and the catalog
     GPU, bundled model and weight format it maps to; `not_compared` says why a row cannot
-    be reproduced (null: it can)."""
+    be reproduced, or that another server's row of the same run stands for it (null: it
+    is compared)."""
     # llama-bench's tests: ppN / tgN, or "tgN @ dD" after D tokens already in the cache.
     pattern = r"^(pp|tg)(\d+)(?: @ d(\d+))?$"
     test = pl.col("test").str.extract(pattern, 1)
@@ -139,6 +164,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .then(pl.lit("prefill after a filled cache (depth): not sized"))
         .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
         .then(pl.lit("prefill with the row split: not sized"))
+        .when((pl.col("kind") == "prefill") & (pl.col("tokens") < MIN_PROMPT_TOKENS))
+        .then(pl.lit(SHORT_PROMPT_REASON))
         .when(pl.col("gpu_id").is_null())
         .then(pl.lit("GPU not in the catalog"))
         .when(pl.col("model").is_null())
@@ -148,7 +175,20 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .when(pl.any_horizontal(pl.col(_KEYS).is_null()))
         .then(pl.lit("prompt, batch or GPU count not stated"))
     )
-    return m.with_columns(reason.alias("not_compared"))
+    m = m.with_columns(reason.alias("not_compared"))
+    # One run measured on several servers counts once: its median server's row stands for
+    # the others (the lower middle one of an even count), so a card rented from many
+    # vendors weighs in the fits and the accuracy figures as one configuration.
+    repeat = calibration.SOURCE.is_in(SERVER_REPEATS) & pl.col("not_compared").is_null()
+    run = [repeat.alias("_repeat"), *_RUN]
+    rank = pl.col("measured_tok_s").rank("ordinal").over(run)
+    middle = (pl.len().over(run) + 1) // 2
+    return m.with_columns(
+        pl.when(repeat & (rank != middle))
+        .then(pl.lit(REPEAT_REASON))
+        .otherwise(pl.col("not_compared"))
+        .alias("not_compared")
+    )
 
 
 def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame:
@@ -221,6 +261,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         "prefill_tflops_per_watt": None,
         "prefill_tflops_per_watt_quantized": None,
         "prefill_attention_share": None,
+        "prefill_flash_attention_share": None,
         "prefill_expert_tokens": None,
     }
     return (

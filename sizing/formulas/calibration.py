@@ -254,7 +254,7 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     shares = ATTENTION_SHARES if sets[0][0].height else (None,)
     tokens = EXPERT_TOKENS if sets[1][0].height else (None,)
     if shares == (None,) and tokens == (None,):
-        return {}
+        return _flash_fit(rows, {})
     grid = pl.DataFrame(
         {"prefill_attention_share": shares}, schema={"prefill_attention_share": pl.Float64}
     ).join(
@@ -292,11 +292,47 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
         )
         .row(0, named=True)
     )
-    return {
+    fitted = {
         f: best[c]
         for f, c in (("attention_share", keys[0]), ("expert_tokens", keys[1]))
         if best[c] is not None
     }
+    return fitted | _flash_fit(rows, fitted)
+
+
+def _flash_fit(rows: pl.DataFrame, fitted: dict[str, float]) -> dict[str, float]:
+    """Attention's share of the matmuls' rate with flash-attention kernels, from the runs
+    with them on at two or more prompt lengths (_ATTENTION_GROUP, _informative), at the
+    experts' token count already `fitted`: the share of the grid minimising the median
+    |log| deviation of measured / roofline from its group's median; none where the runs
+    cannot carry it."""
+    data = _informative(
+        rows.filter(pl.col("flash_attention")),
+        _ATTENTION_GROUP,
+        pl.col("prompt_tokens").n_unique() >= 2,
+    )
+    if data.is_empty():
+        return {}
+    share = "prefill_flash_attention_share"
+    y = (pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")).log()
+    best = (
+        data.with_columns(
+            prefill_expert_tokens=pl.lit(fitted.get("expert_tokens"), pl.Float64),
+            prefill_attention_share=pl.lit(fitted.get("attention_share"), pl.Float64),
+        )
+        .drop(share, strict=False)
+        .join(pl.DataFrame({share: ATTENTION_SHARES}, schema={share: pl.Float64}), how="cross")
+        .with_columns(y=y)
+        .select(
+            share, dev=(pl.col("y") - pl.col("y").median().over(*_ATTENTION_GROUP, share)).abs()
+        )
+        .group_by(share)
+        .agg(loss=pl.col("dev").median())
+        # Ties: the share nearest to the matmuls' own (1).
+        .sort("loss", share, descending=[False, True])
+        .row(0, named=True)
+    )
+    return {"flash_attention_share": best[share]}
 
 
 def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> pl.DataFrame:
@@ -312,7 +348,9 @@ def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> p
         )
 
     return rows.with_columns(
-        prefill_attention_share=of("attention_share"), prefill_expert_tokens=of("expert_tokens")
+        prefill_attention_share=of("attention_share"),
+        prefill_flash_attention_share=of("flash_attention_share"),
+        prefill_expert_tokens=of("expert_tokens"),
     ).with_columns(roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts())
 
 

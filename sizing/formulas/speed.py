@@ -46,13 +46,15 @@ DECODE_KIND_FIELDS = (
 UNQUANTIZED = ("BF16", "F16", "F32")
 # The constants of a prefill fit (each a column `prefill_<field>` of efficiency_columns):
 # the share of the peak per kind of weights, its cap per watt, and attention's share of
-# it and the routed experts' token count (sizing.formulas.calibration).
+# it (flash attention off and on) and the routed experts' token count
+# (sizing.formulas.calibration).
 PREFILL_FIELDS = (
     "efficiency",
     "efficiency_quantized",
     "tflops_per_watt",
     "tflops_per_watt_quantized",
     "attention_share",
+    "flash_attention_share",
     "expert_tokens",
 )
 # An engine without a fit of its own takes llama.cpp's.
@@ -136,9 +138,10 @@ def efficiency_columns() -> list[pl.Expr]:
     (null: the engine's decode has one efficiency for every format, or no runs of that
     kind), `prefill_efficiency` and, where the fit has them,
     `prefill_efficiency_quantized`, `prefill_tflops_per_watt`,
-    `prefill_tflops_per_watt_quantized`, `prefill_attention_share` and
-    `prefill_expert_tokens` (PREFILL_FIELDS of PREFILL_FIT). (The calibration sets them to
-    1, 0, null, 1, 1 and null to get the bare roofline.)"""
+    `prefill_tflops_per_watt_quantized`, `prefill_attention_share`,
+    `prefill_flash_attention_share` and `prefill_expert_tokens` (PREFILL_FIELDS of
+    PREFILL_FIT). (The calibration sets them to 1, 0, null, 1, 1 and null to get the bare
+    roofline.)"""
     return [
         engines.backend().alias("backend"),
         _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
@@ -361,13 +364,18 @@ def expert_matmul_share(p: pl.Expr) -> pl.Expr:
 
 
 def attention_share() -> pl.Expr:
-    """The share of the matmuls' rate attention reaches with flash attention off (its
-    fitted `prefill_attention_share`: the scores are written out whole and softmaxed in
-    F32 between two products over the cache); 1 with flash-attention kernels (the
-    launch commands' `-fa on`: no fit, its long-prompt runs are on one device) and where
-    the fit has none."""
+    """The share of the matmuls' rate attention reaches: with flash attention off its
+    fitted `prefill_attention_share` (the scores are written out whole and softmaxed in
+    F32 between two products over the cache), with flash-attention kernels (the launch
+    commands' `-fa on`) its fitted `prefill_flash_attention_share` (a fused kernel of
+    its own, tiled over the cache, not the matmuls' GEMM); 1 where the fit has none."""
     off = pl.col("flash_attention").not_()
-    return pl.when(off).then(col("prefill_attention_share")).otherwise(None).fill_null(1.0)
+    return (
+        pl.when(off)
+        .then(col("prefill_attention_share"))
+        .otherwise(col("prefill_flash_attention_share"))
+        .fill_null(1.0)
+    )
 
 
 # The terms of prefill's time, in seconds at the whole dense peak and bandwidth (columns
