@@ -462,14 +462,14 @@ PREFILL_BACKEND_BOUNDS = {
 # After every Spare Cores run entered (as above): CUDA 28.0 % / 63.2 % (loosened from
 # 0.19 / 0.51: held out, Spare Cores' b4753 runs take the constants of XiongjieDai's 2024
 # builds and the reverse; the A100 SXM runs are 30-50 % too fast, the L4 and A10G too
-# slow), Metal 51.5 % / 58.9 % (its one source), ROCm 70.3 % / 563 % and Vulkan 45.8 % /
-# 108 % (loosened from 0.59 / 3.8 and 0.38 / 0.78: the pooled constants the CUDA runs
+# slow), Metal 51.9 % / 60.4 % (its one source), ROCm 82.0 % / 563 % and Vulkan 48.8 % /
+# 111 % (loosened from 0.59 / 3.8 and 0.38 / 0.78: the pooled constants the CUDA runs
 # moved).
 PREFILL_SOURCE_BOUNDS = {
     "llama.cpp CUDA": (0.29, 0.65),
-    "llama.cpp Metal": (0.53, 0.60),
-    "llama.cpp ROCm": (0.71, 5.7),
-    "llama.cpp Vulkan": (0.47, 1.1),
+    "llama.cpp Metal": (0.53, 0.62),
+    "llama.cpp ROCm": (0.83, 5.7),
+    "llama.cpp Vulkan": (0.50, 1.12),
     "vllm CUDA": (0.23, 0.40),
 }
 
