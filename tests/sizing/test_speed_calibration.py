@@ -45,6 +45,13 @@ def held_out(rows) -> pl.DataFrame:
     return checks.held_out_errors(rows)
 
 
+@pytest.fixture(scope="module")
+def held_out_by_source(rows) -> pl.DataFrame:
+    """Each source's runs predicted by the fit made without that source (one pass, which
+    the by-source tests share)."""
+    return checks.held_out_errors(rows, checks.SOURCE)
+
+
 def test_enough_measurements(rows):
     counts = dict(rows.group_by("kind").len().iter_rows())
     assert counts["decode"] >= 40 and counts["prefill"] >= 30
@@ -308,21 +315,17 @@ def _by_subset(r: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def test_decode_error_on_sources_left_out_of_the_fit(rows):
+def test_decode_error_on_sources_left_out_of_the_fit(held_out_by_source):
     """Each source's decode runs predicted by the fit made without that source, printed
     by subset. What the ROCm and Vulkan builds miss most (predicted too fast) is decoding at
     a running context of 2,048 tokens or more with flash attention off, a configuration
     the estimate does not size (its launch command sets `-fa on`)."""
-    r = (
-        checks.held_out_errors(rows, checks.SOURCE)
-        .filter(pl.col("kind") == "decode")
-        .with_columns(
-            error=pl.col("held_out_error").abs(),
-            moe=pl.col("n_experts") > 0,
-            fa=pl.col("flash_attn").str.starts_with("1"),
-            long=pl.col("context") >= 2048,
-            source=checks.SOURCE,
-        )
+    r = held_out_by_source.filter(pl.col("kind") == "decode").with_columns(
+        error=pl.col("held_out_error").abs(),
+        moe=pl.col("n_experts") > 0,
+        fa=pl.col("flash_attn").str.starts_with("1"),
+        long=pl.col("context") >= 2048,
+        source=checks.SOURCE,
     )
     with pl.Config(tbl_rows=40, fmt_str_lengths=60):
         print(
@@ -502,18 +505,14 @@ def test_prefill_error_per_backend_on_devices_left_out_of_the_fit(held_out):
         assert measured[name][0] <= median and measured[name][1] <= p90, name
 
 
-def test_prefill_error_per_backend_on_sources_left_out_of_the_fit(rows):
+def test_prefill_error_per_backend_on_sources_left_out_of_the_fit(held_out_by_source):
     """Each source's prefill runs predicted by the fit made without that source (every
     constant refitted, the attention and expert terms by their fallback rule), median
     and 90th percentile per backend printed and within PREFILL_SOURCE_BOUNDS."""
-    e = (
-        checks.held_out_errors(rows, checks.SOURCE)
-        .filter(pl.col("kind") == "prefill")
-        .with_columns(
-            error=pl.col("held_out_error").abs(),
-            fit=pl.concat_str(["engine", "backend"], separator=" "),
-            source=checks.SOURCE,
-        )
+    e = held_out_by_source.filter(pl.col("kind") == "prefill").with_columns(
+        error=pl.col("held_out_error").abs(),
+        fit=pl.concat_str(["engine", "backend"], separator=" "),
+        source=checks.SOURCE,
     )
     with pl.Config(tbl_rows=40, fmt_str_lengths=60):
         print(
@@ -832,15 +831,15 @@ def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
 
 
 @pytest.mark.parametrize("kind", ["decode", "prefill"])
-def test_the_tail_listing_is_the_worst_of_the_accuracy_tables_errors(rows, kind):
+def test_the_tail_listing_is_the_worst_of_the_accuracy_tables_errors(
+    rows, held_out_by_source, kind
+):
     """The listed points are the 20 largest held-out-by-source errors among the points the
     accuracy table counts for that figure: its n, its largest error the table's max, and
     no point left out is worse than the last listed."""
     from assets.quality.accuracy import accuracy_frame
 
-    by_source = checks.held_out_errors(rows, checks.SOURCE).select(
-        "file", "row", held_out_by_source_error="held_out_error"
-    )
+    by_source = held_out_by_source.select("file", "row", held_out_by_source_error="held_out_error")
     published = rows.join(by_source, on=["file", "row"], how="left").with_columns(
         error=pl.col("predicted_tok_s") / pl.col("measured_tok_s") - 1,
         moe=pl.col("n_experts") > 0,
