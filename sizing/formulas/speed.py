@@ -140,8 +140,8 @@ def efficiency_columns() -> list[pl.Expr]:
     `prefill_efficiency_quantized`, `prefill_tflops_per_watt`,
     `prefill_tflops_per_watt_quantized`, `prefill_attention_share`,
     `prefill_flash_attention_share` and `prefill_expert_tokens` (PREFILL_FIELDS of
-    PREFILL_FIT). (The calibration sets them to 1, 0, null, 1, 1 and null to get the bare
-    roofline.)"""
+    PREFILL_FIT). (The calibration sets them to their bare values, efficiencies 1, the
+    layer overhead 0 and the rest null, to get the roofline: speed_checks.predicted.)"""
     return [
         engines.backend().alias("backend"),
         _fitted(DECODE_FIT, "efficiency").alias("decode_efficiency"),
