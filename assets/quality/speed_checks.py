@@ -120,8 +120,8 @@ REPEAT_REASON = "the same run on another server of its source (the median server
 # Prefill is checked on prompts of llama.cpp's micro-batch (512 tokens) and more: shorter
 # ones are a few launches per layer, a regime the estimate does not size (its prefill is
 # published at sizing.choices.DEFAULT_PROMPT_TOKENS).
-MIN_PROMPT_TOKENS = 512
-SHORT_PROMPT_REASON = "prefill of a prompt under 512 tokens: not sized"
+MIN_PROMPT_TOKENS = llama_cpp.UBATCH
+SHORT_PROMPT_REASON = f"prefill of a prompt under {MIN_PROMPT_TOKENS} tokens: not sized"
 
 
 def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
@@ -180,7 +180,7 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     # the others (the lower middle one of an even count), so a card rented from many
     # vendors weighs in the fits and the accuracy figures as one configuration.
     repeat = calibration.SOURCE.is_in(SERVER_REPEATS) & pl.col("not_compared").is_null()
-    run = [repeat.alias("_repeat"), *_RUN]
+    run = [repeat.alias("_repeat"), calibration.SOURCE.alias("_source"), *_RUN]
     rank = pl.col("measured_tok_s").rank("ordinal").over(run)
     middle = (pl.len().over(run) + 1) // 2
     return m.with_columns(

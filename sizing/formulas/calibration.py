@@ -268,17 +268,14 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     for data, group in sets:
         if data.is_empty():
             continue
-        y = (
-            pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")
-        ).log()
         # Flash attention's share is fitted after these (_flash_fit): held at none here, not
         # at the published constants the rows carry.
         deviations.append(
-            data.drop(keys, strict=False)
-            .with_columns(prefill_flash_attention_share=pl.lit(None, pl.Float64))
-            .join(grid, how="cross")
-            .with_columns(y=y)
-            .select(*keys, dev=(pl.col("y") - pl.col("y").median().over(*group, *keys)).abs())
+            _deviations(
+                data.with_columns(prefill_flash_attention_share=pl.lit(None, pl.Float64)),
+                grid,
+                group,
+            )
         )
     best = (
         pl.concat(deviations)
@@ -303,6 +300,19 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     return fitted | _flash_fit(rows, fitted)
 
 
+def _deviations(data: pl.DataFrame, grid: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Per point of `grid` (its columns, the constants searched) and run: |log(measured /
+    roofline at those constants)| off its `group`'s median at the same point."""
+    keys = grid.columns
+    y = (pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")).log()
+    return (
+        data.drop(keys, strict=False)
+        .join(grid, how="cross")
+        .with_columns(y=y)
+        .select(*keys, dev=(pl.col("y") - pl.col("y").median().over(*group, *keys)).abs())
+    )
+
+
 def _flash_fit(rows: pl.DataFrame, fitted: dict[str, float]) -> dict[str, float]:
     """Attention's share of the matmuls' rate with flash-attention kernels, from the runs
     with them on at two or more prompt lengths (_ATTENTION_GROUP, _informative), at the
@@ -317,17 +327,14 @@ def _flash_fit(rows: pl.DataFrame, fitted: dict[str, float]) -> dict[str, float]
     if data.is_empty():
         return {}
     share = "prefill_flash_attention_share"
-    y = (pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")).log()
     best = (
-        data.with_columns(
-            prefill_expert_tokens=pl.lit(fitted.get("expert_tokens"), pl.Float64),
-            prefill_attention_share=pl.lit(fitted.get("attention_share"), pl.Float64),
-        )
-        .drop(share, strict=False)
-        .join(pl.DataFrame({share: ATTENTION_SHARES}, schema={share: pl.Float64}), how="cross")
-        .with_columns(y=y)
-        .select(
-            share, dev=(pl.col("y") - pl.col("y").median().over(*_ATTENTION_GROUP, share)).abs()
+        _deviations(
+            data.with_columns(
+                prefill_expert_tokens=pl.lit(fitted.get("expert_tokens"), pl.Float64),
+                prefill_attention_share=pl.lit(fitted.get("attention_share"), pl.Float64),
+            ),
+            pl.DataFrame({share: ATTENTION_SHARES}, schema={share: pl.Float64}),
+            _ATTENTION_GROUP,
         )
         .group_by(share)
         .agg(loss=pl.col("dev").median())

@@ -23,13 +23,16 @@ from tests.conftest import load_arch
 DECODE_BOUND, PREFILL_BOUND = 0.20, 0.35
 
 
-def _compared(file: str) -> pl.DataFrame:
-    raw = (
+def _raw(file: str) -> pl.DataFrame:
+    return (
         pl.read_csv(CATALOG_DIR / file, infer_schema_length=0)
         .with_row_index("row", offset=1)
         .with_columns(pl.lit(file).alias("file"))
     )
-    return checks.predicted(checks.measurements(raw, gpu_alias_map()), load_arch)
+
+
+def _compared(file: str) -> pl.DataFrame:
+    return checks.predicted(checks.measurements(_raw(file), gpu_alias_map()), load_arch)
 
 
 @pytest.fixture(scope="module")
@@ -719,15 +722,7 @@ def test_a_run_repeated_on_several_servers_counts_once_at_its_median():
     Q4_K_M pp512 from 1,233.6 to 1,276.1 tok/s. The fifth of the ten (1,252.5 tok/s, the
     lower middle one) is compared, the other nine say why not; every repeated run keeps
     exactly one compared row, and no other source's rows are taken as repeats."""
-    raw = pl.concat(
-        (
-            pl.read_csv(CATALOG_DIR / f, infer_schema_length=0)
-            .with_row_index("row", offset=1)
-            .with_columns(pl.lit(f).alias("file"))
-            for f in checks.MEASUREMENT_FILES
-        ),
-        how="diagonal",
-    )
+    raw = pl.concat((_raw(f) for f in checks.MEASUREMENT_FILES), how="diagonal")
     m = checks.measurements(raw, gpu_alias_map()).with_columns(source=checks.SOURCE)
     t4 = m.filter(
         pl.col("gpu_id") == "t4_16gb",
