@@ -317,25 +317,27 @@ def sparse_kernels() -> pl.Expr:
     return pl.col("backend") == "CUDA"
 
 
-# The GPUs a layer split's prefill pipeline gains from. Recent builds gain on two and no
-# further: Spare Cores' b4753 runs (speed_measurements_more.csv, 13 card types on cloud
-# servers) reach n m / (m + n - 1) on 2 GPUs but 1.1-1.2x one GPU on 4 and 1.0x on 8;
-# PR #19922's baseline (ROCm, 2026) prefills gpt-oss 120B slower on 4, 6 and 8 GPUs than
-# on 2; issue #13751 (2025) finds the layer split's pipeline slower than one GPU. (2024's
-# builds gained further on some rigs: XiongjieDai's 8B runs on 4 GPUs.)
+# The GPU count a layer split's prefill pipeline gains on. Recent builds gain on two only:
+# on more, the host's blocking synchronisations between the GPUs' parts (PR #19922's
+# analysis) take what the pipeline gives. PR #19922's baseline (ROCm, 2026) prefills
+# gpt-oss 120B at 0.72x and 0.62x its 2-GPU speed on 4 and 8 GPUs, and Spare Cores' b4753
+# runs (speed_measurements_more.csv, 13 card types on cloud servers) reach n m / (m + n - 1)
+# on 2 GPUs but 1.2x one GPU on 4 and 1.0x on 8. (2024's builds gained further on some
+# rigs: XiongjieDai's runs on 4 and 8 GPUs.)
 PIPELINE_GPUS = 2
 
 
 def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     """The micro-batches of one batch run through the GPUs as a pipeline
-    (ggml-org/llama.cpp PR #6017): n GPUs (at most PIPELINE_GPUS) work on
+    (ggml-org/llama.cpp PR #6017): on PIPELINE_GPUS GPUs, n work on
     m = ceil(min(p, n_batch) / n_ubatch) micro-batches at once, with the pipeline's fill
-    and drain, n m / (m + n - 1) (one GPU: 1; a 512-token prompt: 1). The row split's
-    prefill is not sized (null): on the one public rig (PR #19378) it ran 4 to 6x slower
-    than the layer split."""
-    n = pl.min_horizontal(col("n_gpus"), pl.lit(PIPELINE_GPUS, pl.Float64))
+    and drain, n m / (m + n - 1) (a 512-token prompt: 1); on one GPU or more than
+    PIPELINE_GPUS, 1. The row split's prefill is not sized (null): on the one public rig
+    (PR #19378) it ran 4 to 6x slower than the layer split."""
+    n = col("n_gpus")
     m = (pl.min_horizontal(p, BATCH) / UBATCH).ceil()
-    return pl.when(row_split()).then(None).otherwise(n * m / (m + n - 1))
+    gain = pl.when(n == PIPELINE_GPUS).then(n * m / (m + n - 1)).otherwise(1.0)
+    return pl.when(row_split()).then(None).otherwise(gain)
 
 
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:

@@ -409,8 +409,11 @@ def test_prefill_error_on_devices_left_out_of_the_fit(held_out):
     )
     # The issue's bound was 20 % / 60 %; measured 26.9 % / 68.7 % since every Spare Cores
     # run entered (b4753, flash attention on, 13 card types on 1-8 GPUs, prompts to 16,384:
-    # the A100 SXM4 80GB +30 % and the T4 +66 % too fast, the V100s 15-20 % too slow).
-    assert err.median() <= 0.28 and err.quantile(0.9) <= 0.70
+    # the A100 SXM4 80GB +30 % and the T4 +66 % too fast, the V100s 15-20 % too slow);
+    # 30.4 % / 70.5 % since the layer split gains nothing past 2 GPUs (llama_cpp.PIPELINE_GPUS,
+    # for recent builds): XiongjieDai's 2024 runs on 3-6 GPUs, which gained, come out 24-60 %
+    # too slow, and Spare Cores' L4 on 3 GPUs (a slow card, which kept the gain) 52 %.
+    assert err.median() <= 0.31 and err.quantile(0.9) <= 0.71
 
 
 # Held-out prefill errors per fit as measured on the published runs (median, p90), each
@@ -446,11 +449,16 @@ def test_prefill_error_on_devices_left_out_of_the_fit(held_out):
 # +30 %), Metal 24.6 % / 43.9 %, ROCm 32.7 % / 414 % and Vulkan 37.8 % / 115 % (loosened
 # from 0.24 / 0.79: the pooled constants the CUDA runs set, which the Strix Halo's Vulkan
 # runs take held out).
+# The layer split gaining nothing past 2 GPUs (llama_cpp.PIPELINE_GPUS, recent builds) took
+# CUDA to 30.4 % / 70.5 % (XiongjieDai's 2024 runs on 3-6 GPUs gained, and now come out too
+# slow), Metal 22.4 % / 42.0 %, ROCm 48.6 % / 418 % (loosened from 0.34: the pooled prompt
+# and expert terms the CUDA runs refit, attention 0.25 and experts at 128 tokens, suit the
+# Strix Halo's MoE runs worse) and Vulkan 37.1 % / 112 %.
 PREFILL_BACKEND_BOUNDS = {
-    "llama.cpp CUDA": (0.28, 0.70),
-    "llama.cpp Metal": (0.25, 0.47),
-    "llama.cpp ROCm": (0.34, 4.2),
-    "llama.cpp Vulkan": (0.39, 1.2),
+    "llama.cpp CUDA": (0.31, 0.71),
+    "llama.cpp Metal": (0.23, 0.43),
+    "llama.cpp ROCm": (0.49, 4.2),
+    "llama.cpp Vulkan": (0.38, 1.12),
     "vllm CUDA": (0.23, 0.40),
 }
 # The same held out by source (a campaign, repository or author: checks.SOURCE), the
@@ -471,11 +479,14 @@ PREFILL_BACKEND_BOUNDS = {
 # slow), Metal 51.9 % / 60.4 % (its one source), ROCm 82.0 % / 563 % and Vulkan 48.8 % /
 # 111 % (loosened from 0.59 / 3.8 and 0.38 / 0.78: the pooled constants the CUDA runs
 # moved).
+# With no pipeline gain past 2 GPUs (as above): CUDA 27.6 % / 63.1 % (Spare Cores' 4- and
+# 8-GPU runs no longer 60-130 % too fast), Metal 48.8 % / 58.2 %, ROCm 71.9 % / 605 % (p90
+# loosened from 5.7: the refit pooled terms, as above) and Vulkan 49.7 % / 116 %.
 PREFILL_SOURCE_BOUNDS = {
-    "llama.cpp CUDA": (0.29, 0.65),
-    "llama.cpp Metal": (0.53, 0.62),
-    "llama.cpp ROCm": (0.83, 5.7),
-    "llama.cpp Vulkan": (0.50, 1.12),
+    "llama.cpp CUDA": (0.28, 0.64),
+    "llama.cpp Metal": (0.49, 0.59),
+    "llama.cpp ROCm": (0.72, 6.1),
+    "llama.cpp Vulkan": (0.50, 1.17),
     "vllm CUDA": (0.23, 0.40),
 }
 
@@ -746,13 +757,39 @@ def test_a_run_repeated_on_several_servers_counts_once_at_its_median():
     assert kept.get_column("compared").to_list() == [1] * kept.height
 
 
-def test_layer_split_prefill_gains_from_two_gpus_only(rows):
-    """Spare Cores' b4753 runs of one model and card on 1, 2, 4 and 8 GPUs (pp4096: four
-    micro-batches per batch): 2 GPUs reach the pipeline's n m / (m + n - 1) = 1.6x one GPU
-    within 10 %, 4 and 8 GPUs stay under it (about 1.2x and 1.0x, where the uncapped
-    pipeline would give 2.29x and 2.91x): the estimate's gain stops at
-    llama_cpp.PIPELINE_GPUS."""
+def test_layer_split_prefill_gains_on_two_gpus_only(rows):
+    """The rule llama_cpp.PIPELINE_GPUS states, against two sources of recent builds.
+    PR #19922's baseline (ROCm, 2026; its GPU not named, so its rows are not compared):
+    gpt-oss 120B's pp16384 on 4 and 8 GPUs is 0.72x and 0.62x its 2-GPU speed, where the
+    estimate (the 2-GPU pipeline's gain lost) gives 1 / 1.6 = 0.625: within 15 %. Spare
+    Cores' b4753 runs of one model and card on 1, 2, 4 and 8 GPUs (pp4096: four
+    micro-batches per batch): 2 GPUs reach n m / (m + n - 1) = 1.6x one GPU within 10 %,
+    8 GPUs one GPU's speed within 10 %; 4 GPUs measure 1.2x, 20 % over the estimate's 1.0x
+    (an ideal pipeline would give 2.29x and 2.91x)."""
     from sizing.engines import llama_cpp
+
+    layer_split = pl.DataFrame({"n_gpus": [2, 4, 8], "split_mode": [None] * 3})
+    estimated = dict(
+        zip(
+            layer_split.get_column("n_gpus"),
+            layer_split.select(llama_cpp.prefill_parallelism(pl.lit(4096.0))).to_series(),
+            strict=True,
+        )
+    )
+    assert estimated == pytest.approx({2: 1.6, 4: 1.0, 8: 1.0})
+
+    baseline = _raw("speed_measurements_more.csv").filter(
+        pl.col("source_url") == "https://github.com/ggml-org/llama.cpp/pull/19922",
+        pl.col("test") == "pp16384",
+    )
+    speed = {
+        int(n): float(t) for n, t in baseline.select("n_gpus", "tokens_per_s").iter_rows()
+    }
+    assert sorted(speed) == [2, 4, 6, 8]
+    for n in (4, 8):
+        measured = speed[n] / speed[2]
+        print(f"PR #19922: {n} GPUs / 2 GPUs {measured:.3f}, estimate {1 / estimated[2]:.3f}")
+        assert abs((1 / estimated[2]) / measured - 1) <= 0.15
 
     runs = rows.filter(
         pl.col("kind") == "prefill",
@@ -768,17 +805,9 @@ def test_layer_split_prefill_gains_from_two_gpus_only(rows):
     )
     print(ratios)
     measured = dict(ratios.select("n_gpus", "ratio").iter_rows())
-    layer_split = pl.DataFrame({"n_gpus": [2, 4, 8], "split_mode": [None] * 3})
-    estimated = dict(
-        zip(
-            layer_split.get_column("n_gpus"),
-            layer_split.select(llama_cpp.prefill_parallelism(pl.lit(4096.0))).to_series(),
-            strict=True,
-        )
-    )
-    assert estimated == pytest.approx({2: 1.6, 4: 1.6, 8: 1.6})
     assert abs(measured[2] / estimated[2] - 1) <= 0.10
-    assert measured[4] < estimated[4] and measured[8] < estimated[8]
+    assert abs(measured[8] / estimated[8] - 1) <= 0.10
+    assert 0.15 <= measured[4] / estimated[4] - 1 <= 0.25
 
 
 def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
