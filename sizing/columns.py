@@ -100,6 +100,8 @@ DEVICE: dict[str, pl.DataType] = {
     "tdp_w": pl.Float64(),
     "interconnect": pl.String(),
     "compute_capability": pl.Float64(),  # NVIDIA's; read by the engine_support rules
+    "sm_count": pl.Float64(),  # NVIDIA's; with the clock, the MMQ kernels' rate
+    "boost_clock_mhz": pl.Float64(),
 }
 
 # vLLM's `vllm serve` flags that change its budget (null: the version's default, resolved

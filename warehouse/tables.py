@@ -150,6 +150,8 @@ GPU_FACT_SOURCES = {
     "price_new_usd": "source_price_new",
     "price_used_usd": "source_price_used",
     "compute_capability": "source_compute_capability",
+    "sm_count": "source_sm_count",
+    "boost_clock_mhz": "source_boost_clock",
     "interconnect": "source_interconnect",
     "memory_type": "source_memory_type",
 }
@@ -185,6 +187,8 @@ GPUS = TableContract(
         "engines": pl.String(),
         "n_gpus_options": pl.String(),
         "compute_capability": pl.Float64(),
+        "sm_count": pl.Float64(),
+        "boost_clock_mhz": pl.Float64(),
         "interconnect": pl.String(),
     }
     | {s: pl.String() for s in sorted(set(GPU_FACT_SOURCES.values()))}

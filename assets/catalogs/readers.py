@@ -23,6 +23,8 @@ _GPU_NUMBERS = (
     "price_new_usd",
     "price_used_usd",
     "compute_capability",
+    "sm_count",
+    "boost_clock_mhz",
 )
 
 
@@ -72,6 +74,8 @@ def _gpu_rows(catalog_dir: Path | str) -> pl.DataFrame:
         pl.col("engines").fill_null(""),
         pl.col("n_gpus_options").fill_null("1"),
         "compute_capability",  # NVIDIA CUDA compute capability
+        "sm_count",  # NVIDIA's streaming multiprocessors
+        "boost_clock_mhz",
         # The link between GPUs of one node: "NVLink 4 (900 GB/s)", "PCIe 4.0 x16"...
         pl.col("interconnect"),
         # Where each fact was read: a URL or repo@commit:path, often with a note.

@@ -191,6 +191,30 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     )
 
 
+# llama.cpp's CUDA builds before PR #8075 (2024-06-23; sizing.engines.llama_cpp's MMQ
+# rule) dequantized quantized weights to FP16 for cuBLAS at prompt sizes: their prefill is
+# a 16-bit run's. A build is told by its number, printed as "4426e298 (2824)" (a bound,
+# not PR #8075's own build: the gathered builds are 2843 or older, from May 2024, or 4006
+# and newer, from late 2024), or by a version naming an earlier PR ("master before PR
+# #4766", "PR #6017 era").
+MMQ_DEFAULT_BUILD = 3000
+MMQ_DEFAULT_PR = 8075
+
+
+def _dequantized_prefill() -> pl.Expr:
+    """A quantized llama.cpp CUDA prefill run of a build that multiplied in FP16."""
+    version = pl.col("engine_version_or_commit")
+    build = version.str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
+    pr = version.str.extract(r"PR #(\d+)").cast(pl.Int64, strict=False)
+    return (
+        (pl.col("kind") == "prefill")
+        & (pl.col("engine") == "llama.cpp")
+        & (pl.col("backend") == "CUDA")
+        & ~pl.col("fmt").is_in(speed.UNQUANTIZED)
+        & ((build < MMQ_DEFAULT_BUILD) | (pr < MMQ_DEFAULT_PR))
+    ).fill_null(False)
+
+
 def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame:
     """The comparable measurements with the roofline (every fitted constant at its bare
     value) and the estimate's speed for the same model, format, GPU and test."""
@@ -218,6 +242,9 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         "fp16_dense_tflops",
         "tdp_w",
         "interconnect",
+        "compute_capability",
+        "sm_count",
+        "boost_clock_mhz",
     )
     # A decode test's running context is its prompt and depth plus half its generated tokens.
     decode = pl.col("kind") == "decode"
@@ -226,7 +253,9 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         .join(format_rows, on=["model", "fmt", "engine"])
         .join(gpus, on="gpu_id")
         .with_columns(
-            weight_format=pl.col("fmt"),
+            weight_format=pl.when(_dequantized_prefill())
+            .then(pl.lit("F16"))
+            .otherwise(pl.col("fmt")),
             kv_dtype=pl.when(pl.col("engine") == "llama.cpp")
             .then(pl.lit("f16"))
             .otherwise(pl.lit("auto")),

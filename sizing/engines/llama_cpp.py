@@ -340,6 +340,32 @@ def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     return pl.when(row_split()).then(None).otherwise(gain)
 
 
+# The CUDA build multiplies quantized weights with its own int8 kernels (MMQ) on cards with
+# int8 tensor cores, compute capability 7.5 and up: PR #8075 (2024-06-23) made them the
+# default ("unless there is no int8 tensor core MMQ implementation available but FP16
+# tensor cores are (V100, RDNA3) or __dp4a is unavailable (P100 or older)"); older builds
+# dequantized to FP16 for cuBLAS. Their rate follows SMs x clock, not the FP16 tensor
+# peak: Spare Cores' b4753 runs prefill as fast on the A100 PCIe as on the SXM4 (300 and
+# 400 W), and faster on the A10G (80 SMs) than on the A10 (72), whose tensor peak is 1.8x.
+# The rate per SM and clock is that of the GeForce and workstation tensor cores since
+# Ampere, 1,024 dense FP16 FLOPs, whose catalog peak is SMs x clock x 1,024 (RTX 3090: 82
+# SMs x 1.695 GHz = 142 TFLOPS); the data-centre cards' wider tensor cores do not speed
+# MMQ up (nor do the A10G's narrower ones slow it). Where the catalog has no SM count or
+# clock, the FP16 peak stands.
+MMQ_MIN_COMPUTE_CAPABILITY = 7.5
+MMQ_FLOPS_PER_SM_CLOCK = 1024
+
+
+def quantized_matmul_tflops() -> pl.Expr:
+    """The rate quantized weights' matmuls run at: MMQ's SMs x clock x
+    MMQ_FLOPS_PER_SM_CLOCK on CUDA cards with int8 tensor cores, else the FP16 dense peak."""
+    mmq = (pl.col("backend") == "CUDA") & (col("compute_capability") >= MMQ_MIN_COMPUTE_CAPABILITY)
+    rate = col("sm_count") * col("boost_clock_mhz") * MMQ_FLOPS_PER_SM_CLOCK / 1e6
+    return (
+        pl.when(mmq & rate.is_not_null()).then(rate).otherwise(col("fp16_dense_tflops"))
+    )
+
+
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:
     """The weights are read once per micro-batch of UBATCH tokens."""
     return (p / UBATCH).ceil()

@@ -607,6 +607,12 @@ def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     return col("n_gpus")
 
 
+def quantized_matmul_tflops() -> pl.Expr:
+    """Quantized weights' matmuls at the FP16 dense peak (their kernels' own rates are
+    not sized apart)."""
+    return col("fp16_dense_tflops")
+
+
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:
     """The weights are read once for the whole prompt."""
     return pl.lit(1.0)

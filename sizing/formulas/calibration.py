@@ -37,6 +37,7 @@ from sizing.formulas.speed import (
     DECODE_KIND_FIELDS,
     PREFILL_FIELDS,
     UNQUANTIZED,
+    matmul_tflops,
     prefill_seconds_from_parts,
 )
 
@@ -154,7 +155,7 @@ def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, 
 def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
     """(efficiency, TFLOPS per watt) minimising the median |log(predicted / measured)|."""
     data = rows.select(
-        (pl.col("tdp_w") / pl.col("fp16_dense_tflops")).alias("ratio"),
+        (pl.col("tdp_w") / matmul_tflops()).alias("ratio"),
         (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"),
     )
     (de, dk), (fe, fk) = COARSE_STEPS, FINE_STEPS

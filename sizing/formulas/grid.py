@@ -97,6 +97,8 @@ GPU_COLUMNS = (
     "tdp_w",
     "interconnect",
     "compute_capability",
+    "sm_count",
+    "boost_clock_mhz",
 )
 RENAMED = {"memory_gib": "gpu_memory_gib", "memory_gib_cuda": "gpu_memory_cuda_gib"}
 # Read by the rules and the explode, not carried into the grid.

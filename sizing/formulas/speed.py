@@ -155,11 +155,20 @@ def efficiency_columns() -> list[pl.Expr]:
     ]
 
 
+def matmul_tflops() -> pl.Expr:
+    """The dense peak the weights' matmuls run at: the FP16 tensor peak for 16-bit weights,
+    the engine's kernels' rate for quantized ones (sizing.engines.llama_cpp's MMQ)."""
+    return (
+        pl.when(pl.col("weight_format").is_in(UNQUANTIZED))
+        .then(col("fp16_dense_tflops"))
+        .otherwise(engines.term("quantized_matmul_tflops"))
+    )
+
+
 def prefill_share() -> pl.Expr:
-    """The share of the dense FP16 peak prefill reaches: the fitted efficiency of the
-    format's kind (16-bit weights, or quantized ones that are dequantized or multiplied as
-    integers), capped where the card's power limit binds: the fitted TFLOPS per watt x
-    TDP, over the peak (data-centre cards with a low power limit for their peak, such as
+    """The share of the matmuls' peak (matmul_tflops) prefill reaches: the fitted efficiency
+    of the format's kind (16-bit weights, or quantized ones), capped where the card's power
+    limit binds: the fitted TFLOPS per watt x TDP, over that peak (data-centre cards with a low power limit for their peak, such as
     the H100 PCIe at 350 W, reach a smaller share than consumer ones)."""
     quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
     eff = (
@@ -173,7 +182,7 @@ def prefill_share() -> pl.Expr:
         .then(col("prefill_tflops_per_watt_quantized"))
         .otherwise(col("prefill_tflops_per_watt"))
     )
-    cap = per_watt * col("tdp_w") / col("fp16_dense_tflops")
+    cap = per_watt * col("tdp_w") / matmul_tflops()
     return pl.when(eff.is_null()).then(None).otherwise(pl.min_horizontal(eff, cap))
 
 
@@ -389,22 +398,24 @@ PREFILL_PARTS = {
 
 
 def prefill_parts(p: pl.Expr) -> dict[str, pl.Expr]:
-    """Prefill of `p` tokens (one sequence) at the whole dense peak: the dense matmuls (2
-    FLOPs per active parameter outside the embedding and the routed experts), the routed
-    experts' matmuls, attention (attention_flops), and the weights' reads.
+    """Prefill of `p` tokens (one sequence) at the whole peaks: the dense matmuls (2
+    FLOPs per active parameter outside the embedding and the routed experts) and the routed
+    experts' matmuls at the weights' matmul peak (matmul_tflops), attention
+    (attention_flops) at the FP16 peak, and the weights' reads.
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
     split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
     llama.cpp re-reads the weights once per micro-batch."""
     n = engines.term("prefill_parallelism", p)
     peak = col("fp16_dense_tflops") * _TFLOPS * n
+    matmuls = matmul_tflops() * _TFLOPS * n
     experts = 2 * col("params_expert_active") * p
     dense = 2 * (col("params_active") - col("params_embedding")) * p - experts
     reads = engines.term("prefill_weight_reads", p)
     step_tokens = engines.term("prefill_step_tokens", p)
     return {
-        "dense": dense / peak,
-        "experts": experts / peak,
+        "dense": dense / matmuls,
+        "experts": experts / matmuls,
         "attention": attention_flops(p) / peak,
         "weights": reads
         * weight_bytes_read_per_step(step_tokens)

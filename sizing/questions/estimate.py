@@ -87,6 +87,10 @@ class Device:
     # NVIDIA's CUDA compute capability (None: not NVIDIA or not known): engine_support
     # rules (sizing.formulas.support) are per compute-capability range.
     compute_capability: float | None = None
+    # NVIDIA's streaming multiprocessors and boost clock (None: not known): llama.cpp's
+    # quantized prefill runs at their rate (sizing.engines.llama_cpp.quantized_matmul_tflops).
+    sm_count: float | None = None
+    boost_clock_mhz: float | None = None
 
     @classmethod
     def from_catalog(cls, g: Mapping[str, Any]) -> Device:
@@ -107,6 +111,8 @@ class Device:
             interconnect=g["interconnect"],
             memory_type=g["memory_type"],
             compute_capability=g.get("compute_capability"),
+            sm_count=g.get("sm_count"),
+            boost_clock_mhz=g.get("boost_clock_mhz"),
         )
 
 
@@ -401,6 +407,8 @@ def _configuration_row(
         "interconnect": d.interconnect,
         "memory_type": d.memory_type,
         "compute_capability": d.compute_capability,
+        "sm_count": d.sm_count,
+        "boost_clock_mhz": d.boost_clock_mhz,
         "purchase_usd": d.price_new_usd * c.n_gpus if d.price_new_usd else None,
         "purchase_used_usd": d.price_used_usd * c.n_gpus if d.price_used_usd else None,
         "price_per_gpu_hour_usd": u.price_per_gpu_hour_usd,
