@@ -361,9 +361,7 @@ def quantized_matmul_tflops() -> pl.Expr:
     MMQ_FLOPS_PER_SM_CLOCK on CUDA cards with int8 tensor cores, else the FP16 dense peak."""
     mmq = (pl.col("backend") == "CUDA") & (col("compute_capability") >= MMQ_MIN_COMPUTE_CAPABILITY)
     rate = col("sm_count") * col("boost_clock_mhz") * MMQ_FLOPS_PER_SM_CLOCK / 1e6
-    return (
-        pl.when(mmq & rate.is_not_null()).then(rate).otherwise(col("fp16_dense_tflops"))
-    )
+    return pl.when(mmq & rate.is_not_null()).then(rate).otherwise(col("fp16_dense_tflops"))
 
 
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:

@@ -168,8 +168,9 @@ def matmul_tflops() -> pl.Expr:
 def prefill_share() -> pl.Expr:
     """The share of the matmuls' peak (matmul_tflops) prefill reaches: the fitted efficiency
     of the format's kind (16-bit weights, or quantized ones), capped where the card's power
-    limit binds: the fitted TFLOPS per watt x TDP, over that peak (data-centre cards with a low power limit for their peak, such as
-    the H100 PCIe at 350 W, reach a smaller share than consumer ones)."""
+    limit binds: the fitted TFLOPS per watt x TDP, over that peak (data-centre cards with a
+    low power limit for their peak, such as the H100 PCIe at 350 W, reach a smaller share
+    than consumer ones)."""
     quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
     eff = (
         pl.when(quantized)

@@ -790,9 +790,7 @@ def test_layer_split_prefill_gains_on_two_gpus_only(rows):
         pl.col("source_url") == "https://github.com/ggml-org/llama.cpp/pull/19922",
         pl.col("test") == "pp16384",
     )
-    speed = {
-        int(n): float(t) for n, t in baseline.select("n_gpus", "tokens_per_s").iter_rows()
-    }
+    speed = {int(n): float(t) for n, t in baseline.select("n_gpus", "tokens_per_s").iter_rows()}
     assert sorted(speed) == [2, 4, 6, 8]
     for n in (4, 8):
         measured = speed[n] / speed[2]
@@ -816,6 +814,37 @@ def test_layer_split_prefill_gains_on_two_gpus_only(rows):
     assert abs(measured[2] / estimated[2] - 1) <= 0.10
     assert abs(measured[8] / estimated[8] - 1) <= 0.10
     assert 0.15 <= measured[4] / estimated[4] - 1 <= 0.25
+
+
+def test_quantized_prefill_follows_sms_and_clock_not_the_tensor_peak(rows):
+    """llama.cpp's MMQ kernels (PR #8075; sizing.engines.llama_cpp.quantized_matmul_tflops):
+    Spare Cores' b4753 runs of LLaMA 7B Q4_K_M at pp512 on one GPU prefill as fast on the
+    A100 PCIe as on the A100 SXM4 (300 and 400 W, within 5 %) and faster on the A10G (80 SMs)
+    than on the A10 (72), whose FP16 tensor peak is 1.8x the A10G's: the estimate gives the
+    A100s one speed and the A10G the faster one. Runs of builds before PR #8075 are 16-bit
+    runs (XiongjieDai's May 2024 builds)."""
+    runs = rows.filter(
+        pl.col("kind") == "prefill",
+        pl.col("test") == "pp512",
+        pl.col("n_gpus") == 1,
+        pl.col("model") == "meta-llama/Llama-2-7b-hf",
+        checks.SOURCE == "github.com/SpareCores/sc-inspector-data",
+    )
+    speed = {
+        g: (m, p)
+        for g, m, p in runs.select("gpu_id", "measured_tok_s", "predicted_tok_s").iter_rows()
+    }
+    print(speed)
+    pcie, sxm = speed["a100_pcie_80gb"], speed["a100_sxm4_80gb"]
+    assert abs(pcie[0] / sxm[0] - 1) <= 0.05 and pcie[1] == pytest.approx(sxm[1])
+    assert speed["a10g_24gb"][0] > speed["a10_24gb"][0]
+    assert speed["a10g_24gb"][1] > speed["a10_24gb"][1]
+    old = rows.filter(
+        pl.col("kind") == "prefill",
+        pl.col("engine_version_or_commit") == "4426e298 (2824)",
+        pl.col("fmt") == "Q4_K_M",
+    )
+    assert old.height and old.get_column("weight_format").unique().to_list() == ["F16"]
 
 
 def test_row_split_pays_a_gather_per_layer_and_extra_gpu(rows):
