@@ -62,6 +62,7 @@ TERMS = (
     "decode_weight_kind",
     "sparse_kernels",
     "prefill_parallelism",
+    "dequantized_matmuls",
     "quantized_matmul_tflops",
     "prefill_weight_reads",
     "prefill_step_tokens",

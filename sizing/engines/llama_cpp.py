@@ -356,6 +356,16 @@ MMQ_MIN_COMPUTE_CAPABILITY = 7.5
 MMQ_FLOPS_PER_SM_CLOCK = 1024
 
 
+def dequantized_matmuls() -> pl.Expr:
+    """Whether quantized weights are dequantized to FP16 for cuBLAS at prompt sizes: on CUDA
+    cards with FP16 tensor cores but no int8 ones (compute capability 7.0, the V100) and on
+    those without __dp4a (below 6.1, the P100), PR #8075's exceptions."""
+    cc = col("compute_capability")
+    return ((pl.col("backend") == "CUDA") & (((cc >= 7.0) & (cc < 7.5)) | (cc < 6.1))).fill_null(
+        False
+    )
+
+
 def quantized_matmul_tflops() -> pl.Expr:
     """The rate quantized weights' matmuls run at: MMQ's SMs x clock x
     MMQ_FLOPS_PER_SM_CLOCK on CUDA cards with int8 tensor cores, else the FP16 dense peak."""

@@ -607,6 +607,11 @@ def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     return col("n_gpus")
 
 
+def dequantized_matmuls() -> pl.Expr:
+    """Quantized weights are multiplied by their own kernels."""
+    return pl.lit(False)
+
+
 def quantized_matmul_tflops() -> pl.Expr:
     """Quantized weights' matmuls at the FP16 dense peak (their kernels' own rates are
     not sized apart)."""

@@ -36,9 +36,9 @@ from sizing import engines, stats
 from sizing.formulas.speed import (
     DECODE_KIND_FIELDS,
     PREFILL_FIELDS,
-    UNQUANTIZED,
     matmul_tflops,
     prefill_seconds_from_parts,
+    quantized_matmuls,
 )
 
 # A backend gets its own constants from this many measurements; fewer take the engine's
@@ -179,8 +179,8 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
             "n": group.height,
             "efficiency": (group["measured_tok_s"] / group["roofline_tok_s"]).median(),
         }
-        quantized = group.filter(~pl.col("weight_format").is_in(UNQUANTIZED))
-        plain = group.filter(pl.col("weight_format").is_in(UNQUANTIZED))
+        quantized = group.filter(quantized_matmuls())
+        plain = group.filter(~quantized_matmuls())
         if (
             min(quantized.height, plain.height) >= MIN_ROWS
             and group.get_column("gpu_id").n_unique() >= MIN_GPUS_FOR_CAP
@@ -231,7 +231,7 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     (_ATTENTION_GROUP: how a run slows with its prompt; _EXPERT_GROUP: MoE runs against
     dense ones on the same card), so that the device's share, fitted next, is left to the
     device. A constant the runs cannot tell is left out."""
-    rows = rows.with_columns(_quantized=~pl.col("weight_format").is_in(UNQUANTIZED))
+    rows = rows.with_columns(_quantized=quantized_matmuls())
     sets = [
         (
             _informative(

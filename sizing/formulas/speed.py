@@ -155,23 +155,29 @@ def efficiency_columns() -> list[pl.Expr]:
     ]
 
 
+def quantized_matmuls() -> pl.Expr:
+    """Whether the weights' matmuls run on quantized weights: a quantized format the engine
+    does not dequantize to 16 bits first (sizing.engines.llama_cpp.dequantized_matmuls)."""
+    return ~pl.col("weight_format").is_in(UNQUANTIZED) & ~engines.term("dequantized_matmuls")
+
+
 def matmul_tflops() -> pl.Expr:
-    """The dense peak the weights' matmuls run at: the FP16 tensor peak for 16-bit weights,
+    """The dense peak the weights' matmuls run at: the FP16 tensor peak for 16-bit ones,
     the engine's kernels' rate for quantized ones (sizing.engines.llama_cpp's MMQ)."""
     return (
-        pl.when(pl.col("weight_format").is_in(UNQUANTIZED))
-        .then(col("fp16_dense_tflops"))
-        .otherwise(engines.term("quantized_matmul_tflops"))
+        pl.when(quantized_matmuls())
+        .then(engines.term("quantized_matmul_tflops"))
+        .otherwise(col("fp16_dense_tflops"))
     )
 
 
 def prefill_share() -> pl.Expr:
     """The share of the matmuls' peak (matmul_tflops) prefill reaches: the fitted efficiency
-    of the format's kind (16-bit weights, or quantized ones), capped where the card's power
+    of the matmuls' kind (16-bit or quantized: quantized_matmuls), capped where the card's power
     limit binds: the fitted TFLOPS per watt x TDP, over that peak (data-centre cards with a
     low power limit for their peak, such as the H100 PCIe at 350 W, reach a smaller share
     than consumer ones)."""
-    quantized = ~pl.col("weight_format").is_in(UNQUANTIZED)
+    quantized = quantized_matmuls()
     eff = (
         pl.when(quantized)
         .then(col("prefill_efficiency_quantized"))
