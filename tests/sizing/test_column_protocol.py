@@ -89,16 +89,7 @@ def test_matrix_and_single_estimate_agree(repo, fmt, engine, kv, gpu_id, n, cont
         & (pl.col("batch") == batch)
     ).row(0, named=True)
     g = gpus.row(0, named=True)
-    device = Device(
-        gpu_id,
-        g["memory_gib"],
-        g["unified_memory"],
-        g["vendor"],
-        g["bandwidth_gb_s"],
-        g["fp16_dense_tflops"],
-        g["tdp_w"],
-        memory_cuda_gib=g["memory_gib_cuda"],
-    )
+    device = Device.from_catalog(g)
     out = estimate(
         m,
         Configuration(
