@@ -37,23 +37,24 @@ def calibrated(frame: pl.DataFrame) -> dict:
     out: dict = {"written_by": "llm-sizing calibrate --write"}
     for kind in ("decode", "prefill"):
         table = {k: {f: _significant(v) for f, v in c.items()} for k, c in fit(rows, kind).items()}
+        # A run on a backend with no fit of its own (key null: transferred the pooled one)
+        # counts in its engine's band only.
         errors = rows.filter(pl.col("kind") == kind).with_columns(
             error=pl.col("held_out_error").abs(), key=engines.fit_key(table)
         )
-        bands = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
+        keyed = errors.filter(pl.col("key").is_not_null())
+        bands = dict(keyed.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
             errors.group_by("engine").agg(pl.col("error").median()).iter_rows()
         )
         counts = [pl.len(), pl.col("gpu_id").n_unique()]
-        runs = [*errors.group_by("key").agg(counts).iter_rows()] + [
+        runs = [*keyed.group_by("key").agg(counts).iter_rows()] + [
             *errors.group_by("engine").agg(counts).iter_rows()
         ]
         out[kind] = dict(sorted(table.items()))
         out[f"{kind}_held_out_error"] = {
-            k: round(v, BAND_DECIMALS) for k, v in sorted(bands.items()) if k is not None
+            k: round(v, BAND_DECIMALS) for k, v in sorted(bands.items())
         }
-        out[f"{kind}_runs"] = {
-            k: {"runs": n, "gpus": g} for k, n, g in sorted(runs) if k is not None
-        }
+        out[f"{kind}_runs"] = {k: {"runs": n, "gpus": g} for k, n, g in sorted(runs)}
     sync = row_split_sync_seconds(rows)
     if sync is None:  # fits.json always holds it (llama_cpp.ROW_SPLIT_SYNC_SECONDS)
         raise ValueError("no llama.cpp row-split decode runs to fit row_split_sync_seconds on")

@@ -127,7 +127,8 @@ def test_decode_error_on_devices_left_out_of_the_fit(held_out):
     assert err.len() >= 500 and multi.len() >= 150
     assert err.median() <= 0.10 and err.quantile(0.9) <= 0.30
     llama = decode.filter(pl.col("engine") == "llama.cpp")
-    assert set(llama.get_column("backend")) == {"CUDA", "ROCm", "Vulkan", "Metal"}
+    # SYCL: one Arc B580 run (llama.cpp PR #13885), transferred the pooled fit.
+    assert set(llama.get_column("backend")) == {"CUDA", "ROCm", "Vulkan", "Metal", "SYCL"}
     for (backend,), r in llama.group_by("backend"):
         assert r.get_column("error").median() <= DECODE_BOUND, backend
 
@@ -226,11 +227,13 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
 def test_published_error_bands_are_the_held_out_errors(held_out):
     """sizing.formulas.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
     median held-out error of the runs its fit (engine, backend and memory class; or the
-    engine pooled) gives the figures of."""
+    engine pooled) gives the figures of; a run on a backend with no fit of its own (SYCL's)
+    counts in its engine's band only."""
     errors = held_out.filter(pl.col("kind") == "decode").with_columns(
         error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.DECODE_FIT)
     )
-    measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
+    keyed = errors.filter(pl.col("key").is_not_null())
+    measured = dict(keyed.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
         errors.group_by("engine").agg(pl.col("error").median()).iter_rows()
     )
     assert set(speed.DECODE_HELD_OUT_ERROR) == set(measured)
