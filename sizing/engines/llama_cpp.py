@@ -354,6 +354,10 @@ def prefill_parallelism(p: pl.Expr) -> pl.Expr:
 # clock, the FP16 peak stands.
 MMQ_MIN_COMPUTE_CAPABILITY = 7.5
 MMQ_FLOPS_PER_SM_CLOCK = 1024
+# PR #8075's exceptions: FP16 tensor cores without int8 ones (7.0 up to MMQ's 7.5: the
+# V100), and no __dp4a (below 6.1: the P100).
+FP16_TENSOR_MIN_COMPUTE_CAPABILITY = 7.0
+DP4A_MIN_COMPUTE_CAPABILITY = 6.1
 
 
 def dequantized_matmuls() -> pl.Expr:
@@ -361,15 +365,16 @@ def dequantized_matmuls() -> pl.Expr:
     cards with FP16 tensor cores but no int8 ones (compute capability 7.0, the V100) and on
     those without __dp4a (below 6.1, the P100), PR #8075's exceptions."""
     cc = col("compute_capability")
-    return ((pl.col("backend") == "CUDA") & (((cc >= 7.0) & (cc < 7.5)) | (cc < 6.1))).fill_null(
-        False
-    )
+    fp16_only = (cc >= FP16_TENSOR_MIN_COMPUTE_CAPABILITY) & (cc < MMQ_MIN_COMPUTE_CAPABILITY)
+    no_dp4a = cc < DP4A_MIN_COMPUTE_CAPABILITY
+    return ((pl.col("backend") == "CUDA") & (fp16_only | no_dp4a)).fill_null(False)
 
 
 def quantized_matmul_tflops() -> pl.Expr:
     """The rate quantized weights' matmuls run at: MMQ's SMs x clock x
     MMQ_FLOPS_PER_SM_CLOCK on CUDA cards with int8 tensor cores, else the FP16 dense peak."""
     mmq = (pl.col("backend") == "CUDA") & (col("compute_capability") >= MMQ_MIN_COMPUTE_CAPABILITY)
+    # SMs x MHz x FLOPs per SM and clock / 1e6 = TFLOPS
     rate = col("sm_count") * col("boost_clock_mhz") * MMQ_FLOPS_PER_SM_CLOCK / 1e6
     return pl.when(mmq & rate.is_not_null()).then(rate).otherwise(col("fp16_dense_tflops"))
 
