@@ -325,27 +325,26 @@ def held_out_errors(rows: pl.DataFrame, by: pl.Expr = DEVICE) -> pl.DataFrame:
     # The row split's synchronisation is fitted on its own runs, all on one rig: none of
     # them can be held out.
     rows = rows.filter(~calibration.row_split_runs())
-    for kind in ("decode", "prefill"):
-        data = rows.filter(pl.col("kind") == kind).with_columns(by.alias("_left_out"))
-        for gpu in data.get_column("_left_out").unique().sort():
-            constants = fit(data.filter(pl.col("_left_out") != gpu), kind)
-            held = data.filter(pl.col("_left_out") == gpu).with_columns(
-                engines.fit_key(constants).alias("_key")
-            )
-            for (engine, key), group in held.group_by("engine", "_key", maintain_order=True):
-                # A backend without a fit of its own is transferred the engine's pooled one.
-                c = constants.get(key) if key is not None else constants.get(engine)
-                if c is None:
-                    continue
-                parts.append(refit(group.drop("_key"), kind, c))
+    left_out = by.alias("_left_out")
+    with calibration.shared_subfits():
+        for kind in ("decode", "prefill"):
+            data = rows.filter(pl.col("kind") == kind)
+            groups = data.select(left_out).get_column("_left_out")
+            for gpu in groups.unique().sort():
+                constants = fit(data.filter(groups != gpu), kind)
+                held = data.filter(groups == gpu).with_columns(
+                    engines.fit_key(constants).alias("_key")
+                )
+                for (engine, key), group in held.group_by("engine", "_key", maintain_order=True):
+                    # A backend without a fit of its own is transferred the engine's pooled one.
+                    c = constants.get(key) if key is not None else constants.get(engine)
+                    if c is None:
+                        continue
+                    parts.append(refit(group.drop("_key"), kind, c))
     if not parts:
         return rows.with_columns(held_out_error=pl.lit(None, pl.Float64))
-    return (
-        pl.concat(parts, how="diagonal_relaxed")
-        .drop("_left_out")
-        .with_columns(
-            (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error")
-        )
+    return pl.concat(parts, how="diagonal_relaxed").with_columns(
+        (pl.col("held_out_tok_s") / pl.col("measured_tok_s") - 1).alias("held_out_error")
     )
 
 
@@ -510,13 +509,14 @@ def speed_check_frame(
         for f in MEASUREMENT_FILES
     }
     rows = pl.concat([predicted(m, arch) for m in raw.values()], how="diagonal_relaxed")
-    held = held_out_errors(rows).select("file", "row", "held_out_error")
-    by_source = held_out_errors(rows, SOURCE).select(
-        "file", "row", held_out_by_source_error="held_out_error"
-    )
-    by_model = held_out_errors(rows, pl.col("model")).select(
-        "file", "row", held_out_by_model_error="held_out_error"
-    )
+    with calibration.shared_subfits():  # the three passes leave out some of the same runs
+        held = held_out_errors(rows).select("file", "row", "held_out_error")
+        by_source = held_out_errors(rows, SOURCE).select(
+            "file", "row", held_out_by_source_error="held_out_error"
+        )
+        by_model = held_out_errors(rows, pl.col("model")).select(
+            "file", "row", held_out_by_model_error="held_out_error"
+        )
     rows = (
         rows.join(held, on=["file", "row"], how="left")
         .join(by_source, on=["file", "row"], how="left")

@@ -30,6 +30,12 @@ takes the synchronisation off each measured step; the row split's own is fitted 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import wraps
+from typing import TypeVar
+
 import polars as pl
 
 from sizing import engines, stats
@@ -57,6 +63,47 @@ MIN_SOURCES = 2
 SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
 # The largest share of the bandwidth a decode efficiency can be.
 MAX_SHARE = 1.0
+
+
+_Fit = TypeVar("_Fit")
+# The sub-fits of the current shared_subfits() block, by function, arguments and rows.
+_SUBFITS: ContextVar[dict | None] = ContextVar("_SUBFITS", default=None)
+
+
+@contextmanager
+def shared_subfits() -> Iterator[None]:
+    """Within the block, a grid-searched sub-fit of rows equal to an earlier one's is that
+    one's result: a held-out refit leaves every backend but the left-out runs' own
+    unchanged, and each refit searched them all again (most of a held-out pass). Scoped,
+    not global: a constant changed between two blocks (a test's monkeypatch) is seen."""
+    if _SUBFITS.get() is not None:  # an enclosing block's results stay shared
+        yield
+        return
+    token = _SUBFITS.set({})
+    try:
+        yield
+    finally:
+        _SUBFITS.reset(token)
+
+
+def _shared(search: Callable[..., _Fit]) -> Callable[..., _Fit]:
+    """`search(rows, *args)` looked up by its rows' content (schema and row hashes) inside
+    shared_subfits(); a fresh copy of a dict result, which callers extend."""
+
+    @wraps(search)
+    def shared(rows: pl.DataFrame, *args: object, **kwargs: object) -> _Fit:
+        done = _SUBFITS.get()
+        if done is None:
+            return search(rows, *args, **kwargs)
+        schema = tuple((c, str(t)) for c, t in rows.schema.items())
+        content = tuple(rows.hash_rows(seed=0).to_list())
+        key = (search.__name__, args, tuple(sorted(kwargs.items())), schema, content)
+        if key not in done:
+            done[key] = search(rows, *args, **kwargs)
+        result = done[key]
+        return dict(result) if isinstance(result, dict) else result  # type: ignore[return-value]
+
+    return shared
 
 
 def _two_term_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -137,8 +184,9 @@ def _grid(low: float, high: float, step: float, name: str) -> pl.DataFrame:
 
 def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, float]:
     best = (
-        e.join(k, how="cross")
-        .join(data, how="cross")
+        e.lazy()
+        .join(k.lazy(), how="cross")
+        .join(data.lazy(), how="cross")
         .with_columns(
             loss=(
                 pl.min_horizontal(pl.col("e"), pl.col("k") * pl.col("ratio")).log() - pl.col("y")
@@ -147,6 +195,7 @@ def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, 
         .group_by("e", "k")
         .agg(pl.col("loss").median())
         .sort("loss", "e", "k")
+        .collect()
         .row(0, named=True)
     )
     return best["e"], best["k"]
@@ -154,10 +203,17 @@ def _best(data: pl.DataFrame, e: pl.DataFrame, k: pl.DataFrame) -> tuple[float, 
 
 def _capped_fit(rows: pl.DataFrame) -> tuple[float, float]:
     """(efficiency, TFLOPS per watt) minimising the median |log(predicted / measured)|."""
-    data = rows.select(
-        (pl.col("tdp_w") / matmul_tflops()).alias("ratio"),
-        (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"),
+    return _capped_search(
+        rows.select(
+            (pl.col("tdp_w") / matmul_tflops()).alias("ratio"),
+            (pl.col("measured_tok_s") / pl.col("roofline_tok_s")).log().alias("y"),
+        )
     )
+
+
+@_shared
+def _capped_search(data: pl.DataFrame) -> tuple[float, float]:
+    """_capped_fit's coarse then fine grid search over the runs' TDP / peak and log share."""
     (de, dk), (fe, fk) = COARSE_STEPS, FINE_STEPS
     e, k = _best(data, _grid(*EFFICIENCY_RANGE, de, "e"), _grid(*PER_WATT_RANGE, dk, "k"))
     return _best(
@@ -225,6 +281,7 @@ def _enough(runs: pl.DataFrame) -> bool:
     )
 
 
+@_shared
 def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     """One engine's prefill `attention_share` and `expert_tokens`: the pair of the grid
     minimising the median |log| deviation of measured / roofline from its group's median
@@ -307,10 +364,12 @@ def _deviations(data: pl.DataFrame, grid: pl.DataFrame, group: list[str]) -> pl.
     keys = grid.columns
     y = (pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")).log()
     return (
-        data.drop(keys, strict=False)
-        .join(grid, how="cross")
+        data.lazy()
+        .drop(keys, strict=False)
+        .join(grid.lazy(), how="cross")
         .with_columns(y=y)
         .select(*keys, dev=(pl.col("y") - pl.col("y").median().over(*group, *keys)).abs())
+        .collect()
     )
 
 

@@ -61,14 +61,42 @@ def test_enough_measurements(rows):
     assert rows.get_column("vendor").n_unique() >= 2
 
 
-def test_published_constants_are_the_fit():
+def test_shared_subfits_search_equal_rows_once_and_only_inside_the_block(monkeypatch):
+    """A held-out pass shares the grid searches of rows a fold left unchanged
+    (calibration.shared_subfits); rows that differ are searched, and nothing is kept past
+    the block (a constant a test patches between two passes is seen)."""
+    from sizing.formulas import calibration
+
+    searches = []
+    best = calibration._best
+    monkeypatch.setattr(calibration, "_best", lambda *a: searches.append(1) or best(*a))
+    runs = pl.DataFrame({"ratio": [2.0, 3.0, 5.0, 8.0], "y": [-1.0, -1.2, -0.9, -1.6]})
+    alone = calibration._capped_search(runs)  # coarse and fine: two searches
+    with calibration.shared_subfits():
+        assert calibration._capped_search(runs) == alone
+        assert calibration._capped_search(runs.clone()) == alone  # equal rows: shared
+        calibration._capped_search(runs.with_columns(y=pl.col("y") - 0.5))
+    calibration._capped_search(runs)
+    assert len(searches) == 2 * 4
+
+
+@pytest.fixture(scope="module")
+def published() -> pl.DataFrame:
+    """The speed_checks frame as `llm-sizing calibrate` computes it (one pass, which the
+    tests of the published table and of fits.json share)."""
+    from assets.quality.calibrate import measured
+
+    return measured()
+
+
+def test_published_constants_are_the_fit(published):
     """sizing/engines/fits.json, which the engines read, is what `llm-sizing calibrate
     --write` computes from the measurements now: a measurement added without a refit
     fails here."""
-    from assets.quality.calibrate import calibrated, measured
+    from assets.quality.calibrate import calibrated
     from sizing.engines.base import FITS
 
-    assert calibrated(measured()) == FITS, "fits.json is stale: run llm-sizing calibrate --write"
+    assert calibrated(published) == FITS, "fits.json is stale: run llm-sizing calibrate --write"
 
 
 @pytest.mark.parametrize(
@@ -715,15 +743,11 @@ def test_tensor_parallel_decode_pays_its_all_reduces_over_the_link(held_out):
     assert step("NVLink bridge (pairs, 600 GB/s)") == pytest.approx(step(g["interconnect"]))
 
 
-def test_the_published_checks_hold_every_measurement_once():
+def test_the_published_checks_hold_every_measurement_once(published):
     """speed_checks lists each row of both measurement files once: compared, or with why
     not. A prefill run on a GPU with no published dense FP16 throughput (M3 Max, M1, RTX
     5000 Ada) has no roofline, and says so rather than dropping out."""
-    from tests.conftest import SNAPSHOT
-
-    models = SNAPSHOT / "hub" / "models"
-    known = {p.parent.relative_to(models).as_posix() for p in models.glob("*/*/config.json")}
-    df = checks.speed_check_frame(CATALOG_DIR, load_arch, known)
+    df = published
     n = {
         f: pl.read_csv(CATALOG_DIR / f, infer_schema_length=0).height
         for f in checks.MEASUREMENT_FILES
