@@ -87,6 +87,20 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
     } | override
 
 
+@pytest.fixture
+def instant_retries(monkeypatch):
+    """Retries of a failing source without their backoff's sleep (about 5 s a source):
+    the fault tests count attempts and read reasons; the schedule itself is tested in
+    tests/prices/test_backoff.py."""
+    from tenacity import wait_none
+
+    from assets.ingest import hub_client
+    from assets.prices import http
+
+    monkeypatch.setattr(hub_client, "BACKOFF", wait_none())
+    monkeypatch.setattr(http, "BACKOFF", wait_none())
+
+
 @pytest.fixture(scope="module")
 def s3_endpoint():
     """A local S3 (moto's server) on 127.0.0.1, stopped by its process id afterwards."""

@@ -30,6 +30,8 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from assets import snapshot_files
 
 MAX_ATTEMPTS = 4
+# Between attempts: 0.5, 1, 2 s (at most 20) plus up to 1 s of jitter.
+BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0)
 # A config.json is a few KB (the largest in the snapshot 9.5 KB): a bigger body is not one.
 MAX_CONFIG_BYTES = 2**20
 # Repositories where GGUF conversions of a model are commonly published; {org} and {name}
@@ -61,7 +63,7 @@ def _with_retries(fn, *args, **kwargs):
     return retry(
         retry=retry_if_exception(_retryable),
         reraise=True,
-        wait=wait_exponential_jitter(multiplier=0.5, max=20.0),
+        wait=BACKOFF,
         stop=stop_after_attempt(MAX_ATTEMPTS),
     )(fn)(*args, **kwargs)
 

@@ -20,6 +20,10 @@ from tenacity import (
 
 CONNECT_S, READ_S, WRITE_S, POOL_S = 5.0, 20.0, 10.0, 5.0
 MAX_ATTEMPTS = 4
+# Between attempts without a Retry-After: 0.5, 1, 2 s (at most 20) plus up to 1 s of jitter.
+BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0)
+# The longest Retry-After honoured.
+MAX_RETRY_AFTER_S = 60.0
 MAX_BODY_BYTES = 8 * 2**20  # the largest recorded price response is well under 1 MiB
 USER_AGENT = "llm-sizing (+price refresh)"
 
@@ -49,8 +53,8 @@ def _retryable(exc: BaseException) -> bool:
 def _wait(retry_state) -> float:
     exc = retry_state.outcome.exception()
     if isinstance(exc, RetryableStatus) and exc.retry_after and exc.retry_after.isdigit():
-        return min(float(exc.retry_after), 60.0)
-    return wait_exponential_jitter(multiplier=0.5, max=20.0)(retry_state)
+        return min(float(exc.retry_after), MAX_RETRY_AFTER_S)
+    return BACKOFF(retry_state)
 
 
 def fetch(client: httpx.Client, method: str, url: str, **kwargs) -> Fetched:

@@ -20,6 +20,9 @@ from tests.conftest import SNAPSHOT, small_resources, small_snapshot
 from tests.hub_server import LLAMA, HubState, hub_server
 from warehouse import store
 
+# Failing sources are retried without the backoff's sleep (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
 
 @pytest.fixture
 def snapshot(tmp_path):

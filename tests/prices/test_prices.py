@@ -32,6 +32,9 @@ from tests.conftest import SNAPSHOT, TEST_DATA
 from tests.price_server import price_server
 from warehouse import store
 
+# Failing sources are retried without the backoff's sleep (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
 PRICES = SNAPSHOT / "prices"
 RUNPOD = (PRICES / "runpod/gpuTypes-data-2025-06-21T22-18Z-jumbo2020.json").read_bytes()
 VAST_48 = (PRICES / "vastai/bundles-offers-filtered-2024-01-27-g1ibby-case_48GB.json").read_bytes()

@@ -28,6 +28,9 @@ from tests.conftest import ROOT, SMALL_MODELS, small_resources, small_snapshot
 from tests.services import free_port
 from warehouse import failpoint, latest, releases, staging, store
 
+# Failing sources are retried without the backoff's sleep (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
 BOUNDARIES = (
     "committed:engines",
     "committed:model_quarantine",
