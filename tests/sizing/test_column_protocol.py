@@ -63,6 +63,21 @@ def test_the_single_estimate_carries_every_input_column():
     assert set(wanted) <= set(frame.columns)
 
 
+def test_a_term_in_one_engines_block_is_that_engines_alone():
+    """The matrix evaluates each engine's rows apart (engines.one_engine): there a term is
+    the engine's own expression, with no branch for the other engine that every row would
+    compute too; outside, it picks by the row's engine (the single estimate's frames mix
+    engines)."""
+    from sizing import engines
+    from sizing.engines import llama_cpp, vllm
+
+    for name, module in ((engines.LLAMA_CPP, llama_cpp), (engines.VLLM, vllm)):
+        with engines.one_engine(name):
+            assert engines.term("kv_split").meta.eq(module.kv_split())
+    mixed = engines.term("kv_split")
+    assert not mixed.meta.eq(vllm.kv_split()) and not mixed.meta.eq(llama_cpp.kv_split())
+
+
 # One configuration per engine, KV type and GPU count, each on a catalog GPU.
 CASES = [
     ("Qwen/Qwen3-8B", "Q4_K_M", "llama.cpp", "q8_0", "rtx_4090", 1, 32768, 4),
