@@ -38,7 +38,7 @@ _ONE_ENGINE: ContextVar[str | None] = ContextVar("_ONE_ENGINE", default=None)
 def one_engine(engine: str) -> Iterator[None]:
     """Expressions built in the block are for rows of `engine` only: term() is that
     engine's expression alone, where otherwise every row computes both engines' and keeps
-    one (the fit matrix evaluates its rows an engine at a time: 40 % less work a row)."""
+    one (the fit matrix evaluates its rows an engine at a time)."""
     token = _ONE_ENGINE.set(engine)
     try:
         yield

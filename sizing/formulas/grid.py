@@ -210,7 +210,7 @@ def fit_tables(
     """The fit matrix and its configurations table for a few models, with only the given
     columns (the configurations computed once, then multiplied out)."""
     # A few thousand rows under thousands of expressions: the streaming engine's set-up
-    # costs more than they do (0.4 s against 0.1 s a query).
+    # costs more than the rows do, so the in-memory engine computes them.
     configured = configurations(
         models.lazy(), weights.lazy(), gpus.lazy(), support=support
     ).collect(engine="in-memory")
