@@ -89,7 +89,8 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
 
 @pytest.fixture
 def instant_retries(monkeypatch):
-    """Retries of a failing source without their backoff's sleep (about 5 s a source):
+    """Retries of a failing source without their backoff's sleep (0.5 + 1 + 2 s plus up to
+    3 s of jitter a source, the clients' BACKOFF):
     the fault tests count attempts and read reasons; the schedule itself is tested in
     tests/prices/test_backoff.py."""
     from tenacity import wait_none

@@ -10,6 +10,8 @@ attention heads or the KV heads, or a KV-cache type vLLM refuses for the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from sizing.engines import ENGINES, FORMATS_BY_ENGINE, KV_DTYPES_BY_ENGINE, one_engine, vllm
@@ -151,19 +153,27 @@ def configurations(
     row's inputs, memory and speed in fit_matrix, per context, KV type and batch. Each
     engine's rows are evaluated apart (engines.one_engine)."""
     formats = engine_formats() if formats is None else formats
+    return per_engine(
+        lambda engine: (
+            weights.join(formats.filter(pl.col("engine") == engine), on="weight_format")
+            .join(models, on="model_id")
+            .join(gpu_configurations(gpus), on="engine")
+            .with_columns(support_columns(support))
+            .filter(allowed(CONFIGURATION_RULES))
+            .pipe(with_input_defaults, later=("rope_scaling",))
+            .with_columns(configuration_inputs())
+            .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]())
+        )
+    )
+
+
+def per_engine(rows: Callable[[str], pl.LazyFrame]) -> pl.LazyFrame:
+    """`rows(engine)` of every engine, each built in its engines.one_engine block (its
+    terms that engine's alone), stacked."""
     parts = []
     for engine in ENGINES:
         with one_engine(engine):
-            parts.append(
-                weights.join(formats.filter(pl.col("engine") == engine), on="weight_format")
-                .join(models, on="model_id")
-                .join(gpu_configurations(gpus), on="engine")
-                .with_columns(support_columns(support))
-                .filter(allowed(CONFIGURATION_RULES))
-                .pipe(with_input_defaults, later=("rope_scaling",))
-                .with_columns(configuration_inputs())
-                .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]())
-            )
+            parts.append(rows(engine))
     return pl.concat(parts, how="vertical_relaxed")
 
 
@@ -171,11 +181,7 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
     """Every grid row with its memory and speed columns (sizing.formulas.memory and
     speed): the configurations multiplied by contexts, KV-cache types and batches, each
     engine's rows evaluated apart (engines.one_engine)."""
-    parts = []
-    for engine in ENGINES:
-        with one_engine(engine):
-            parts.append(_rows(models, configured.filter(pl.col("engine") == engine)))
-    return pl.concat(parts, how="vertical_relaxed")
+    return per_engine(lambda engine: _rows(models, configured.filter(pl.col("engine") == engine)))
 
 
 def _rows(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
