@@ -212,7 +212,7 @@ def test_two_releases_committed_at_once_one_is_refused(tmp_path, monkeypatch):
                 tables=fault_run.TABLES,
                 base=base,
             )[0]
-        except releases.ConcurrentRefresh as e:
+        except Exception as e:  # kept, so that a failure shows what the thread raised
             outcomes[run_id] = e
 
     threads = [threading.Thread(target=release, args=(r,)) for r in ("run-2", "run-2-retry")]
