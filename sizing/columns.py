@@ -137,6 +137,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # llama.cpp's --split-mode across several GPUs (sizing.engines.llama_cpp.SPLIT_MODES;
     # null: its default, layer).
     "split_mode": pl.String(),
+    # The most GPUs of llama.cpp's layer split whose prefill pipelines (null: today's builds',
+    # sizing.engines.llama_cpp.PIPELINE_GPUS); the speed checks set it from a run's build.
+    "pipeline_gpus": pl.Int64(),
     # Whether attention runs flash-attention kernels: the launch commands' llama-server
     # `-fa on`, and vLLM's attention backends; the speed checks' llama-bench runs say.
     "flash_attention": pl.Boolean(),
@@ -157,6 +160,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "rope_scaling": None,
     "backend": None,
     "split_mode": None,
+    "pipeline_gpus": None,
     "flash_attention": True,
     "prompt_tokens": DEFAULT_PROMPT_TOKENS,
     "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,

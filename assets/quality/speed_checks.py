@@ -215,6 +215,22 @@ def _dequantized_prefill() -> pl.Expr:
     ).fill_null(False)
 
 
+# llama.cpp's builds of May 2024 pipelined a layer split's prefill over all its GPUs
+# (sizing.engines.llama_cpp.PIPELINE_GPUS); the gathered runs on several GPUs are of builds
+# 2824-2843 or of 3891 and newer, so the bound is the last of the first.
+PIPELINE_ALL_GPUS_BUILD = 2843
+
+
+def _pipeline_gpus() -> pl.Expr:
+    """All of a llama.cpp run's GPUs where its build pipelined over all of them; null
+    (today's builds) otherwise."""
+    build = (
+        pl.col("engine_version_or_commit").str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
+    )
+    old = (pl.col("engine") == "llama.cpp") & (build <= PIPELINE_ALL_GPUS_BUILD)
+    return pl.when(old.fill_null(False)).then(pl.col("n_gpus"))
+
+
 def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame:
     """The comparable measurements with the roofline (every fitted constant at its bare
     value) and the estimate's speed for the same model, format, GPU and test."""
@@ -256,6 +272,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             weight_format=pl.when(_dequantized_prefill())
             .then(pl.lit("F16"))
             .otherwise(pl.col("fmt")),
+            pipeline_gpus=_pipeline_gpus(),
             kv_dtype=pl.when(pl.col("engine") == "llama.cpp")
             .then(pl.lit("f16"))
             .otherwise(pl.lit("auto")),

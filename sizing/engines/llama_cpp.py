@@ -317,26 +317,30 @@ def sparse_kernels() -> pl.Expr:
     return pl.col("backend") == "CUDA"
 
 
-# The GPU count a layer split's prefill pipeline gains on. Recent builds gain on two only:
-# on more, the host's blocking synchronisations between the GPUs' parts (PR #19922's
-# analysis) take what the pipeline gives. PR #19922's baseline (ROCm, 2026) prefills
-# gpt-oss 120B at 0.72x and 0.62x its 2-GPU speed on 4 and 8 GPUs, and Spare Cores' b4753
-# runs (speed_measurements_more.csv, 13 card types on cloud servers) reach n m / (m + n - 1)
-# on 2 GPUs but 1.2x one GPU on 4 and 1.0x on 8. (2024's builds gained further on some
-# rigs: XiongjieDai's runs on 4 and 8 GPUs.)
+# The most GPUs a layer split's prefill pipeline gains on in today's builds: two. On more,
+# the host's blocking synchronisations between the GPUs' parts (PR #19922's analysis) take
+# what the pipeline gives. PR #19922's baseline (ROCm, 2026) prefills gpt-oss 120B at 0.72x
+# and 0.62x its 2-GPU speed on 4 and 8 GPUs, and Spare Cores' b4753 runs
+# (speed_measurements_more.csv, 13 card types on cloud servers) reach n m / (m + n - 1) on 2
+# GPUs but 1.2x one GPU on 4 and 1.0x on 8. The builds of May 2024 gained on every GPU
+# (XiongjieDai's b2796-b2843 runs, Llama 3 8B F16 and Q4_K_M, pp4096 against one card's: 4
+# RTX 4090s 2.3-2.4x, 6 RTX 3090s 2.4-2.8x, 8 RTX 4090s 2.5-2.9x; n m / (m + n - 1) with
+# m = 4: 2.3, 2.7, 2.9); a run's build sets the input `pipeline_gpus` where it differs
+# (assets.quality.speed_checks).
 PIPELINE_GPUS = 2
 
 
 def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     """The micro-batches of one batch run through the GPUs as a pipeline
-    (ggml-org/llama.cpp PR #6017): on PIPELINE_GPUS GPUs, n work on
-    m = ceil(min(p, n_batch) / n_ubatch) micro-batches at once, with the pipeline's fill
-    and drain, n m / (m + n - 1) (a 512-token prompt: 1); on one GPU or more than
-    PIPELINE_GPUS, 1. The row split's prefill is not sized (null): on the one public rig
-    (PR #19378) it ran 4 to 6x slower than the layer split."""
+    (ggml-org/llama.cpp PR #6017): on up to `pipeline_gpus` GPUs (null: PIPELINE_GPUS), n
+    work on m = ceil(min(p, n_batch) / n_ubatch) micro-batches at once, with the pipeline's
+    fill and drain, n m / (m + n - 1) (a 512-token prompt: 1); on one GPU or more than
+    that, 1. The row split's prefill is not sized (null): on the one public rig (PR #19378)
+    it ran 4 to 6x slower than the layer split."""
     n = col("n_gpus")
     m = (pl.min_horizontal(p, BATCH) / UBATCH).ceil()
-    gain = pl.when(n == PIPELINE_GPUS).then(n * m / (m + n - 1)).otherwise(1.0)
+    pipelined = (n > 1) & (n <= col("pipeline_gpus").fill_null(PIPELINE_GPUS))
+    gain = pl.when(pipelined).then(n * m / (m + n - 1)).otherwise(1.0)
     return pl.when(row_split()).then(None).otherwise(gain)
 
 

@@ -392,6 +392,7 @@ def _configuration_row(
         "rope_scaling": c.rope_scaling,
         "backend": c.backend,
         "split_mode": c.split_mode,
+        "pipeline_gpus": None,  # today's builds
         # The launch command sets llama-server's `-fa on` (vLLM's are flash kernels).
         "flash_attention": True,
         **settings_row(c.vllm),
