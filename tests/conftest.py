@@ -87,6 +87,31 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
     } | override
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent without it
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with files that share a fixture's warehouse run on one worker
+    (SHARED_WORKER): pytest-xdist's own file scheduling, its scope widened."""
+    from xdist.scheduler import LoadFileScheduling
+
+    if config.getvalue("dist") != "loadfile":
+        return None
+
+    class SharedFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return SHARED_WORKER.get(file, file)
+
+    return SharedFiles(config, log)
+
+
+# Test files that use one session fixture (tests/publish/conftest.py `built`, the pipeline
+# run on a small snapshot), by the worker scope they share.
+SHARED_WORKER = {
+    "tests/publish/test_site.py": "site",
+    "tests/publish/test_workbench.py": "site",
+}
+
+
 @pytest.fixture
 def instant_retries(monkeypatch):
     """Retries of a failing source without their backoff's sleep (0.5 + 1 + 2 s plus up to

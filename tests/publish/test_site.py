@@ -18,39 +18,17 @@ import threading
 import urllib.request
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 
 from assets.publish import build, data, words, workbench
-from assets.resources import (
-    WarehouseResource,
-)
-from assets.sizing.shards import ALL_SHARDS_TAGS
-from pipeline.definitions import ALL_ASSETS
-from tests.conftest import ROOT, small_resources, small_snapshot
+from tests.conftest import ROOT
+from tests.publish.conftest import SEED_GPU, SEED_MODEL
 from warehouse import releases, store
 from warehouse.tables import CONTRACTS, GPU_FACT_SOURCES
 
-CHROMIUM = Path("/usr/bin/chromium")
 AXE = Path(__file__).parents[1] / "vendor" / "axe-core" / "axe.min.js"
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "site"
-SEED_MODEL, SEED_GPU = "Qwen/Qwen2.5-72B-Instruct", "mtt_s4000_48gb"
-MODELS = (SEED_MODEL, "Qwen/Qwen3-0.6B", "google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B")
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The pipeline's own run on three models, the whole graph: the site reads the
-    release, which is complete only when every table is published."""
-    tmp = tmp_path_factory.mktemp("site")
-    root, site = tmp / "warehouse", tmp / "site"
-    snapshot = small_snapshot(tmp / "snapshot", MODELS)
-    resources = small_resources(
-        snapshot, str(root), warehouse=WarehouseResource(root=str(root), site_dir=str(site))
-    )
-    assert dg.materialize(ALL_ASSETS, resources=resources, tags=ALL_SHARDS_TAGS).success
-    return str(root), site
 
 
 def latest(root: str, table: str) -> pl.DataFrame:
@@ -68,18 +46,6 @@ def server(built):
     yield f"http://127.0.0.1:{httpd.server_port}/"
     httpd.shutdown()
     httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail("/usr/bin/chromium is missing: .ci/run installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM))
-        yield b
-        b.close()
 
 
 def open_page(browser, url: str, name: str):

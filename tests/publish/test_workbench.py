@@ -9,14 +9,8 @@ import json
 import polars as pl
 import pytest
 
-from tests.publish.test_site import (  # noqa: F401 (fixtures)
-    AXE,
-    SEED_GPU,
-    SEED_MODEL,
-    browser,
-    built,
-    latest,
-)
+from tests.publish.conftest import SEED_GPU, SEED_MODEL
+from tests.publish.test_site import AXE, latest
 
 DIMS = ["engine", "weight_format", "context", "kv_dtype", "n_gpus", "batch"]
 
