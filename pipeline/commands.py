@@ -130,7 +130,8 @@ def calibrate(args: argparse.Namespace) -> int:
             runs = content[f"{kind}_runs"].get(key, {"runs": 0, "gpus": 0})
             band = content[f"{kind}_held_out_error"].get(key)
             print(
-                f"{kind:7} {key:20} {runs['runs']:4} runs on {runs['gpus']:2} GPUs, held out "
+                f"{kind:7} {key:20} {runs['runs']:4} runs on {runs['gpus']:2} GPUs, "
+                "held out by source "
                 f"{'-' if band is None else f'{band:.1%}':>6}: "
                 + ", ".join(f"{k} {v:g}" for k, v in constants.items())
             )

@@ -540,7 +540,7 @@ def fits_block() -> str:
     from sizing.engines.base import FITS
 
     lines = [
-        "| figure | fit | runs | GPUs | held out by GPU | constants |",
+        "| figure | fit | runs | GPUs | held out by source | constants |",
         "|---|---|---|---|---|---|",
     ]
     for kind in ("decode", "prefill"):

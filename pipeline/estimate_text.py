@@ -111,7 +111,7 @@ def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name
         print(
             f"  prefill           {fmt(speed.prefill_tok_s, '.0f')} tok/s; time to first "
             f"token {fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens "
-            f"({speed.speed_basis}, median error {speed.prefill_error_band:.0%} on GPUs "
+            f"({speed.speed_basis}, median error {speed.prefill_error_band:.0%} on sources "
             "left out of the fit)"
         )
     if speed.decode_j_per_token is not None:
@@ -232,12 +232,12 @@ def _speed_basis(speed, conf) -> str:
     if speed.speed_basis == "calibrated":
         return (
             f"calibrated on {conf.engine} measurements with its {speed.backend} backend, "
-            f"median error {speed.decode_error_band:.0%} on GPUs left out of the fit"
+            f"median error {speed.decode_error_band:.0%} on sources left out of the fit"
         )
     if conf.row_split:
         return (
             f"transferred: {speed.speed_fit} (its gathers measured on that rig only); "
-            f"the fit's median error on GPUs left out is {speed.decode_error_band:.0%}"
+            f"the fit's median error on sources left out is {speed.decode_error_band:.0%}"
         )
     return (
         f"transferred: {speed.speed_fit} fit, no {conf.engine} {speed.backend} "

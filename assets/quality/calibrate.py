@@ -37,10 +37,12 @@ def calibrated(frame: pl.DataFrame) -> dict:
     out: dict = {"written_by": "llm-sizing calibrate --write"}
     for kind in ("decode", "prefill"):
         table = {k: {f: _significant(v) for f, v in c.items()} for k, c in fit(rows, kind).items()}
-        # A run on a backend with no fit of its own (key null: transferred the pooled one)
-        # counts in its engine's band only.
+        # The band a figure carries: the fit's median error on runs whose source (campaign,
+        # repository or author: its build, flags and rig) was left out of it, what a new
+        # user's setup is to the fit. A run on a backend with no fit of its own (key null:
+        # transferred the pooled one) counts in its engine's band only.
         errors = rows.filter(pl.col("kind") == kind).with_columns(
-            error=pl.col("held_out_error").abs(), key=engines.fit_key(table)
+            error=pl.col("held_out_by_source_error").abs(), key=engines.fit_key(table)
         )
         keyed = errors.filter(pl.col("key").is_not_null())
         bands = dict(keyed.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(

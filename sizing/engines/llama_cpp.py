@@ -138,7 +138,8 @@ DECODE_FIT = fitted(NAME, "decode")
 # a cap: Strix Halo and discrete Radeons share ROCm's and Vulkan's). SYCL and MUSA,
 # unmeasured, take the pooled fit.
 PREFILL_FIT = fitted(NAME, "prefill")
-# The median error of each fit on devices left out of it: the band its figures carry.
+# The median error of each fit on sources (campaigns, repositories, authors) left out of it:
+# the band its figures carry.
 DECODE_HELD_OUT_ERROR = fitted(NAME, "decode_held_out_error")
 PREFILL_HELD_OUT_ERROR = fitted(NAME, "prefill_held_out_error")
 

@@ -58,7 +58,7 @@ PREFILL_FIELDS = (
     "expert_tokens",
 )
 # An engine without a fit of its own takes llama.cpp's.
-# The median decode and prefill errors of each fit on devices left out of it (recomputed by
+# The median decode and prefill errors of each fit on sources left out of it (recomputed by
 # tests/sizing/test_speed_calibration.py): the band a figure from that fit carries. A backend
 # with no fit of its own is "transferred" the engine's pooled fit and carries its error.
 DECODE_HELD_OUT_ERROR = engines.fits("DECODE_HELD_OUT_ERROR")

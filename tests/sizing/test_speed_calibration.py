@@ -252,12 +252,12 @@ def test_vllm_decode_per_weight_kind_out_of_sample(rows, monkeypatch):
     assert split["held out by device"].height >= 40
 
 
-def test_published_error_bands_are_the_held_out_errors(held_out):
+def test_published_error_bands_are_the_held_out_errors(held_out_by_source):
     """sizing.formulas.speed.DECODE_HELD_OUT_ERROR, the band every decode figure carries, is the
-    median held-out error of the runs its fit (engine, backend and memory class; or the
-    engine pooled) gives the figures of; a run on a backend with no fit of its own (SYCL's)
-    counts in its engine's band only."""
-    errors = held_out.filter(pl.col("kind") == "decode").with_columns(
+    median error, with their source left out of the fit, of the runs its fit (engine,
+    backend and memory class; or the engine pooled) gives the figures of; a run on a
+    backend with no fit of its own (SYCL's) counts in its engine's band only."""
+    errors = held_out_by_source.filter(pl.col("kind") == "decode").with_columns(
         error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.DECODE_FIT)
     )
     keyed = errors.filter(pl.col("key").is_not_null())
@@ -617,11 +617,11 @@ def test_a_term_one_source_tells_falls_back_to_the_pooled_one(rows):
     assert without["llama.cpp|CUDA"]["attention_share"] == without["llama.cpp"]["attention_share"]
 
 
-def test_published_prefill_error_bands_are_the_held_out_errors(held_out):
+def test_published_prefill_error_bands_are_the_held_out_errors(held_out_by_source):
     """sizing.formulas.speed.PREFILL_HELD_OUT_ERROR, the band every prefill figure carries, is the
-    median held-out error of the runs its fit (engine and backend, or the engine pooled)
-    gives the figures of."""
-    errors = held_out.filter(pl.col("kind") == "prefill").with_columns(
+    median error, with their source left out of the fit, of the runs its fit (engine and
+    backend, or the engine pooled) gives the figures of."""
+    errors = held_out_by_source.filter(pl.col("kind") == "prefill").with_columns(
         error=pl.col("held_out_error").abs(), key=engines.fit_key(speed.PREFILL_FIT)
     )
     measured = dict(errors.group_by("key").agg(pl.col("error").median()).iter_rows()) | dict(
