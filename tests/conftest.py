@@ -87,6 +87,14 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
     } | override
 
 
+# Test files that use one session fixture (tests/publish/conftest.py `built`, the pipeline
+# run on a small snapshot), by the worker scope they share.
+SHARED_WORKER = {
+    "tests/publish/test_site.py": "site",
+    "tests/publish/test_workbench.py": "site",
+}
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent without it
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` with files that share a fixture's warehouse run on one worker
@@ -102,14 +110,6 @@ def pytest_xdist_make_scheduler(config, log):
             return SHARED_WORKER.get(file, file)
 
     return SharedFiles(config, log)
-
-
-# Test files that use one session fixture (tests/publish/conftest.py `built`, the pipeline
-# run on a small snapshot), by the worker scope they share.
-SHARED_WORKER = {
-    "tests/publish/test_site.py": "site",
-    "tests/publish/test_workbench.py": "site",
-}
 
 
 @pytest.fixture

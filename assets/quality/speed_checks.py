@@ -201,17 +201,22 @@ MMQ_DEFAULT_BUILD = 3000
 MMQ_DEFAULT_PR = 8075
 
 
+def _build() -> pl.Expr:
+    """A llama.cpp run's build number, as its version prints it ("4426e298 (2824)");
+    null where none is printed."""
+    version = pl.col("engine_version_or_commit")
+    return version.str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
+
+
 def _dequantized_prefill() -> pl.Expr:
     """A quantized llama.cpp CUDA prefill run of a build that multiplied in FP16."""
-    version = pl.col("engine_version_or_commit")
-    build = version.str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
-    pr = version.str.extract(r"PR #(\d+)").cast(pl.Int64, strict=False)
+    pr = pl.col("engine_version_or_commit").str.extract(r"PR #(\d+)").cast(pl.Int64, strict=False)
     return (
         (pl.col("kind") == "prefill")
         & (pl.col("engine") == "llama.cpp")
         & (pl.col("backend") == "CUDA")
         & ~pl.col("fmt").is_in(speed.UNQUANTIZED)
-        & ((build < MMQ_DEFAULT_BUILD) | (pr < MMQ_DEFAULT_PR))
+        & ((_build() < MMQ_DEFAULT_BUILD) | (pr < MMQ_DEFAULT_PR))
     ).fill_null(False)
 
 
@@ -224,10 +229,7 @@ PIPELINE_ALL_GPUS_BUILD = 2843
 def _pipeline_gpus() -> pl.Expr:
     """All of a llama.cpp run's GPUs where its build pipelined over all of them; null
     (today's builds) otherwise."""
-    build = (
-        pl.col("engine_version_or_commit").str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
-    )
-    old = (pl.col("engine") == "llama.cpp") & (build <= PIPELINE_ALL_GPUS_BUILD)
+    old = (pl.col("engine") == "llama.cpp") & (_build() <= PIPELINE_ALL_GPUS_BUILD)
     return pl.when(old.fill_null(False)).then(pl.col("n_gpus"))
 
 
