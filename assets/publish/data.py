@@ -66,6 +66,60 @@ _FIT_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class Scanner:
+    """A lazy read of each table at its version in `versions` (of `models` only, if set);
+    plain fields, so that the process packing the workbench data gets it pickled."""
+
+    versions: dict[str, dict]
+    base: str | None = None
+    storage_options: Mapping[str, str] | None = None
+    models: list[str] | None = None
+
+    def __call__(self, t: str) -> pl.LazyFrame:
+        lf = store.scan(
+            t,
+            version=self.versions[t]["version"],
+            base=self.base,
+            storage_options=dict(self.storage_options or {}),
+        )
+        if self.models is not None and "model_id" in lf.collect_schema().names():
+            lf = lf.filter(pl.col("model_id").is_in(self.models))
+        return lf
+
+
+class Groups(Mapping):
+    """Rows grouped by key (as `_group` groups them) kept as one frame, each group's rows
+    one after another, and made Python rows only when a group is read: a dict per row
+    held about 1.7 KB (the fit rows a site shows: 1 GB), the frame holds a tenth."""
+
+    def __init__(self, df: pl.DataFrame, spans: dict):
+        self._df, self._spans = df, spans
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """Every group's rows, each group's together."""
+        return self._df
+
+    def __getitem__(self, key) -> list[dict]:
+        start, n = self._spans[key]
+        return self._df.slice(start, n).to_dicts()
+
+    def frame_of(self, key) -> pl.DataFrame:
+        """A group's rows as a frame (none when the key has no group)."""
+        start, n = self._spans.get(key, (0, 0))
+        return self._df.slice(start, n)
+
+    def __iter__(self) -> Iterator:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __contains__(self, key) -> bool:
+        return key in self._spans
+
+
 @dataclass
 class SiteData:
     """The tables' versions and the rows grouped the way the pages use them."""
@@ -98,11 +152,11 @@ class SiteData:
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
     # Per GPU, the rows its "what runs on it" filter chooses from (sizing.questions.runs_on).
-    runs: Mapping[str, list[dict]] = field(default_factory=dict)
+    runs: Groups = field(default_factory=lambda: Groups(pl.DataFrame(), {}))
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
     # A lazy read of a table at the version above (the workbench packs whole tables).
-    scan: Callable[[str], pl.LazyFrame] | None = None
+    scan: Scanner | None = None
 
 
 def release_versions(release: releases.Release) -> dict[str, dict]:
@@ -149,24 +203,6 @@ FIT_CACHE = "fit-rows-cache.json"
 _FIT_SOURCES = ("fit_matrix", "fit_configurations", "models", "weight_formats")
 
 
-def scanner(
-    versions: dict[str, dict],
-    base: str | None = None,
-    storage_options: Mapping[str, str] | None = None,
-    models: list[str] | None = None,
-) -> Callable[[str], pl.LazyFrame]:
-    """A lazy read of each table at its version in `versions` (of `models` only, if set)."""
-    opts = dict(storage_options or {})
-
-    def scan(t: str) -> pl.LazyFrame:
-        lf = store.scan(t, version=versions[t]["version"], base=base, storage_options=opts)
-        if models is not None and "model_id" in lf.collect_schema().names():
-            lf = lf.filter(pl.col("model_id").is_in(models))
-        return lf
-
-    return scan
-
-
 def load(
     base: str | None = None,
     storage_options: Mapping[str, str] | None = None,
@@ -181,7 +217,7 @@ def load(
     them again."""
     opts = dict(storage_options or {})
     versions = versions or table_versions(base, opts)
-    scan = scanner(versions, base, opts, models)
+    scan = Scanner(versions, base, opts, models)
     m = scan("models").collect()
     h: dict[str, dict] = {}
     d = SiteData(
@@ -485,52 +521,27 @@ def _group(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> dict:
     return {k: groups[k] for k in groups}
 
 
-class Groups(Mapping):
-    """Rows grouped by key (as `_group` groups them) kept as one frame, each group's rows
-    one after another, and made Python rows only when a group is read: a dict per row
-    held about 1.7 KB (the fit rows a site shows: 1 GB), the frame holds a tenth."""
-
-    def __init__(self, df: pl.DataFrame, spans: dict):
-        self._df, self._spans = df, spans
-
-    @property
-    def frame(self) -> pl.DataFrame:
-        """Every group's rows, each group's together."""
-        return self._df
-
-    def __getitem__(self, key) -> list[dict]:
-        start, n = self._spans[key]
-        return list(self._df.slice(start, n).iter_rows(named=True))
-
-    def __iter__(self) -> Iterator:
-        return iter(self._spans)
-
-    def __len__(self) -> int:
-        return len(self._spans)
-
-    def __contains__(self, key) -> bool:
-        return key in self._spans
-
-
 def _grouped(df: pl.DataFrame, hashes: dict, name: str, *keys: str) -> Groups:
     """Rows grouped by one key (a str) or several (a tuple), in the frame's order, as
     Groups; and into `hashes[name]`, per group, a hash of its rows (independent of their
-    order: pages sort what they show), computed by Polars over every column."""
+    order: pages sort what they show), computed by Polars over every column and hashed
+    again over each group's sorted row hashes (in Python, 14 s a site)."""
     row_hash = pl.struct(pl.all()).hash(seed=0)
     by = (
         df.select(*keys, row_hash.alias("__h"))
         .with_row_index("__i")
         .group_by(keys, maintain_order=True)
-        .agg(pl.col("__i"), pl.col("__h"))
+        .agg(pl.col("__i"), pl.len().alias("__n"), pl.col("__h").sort().alias("__g"))
+        .with_columns(pl.col("__g").hash(seed=0).cast(pl.String))
     )
     spans, start = {}, 0
     hashes[name] = {}
-    for *key, rows, row_hashes in by.iter_rows():
+    for *key, n, digest in by.select(*keys, "__n", "__g").iter_rows():
         k = key[0] if len(keys) == 1 else tuple(key)
-        spans[k] = (start, len(rows))
-        start += len(rows)
-        hashes[name][k] = _digest(row_hashes)
-    hashes[name][ALL] = _digest(df.select(row_hash).to_series().to_list())
+        spans[k] = (start, n)
+        start += n
+        hashes[name][k] = digest
+    hashes[name][ALL] = df.select(row_hash.sort().implode().hash(seed=0).cast(pl.String)).item()
     order = by["__i"].explode()
     return Groups(_plain(df)[order], spans)
 

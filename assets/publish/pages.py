@@ -13,6 +13,8 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import polars as pl
+
 from assets.publish import words
 from assets.publish.data import ALL, SiteData
 from assets.publish.heads import ENGINE_ORDER
@@ -549,17 +551,17 @@ _RUN_FIELDS = {
 
 def runs_on_gpu(d: SiteData, g: str) -> dict:
     """The GPU page's filter: its rows as arrays (models by index), the controls' choices."""
-    rows = d.runs.get(g, [])
-    models = sorted({r["model_id"] for r in rows})
-    index = {m: i for i, m in enumerate(models)}
-    packed = [
-        [index[r["model_id"]] if k == "model" else r[c] for k, c in _RUN_FIELDS.items()]
-        for r in rows
-    ]
+    rows = d.runs.frame_of(g)
+    models = rows["model_id"].unique().sort().to_list()
+    packed = rows.select(
+        (pl.col(c).rank("dense").cast(pl.Int64) - 1) if k == "model" else pl.col(c)
+        for k, c in _RUN_FIELDS.items()
+    ).rows()  # a model's index is its rank among the page's models
+    engines = set(rows["engine"])
     return {
         "gpu": d.gpus[g],
-        "contexts": sorted({r["context"] for r in rows}),
-        "engines": [e for e in ENGINE_ORDER if any(r["engine"] == e for r in rows)],
+        "contexts": rows["context"].unique().sort().to_list(),
+        "engines": [e for e in ENGINE_ORDER if e in engines],
         "floors": FLOOR_CHOICES,
         # Preset as `llm-sizing fit` presets it: the default quality floor.
         "default_floor": d.quality_floor or ANY,
