@@ -138,7 +138,10 @@ class _Grid:
 
 def _code(column: str, values: list) -> pl.Expr:
     """A column's value as its position in `values` (sorted, and holding every value of
-    the column): a binary search, faster than replacing by a mapping."""
+    the column): text through an Enum of the values (a hash lookup: a third of a binary
+    search's time on strings), numbers by a binary search."""
+    if values and isinstance(values[0], str):
+        return pl.col(column).cast(pl.Enum(values)).to_physical().cast(pl.Int64)
     return pl.lit(pl.Series(values)).search_sorted(pl.col(column)).cast(pl.Int64)
 
 
