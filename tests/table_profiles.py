@@ -28,6 +28,7 @@ RUN_COLUMNS = ("verified_at",)
 MAX_LISTED_VALUES = 64
 RELATIVE_TOLERANCE = 1e-9
 TEST_PROFILES = Path(__file__).parent / "data" / "refresh_profiles.json"
+_WEIGHT = "__key_weight"
 
 
 def _key_weight(keys: tuple[str, ...], schema: pl.Schema) -> pl.Expr:
@@ -57,13 +58,17 @@ def _numeric(c: str, weight: pl.Expr) -> list[pl.Expr]:
 
 
 def profile(table: str, root: str) -> dict[str, dict]:
-    """The profile of one table's latest export (see the module docstring), in one streamed
-    pass: the column statistics and each text column's value counts collected together."""
+    """The profile of one table's latest export (see the module docstring): the column
+    statistics, then each text column's value counts, each a streamed query of its own
+    (collected together by collect_all, the fit matrix's took 15-25 s instead of 12)."""
     contract = CONTRACTS[table]
     lf = pl.scan_parquet(store.latest_parquet_uri(table, root))
     schema = lf.collect_schema()
     columns = [c for c in schema if c not in RUN_COLUMNS]
-    weight = _key_weight(contract.keys, schema)
+    # A column of its own: inlined in each numeric column's weighted sum, the fit
+    # matrix's stats took 12 s instead of 3.
+    lf = lf.with_columns(_key_weight(contract.keys, schema).alias(_WEIGHT))
+    weight = pl.col(_WEIGHT)
     numeric = [c for c in columns if schema[c].is_numeric()]
     text = [c for c in columns if c not in numeric]
     stats_query = lf.select(
@@ -73,10 +78,9 @@ def profile(table: str, root: str) -> dict[str, dict]:
     )
     lengths_query = lf.select(pl.col(c).cast(pl.String).str.len_chars().sum() for c in text)
     counts_queries = [lf.group_by(pl.col(c).cast(pl.String)).len() for c in text]
-    stats_frame, lengths, *counts = pl.collect_all(
-        [stats_query, lengths_query, *counts_queries], engine="streaming"
-    )
-    stats = stats_frame.row(0, named=True)
+    stats = stats_query.collect(engine="streaming").row(0, named=True)
+    lengths = lengths_query.collect(engine="streaming")
+    counts = [q.collect(engine="streaming") for q in counts_queries]
     out: dict[str, dict] = {"__table__": {"rows": stats["|rows"]}}
     for c in columns:
         out[c] = {k.split("|")[1]: v for k, v in stats.items() if k.startswith(f"{c}|")}
