@@ -68,6 +68,23 @@ SAME_SHAPES = {
     "Qwen/Qwen3-14B-AWQ": "Qwen/Qwen3-14B",  # Qwen's AWQ release of Qwen3-14B
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "zai-org/GLM-4.5-Air": "zai-org/GLM-4.5-Air",
+    # The models of the December 2026 gathering (benchmarks from further sources), each its
+    # own bundled config; TinyLlama's OpenOrca fine-tune keeps the chat model's shapes.
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+    "meta-llama/Llama-3.2-3B-Instruct": "meta-llama/Llama-3.2-3B-Instruct",
+    "google/gemma-3-4b-it": "google/gemma-3-4b-it",
+    "Qwen/Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507",
+    "Qwen/Qwen2.5-Coder-7B-Instruct": "Qwen/Qwen2.5-Coder-7B-Instruct",
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "inclusionAI/Ling-flash-2.0": "inclusionAI/Ling-flash-2.0",
+    "deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
+    "Qwen/Qwen3.5-27B": "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3.5-35B-A3B": "Qwen/Qwen3.5-35B-A3B",
+    "Qwen/Qwen3.6-27B": "Qwen/Qwen3.6-27B",
+    "Qwen/Qwen3.6-35B-A3B": "Qwen/Qwen3.6-35B-A3B",
+    "zai-org/GLM-4.7-Flash": "zai-org/GLM-4.7-Flash",
     # DeepSeek's distillations, as Neural Magic's quantized cards benchmark them (bundled).
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
@@ -98,10 +115,15 @@ VLLM_QUANTS = {
     "fp8 (FP8-dynamic checkpoint: W8A8, per-channel weights, dynamic per-token activations)": "FP8",
 }
 _KEYS = ["kind", "gpu_id", "model", "fmt", "tokens", "n_prompt", "batch"]
-# Sources that run one image (one build, fixed flags) on every server they benchmark:
-# Spare Cores' inspector (SpareCores/sc-images images/benchmark-llm on every cloud server
-# with a GPU), whose repeats of a run on other vendors' servers are the same measurement.
-SERVER_REPEATS = ("github.com/SpareCores/sc-inspector-data",)
+# Sources whose rows repeat one run: Spare Cores' inspector runs one image (one build,
+# fixed flags: SpareCores/sc-images images/benchmark-llm) on every cloud server with a
+# GPU, so a run on another vendor's server is the same measurement; a course project
+# swept llama-bench over CPU thread counts, which a run with every layer on the GPU
+# repeats unchanged.
+SERVER_REPEATS = (
+    "github.com/SpareCores/sc-inspector-data",
+    "github.com/willettAMT/perf-analysis-modeling-project",
+)
 # What makes two rows of such a source the same run.
 _RUN = [
     "engine",
@@ -117,6 +139,16 @@ _RUN = [
     "batch",
 ]
 REPEAT_REASON = "the same run on another server of its source (the median server's row counts)"
+# Sources that re-ran one benchmark with each new llama.cpp build (jiegec/kb: one RTX 4090,
+# the same models, prompts and depths, seven builds in 2026): a configuration counts once,
+# at its median build, so that one card's re-runs do not outweigh other sources' cards.
+BUILD_REPEATS = ("github.com/jiegec/kb",)
+BUILD_REPEAT_REASON = "the same run in another build of its source (the median build's row counts)"
+# A GPU behind a single-board computer (Jeff Geerling's eGPU runs on a Raspberry Pi 5: a
+# one-lane PCIe link and an Arm SBC's CPU) runs with a host the estimate does not size (it
+# sizes GPUs in PC and server hosts); the gatherer's notes name the host.
+SBC_HOST = "Raspberry Pi"
+SBC_HOST_REASON = "a GPU on a Raspberry Pi's one-lane PCIe link: the host is not sized"
 # Prefill is checked on prompts of llama.cpp's micro-batch (512 tokens) and more: shorter
 # ones are a few launches per layer, a regime the estimate does not size (its prefill is
 # published at sizing.choices.DEFAULT_PROMPT_TOKENS).
@@ -158,6 +190,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .then(pl.lit("engine"))
         .when(pl.col("notes").fill_null("").str.contains("ANOMALY|EXCLUDED"))
         .then(pl.lit("marked anomalous by its source or gatherer"))
+        .when(pl.col("notes").fill_null("").str.contains(SBC_HOST))
+        .then(pl.lit(SBC_HOST_REASON))
         .when(pl.col("kind").is_null())
         .then(pl.lit("not a pp/tg test"))
         .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
@@ -176,16 +210,23 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .then(pl.lit("prompt, batch or GPU count not stated"))
     )
     m = m.with_columns(reason.alias("not_compared"))
-    # One run measured on several servers counts once: its median server's row stands for
-    # the others (the lower middle one of an even count), so a card rented from many
-    # vendors weighs in the fits and the accuracy figures as one configuration.
-    repeat = calibration.SOURCE.is_in(SERVER_REPEATS) & pl.col("not_compared").is_null()
-    run = [repeat.alias("_repeat"), calibration.SOURCE.alias("_source"), *_RUN]
+    # One run measured on several servers (or, for BUILD_REPEATS, in several builds) counts
+    # once: its median row stands for the others (the lower middle one of an even count),
+    # so a card rented from many vendors weighs in the fits and the accuracy figures as
+    # one configuration.
+    builds = calibration.SOURCE.is_in(BUILD_REPEATS)
+    repeat = (calibration.SOURCE.is_in(SERVER_REPEATS) | builds) & pl.col("not_compared").is_null()
+    version = pl.when(builds).then(None).otherwise(pl.col("engine_version_or_commit"))
+    run = [
+        repeat.alias("_repeat"),
+        calibration.SOURCE.alias("_source"),
+        *(version.alias(c) if c == "engine_version_or_commit" else pl.col(c) for c in _RUN),
+    ]
     rank = pl.col("measured_tok_s").rank("ordinal").over(run)
     middle = (pl.len().over(run) + 1) // 2
     return m.with_columns(
         pl.when(repeat & (rank != middle))
-        .then(pl.lit(REPEAT_REASON))
+        .then(pl.when(builds).then(pl.lit(BUILD_REPEAT_REASON)).otherwise(pl.lit(REPEAT_REASON)))
         .otherwise(pl.col("not_compared"))
         .alias("not_compared")
     )
@@ -391,9 +432,9 @@ def _other_source_hbm(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def tail_causes(rows: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (speed_checks' compared rows with the model's `params_active` and the GPU's
-    `memory_type`) with `source` and `causes`: what each row shows that the fit does not
-    carry, or carries from one source only."""
+    """`rows` (speed_checks' compared rows with the model's `params_active` and `is_mla`
+    and the GPU's `memory_type`) with `source` and `causes`: what each row shows that the
+    fit does not carry, or carries from one source only."""
     rows = rows.with_columns(source=SOURCE)
     rows = rows.join(_other_source_hbm(rows), on=[*_CLASS, "source"], how="left")
     llama = pl.col("engine") == engines.LLAMA_CPP
@@ -412,6 +453,9 @@ def tail_causes(rows: pl.DataFrame) -> pl.DataFrame:
         "several GPUs": pl.col("n_gpus") > 1,
         "Vulkan BF16": (pl.col("backend") == "Vulkan") & (pl.col("fmt") == "BF16"),
         "MoE": pl.col("moe"),
+        # llama.cpp's flash-attention kernels for latent attention took years to cover
+        # every MLA model (GLM-4.7-Flash ran without them: ik_llama.cpp PR #1168).
+        "MLA attention on llama.cpp": llama & pl.col("is_mla"),
         "GPU from one source": pl.col("source").n_unique().over(*_CLASS, "gpu_id") == 1,
         "HBM class from one source": engines.memory_class().is_not_null()
         & (
@@ -442,9 +486,9 @@ def worst_held_out(
         checks.filter(
             pl.col("kind") == kind, pl.col("error").is_not_null(), pl.col(error).is_not_null()
         )
-        .drop("params_active", "memory_type", strict=False)
+        .drop("params_active", "is_mla", "memory_type", strict=False)
         .join(
-            models.select(pl.col("model_id").alias("model"), "params_active"),
+            models.select(pl.col("model_id").alias("model"), "params_active", "is_mla"),
             on="model",
             how="left",
         )

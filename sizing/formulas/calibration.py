@@ -58,9 +58,16 @@ MIN_CLASS_DEVICES = 2
 # Prefill's attention and expert terms are fitted on runs from this many sources (SOURCE)
 # as well as MIN_CLASS_DEVICES devices (_enough).
 MIN_SOURCES = 2
+# Forks whose files are their upstream's campaign (the same author's runs in both): one
+# source with it, so holding the campaign out holds out both.
+FORKS = {
+    "github.com/anant-pathak/perf-analysis-modeling-project": (
+        "github.com/willettAMT/perf-analysis-modeling-project"
+    ),
+}
 # Where a measurement comes from: one campaign, repository or author (its site and, on
 # GitHub, its repository), the unit the accuracy report holds out.
-SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1)
+SOURCE = pl.col("source_url").str.extract(r"^https?://([^/]+/[^/]+(?:/[^/]+)?)", 1).replace(FORKS)
 # The largest share of the bandwidth a decode efficiency can be.
 MAX_SHARE = 1.0
 
