@@ -108,11 +108,13 @@ def print_estimate(r, rec: dict, args: argparse.Namespace, gpu: dict, conf, name
     if speed.prefill_tok_s is None:
         print(f"  prefill           n/a: {speed.prefill_tok_s_reason}")
     else:
+        cached = getattr(args, "cached_tokens", 0)
+        after = f"after {cached:,} cached " if cached else ""
         print(
             f"  prefill           {fmt(speed.prefill_tok_s, '.0f')} tok/s; time to first "
             f"token {fmt(speed.ttft_ms, ',.0f')} ms for {args.prompt_tokens:,} prompt tokens "
-            f"({speed.speed_basis}, median error {speed.prefill_error_band:.0%} on sources "
-            "left out of the fit)"
+            f"{after}({speed.speed_basis}, median error {speed.prefill_error_band:.0%} on "
+            "sources left out of the fit)"
         )
     if speed.decode_j_per_token is not None:
         print(

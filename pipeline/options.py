@@ -127,6 +127,13 @@ def estimate_options(e: argparse.ArgumentParser, bulk: bool) -> argparse.Argumen
         "--spec-type draft-mtp, vLLM --speculative-config method mtp)",
     )
     e.add_argument("--prompt-tokens", type=count, default=4096)
+    e.add_argument(
+        "--cached-tokens",
+        type=cached,
+        default=0,
+        help="tokens already in the cache when the prompt arrives (a later turn of a "
+        "conversation); the prompt's attention reads them too",
+    )
     e.add_argument("--price-per-hour", type=amount, help="USD per GPU-hour")
     e.add_argument("--hours-per-day", type=hours, default=4.0, help="hours of use a day, 0-24")
     e.add_argument("--electricity", type=amount, default=0.15, help="USD per kWh")
@@ -157,6 +164,10 @@ def _number(text: str, low: float, high: float, what: str, integer: bool = False
 
 def count(text: str) -> int:
     return int(_number(text, 1, 1e8, "a whole number", integer=True))
+
+
+def cached(text: str) -> int:
+    return int(_number(text, 0, 1e8, "a whole number", integer=True))
 
 
 def percent(text: str) -> float:

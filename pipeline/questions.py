@@ -131,6 +131,7 @@ def from_options(args: argparse.Namespace, offers, cache: dict, check: bool = Tr
         vllm=vllm,
         backend=backend,
         split_mode=getattr(args, "split_mode", None),
+        prompt_depth=getattr(args, "cached_tokens", 0),
     )
     prices = cache.setdefault("price", {})
     key = (args.price_per_hour, gpu["gpu_id"], args.gpus)

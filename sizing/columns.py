@@ -120,6 +120,9 @@ CONFIGURATION: dict[str, pl.DataType] = {
     "batch": pl.Int64(),
     "offload_frac": pl.Float64(),
     "prompt_tokens": pl.Int64(),
+    # Tokens already in the cache when the prompt arrives (a later turn of a chat,
+    # llama-bench's -d): the prompt's attention reads them too.
+    "prompt_depth": pl.Int64(),
     "rope_scaling": pl.String(),
     "host_bandwidth_gb_s": pl.Float64(),
     # llama.cpp's --n-cpu-moe as the share of routed-expert bytes in host memory
@@ -163,6 +166,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "pipeline_gpus": None,
     "flash_attention": True,
     "prompt_tokens": DEFAULT_PROMPT_TOKENS,
+    "prompt_depth": 0,
     "host_bandwidth_gb_s": DEFAULT_HOST_BANDWIDTH_GB_S,
 }
 

@@ -161,7 +161,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
     GPU, bundled model and weight format it maps to; `not_compared` says why a row cannot
     be reproduced, or that another server's row of the same run stands for it (null: it
     is compared)."""
-    # llama-bench's tests: ppN / tgN, or "tgN @ dD" after D tokens already in the cache.
+    # llama-bench's tests: ppN / tgN, or "ppN @ dD" / "tgN @ dD" after D tokens already in
+    # the cache.
     pattern = r"^(pp|tg)(\d+)(?: @ d(\d+))?$"
     test = pl.col("test").str.extract(pattern, 1)
     llama = pl.col("engine") == "llama.cpp"
@@ -194,8 +195,6 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .then(pl.lit(SBC_HOST_REASON))
         .when(pl.col("kind").is_null())
         .then(pl.lit("not a pp/tg test"))
-        .when((pl.col("kind") == "prefill") & (pl.col("depth") > 0))
-        .then(pl.lit("prefill after a filled cache (depth): not sized"))
         .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
         .then(pl.lit("prefill with the row split: not sized"))
         .when((pl.col("kind") == "prefill") & (pl.col("tokens") < MIN_PROMPT_TOKENS))
@@ -305,7 +304,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         "sm_count",
         "boost_clock_mhz",
     )
-    # A decode test's running context is its prompt and depth plus half its generated tokens.
+    # A decode test's running context is its prompt and depth plus half its generated tokens;
+    # a prefill test's, its depth and prompt.
     decode = pl.col("kind") == "decode"
     frame = (
         m.join(model_rows, on="model")
@@ -322,8 +322,11 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             max_num_batched_tokens=pl.lit(2048),
             context=pl.when(decode)
             .then(pl.col("n_prompt") + pl.col("depth") + pl.col("tokens") // 2)
-            .otherwise(pl.col("tokens")),
+            .otherwise(pl.col("depth") + pl.col("tokens")),
             prompt_tokens=pl.col("tokens"),
+            # A prefill test at a depth ("pp512 @ d4096") runs its prompt after that many
+            # tokens already in the cache.
+            prompt_depth=pl.when(decode).then(0).otherwise(pl.col("depth")),
             # llama-bench's -fa as printed ("1", "0 (default)"; not stated: unknown);
             # vLLM's attention backends are flash kernels.
             flash_attention=pl.when(pl.col("engine") != "llama.cpp")

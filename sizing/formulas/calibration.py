@@ -262,11 +262,14 @@ def _prefill_fit(rows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 ATTENTION_SHARES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 EXPERT_TOKENS = (None, *range(16, 513, 16))
 # The runs that tell attention's share: the same model, format, GPU and GPU count at two
-# or more prompt lengths with flash attention off; the experts' token count: MoE and
-# dense runs on the same GPU, backend, GPU count and kind of weights. Each is fitted where
-# such runs number MIN_ROWS on MIN_CLASS_DEVICES GPUs (so that one left out leaves a fit),
-# else left out (null).
+# or more attention loads (ATTENTION_LOADS) with flash attention off; the experts' token
+# count: MoE and dense runs on the same GPU, backend, GPU count and kind of weights. Each
+# is fitted where such runs number MIN_ROWS on MIN_CLASS_DEVICES GPUs (so that one left
+# out leaves a fit), else left out (null).
 _ATTENTION_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "model", "fmt"]
+# How many attention loads a group's runs span: prompt lengths, and the depths of the cache
+# a prompt arrives after.
+ATTENTION_LOADS = pl.struct("prompt_tokens", "prompt_depth").n_unique()
 _EXPERT_GROUP = ["engine", "backend", "gpu_id", "n_gpus", "_quantized"]
 
 
@@ -301,7 +304,7 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
             _informative(
                 rows.filter(pl.col("flash_attention").not_()),
                 _ATTENTION_GROUP,
-                pl.col("prompt_tokens").n_unique() >= 2,
+                ATTENTION_LOADS >= 2,
             ),
             _ATTENTION_GROUP,
         ),
@@ -382,14 +385,14 @@ def _deviations(data: pl.DataFrame, grid: pl.DataFrame, group: list[str]) -> pl.
 
 def _flash_fit(rows: pl.DataFrame, fitted: dict[str, float]) -> dict[str, float]:
     """Attention's share of the matmuls' rate with flash-attention kernels, from the runs
-    with them on at two or more prompt lengths (_ATTENTION_GROUP, _informative), at the
+    with them on at two or more attention loads (_ATTENTION_GROUP, ATTENTION_LOADS), at the
     experts' token count already `fitted`: the share of the grid minimising the median
     |log| deviation of measured / roofline from its group's median; none where the runs
     cannot carry it."""
     data = _informative(
         rows.filter(pl.col("flash_attention")),
         _ATTENTION_GROUP,
-        pl.col("prompt_tokens").n_unique() >= 2,
+        ATTENTION_LOADS >= 2,
     )
     if data.is_empty():
         return {}

@@ -363,6 +363,18 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     return per_pair * (full + window + sparse) + indexer
 
 
+def attention_flops_after(p: pl.Expr, depth: pl.Expr) -> pl.Expr:
+    """FLOPs of attention over a prompt of `p` tokens that arrives after `depth` tokens
+    already in the cache: a query's keys depend only on its position (every layer kind of
+    attention_flops), so it is the first depth + p tokens' attention less the first
+    depth's."""
+    return (
+        pl.when(depth > 0)
+        .then(attention_flops(depth + p) - attention_flops(depth))
+        .otherwise(attention_flops(p))
+    )
+
+
 def expert_matmul_share(p: pl.Expr) -> pl.Expr:
     """The share of the dense matmuls' rate the routed experts' matmuls reach in a prefill
     of `p` tokens. Each expert multiplies only the tokens routed to it: on average the
@@ -404,11 +416,11 @@ PREFILL_PARTS = {
 }
 
 
-def prefill_parts(p: pl.Expr) -> dict[str, pl.Expr]:
-    """Prefill of `p` tokens (one sequence) at the whole peaks: the dense matmuls (2
-    FLOPs per active parameter outside the embedding and the routed experts) and the routed
-    experts' matmuls at the weights' matmul peak (matmul_tflops), attention
-    (attention_flops) at the FP16 peak, and the weights' reads.
+def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
+    """Prefill of `p` tokens (one sequence) after `depth` cached ones, at the whole peaks:
+    the dense matmuls (2 FLOPs per active parameter outside the embedding and the routed
+    experts) and the routed experts' matmuls at the weights' matmul peak (matmul_tflops),
+    attention (attention_flops_after) at the FP16 peak, and the weights' reads.
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
     split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
@@ -423,7 +435,7 @@ def prefill_parts(p: pl.Expr) -> dict[str, pl.Expr]:
     return {
         "dense": dense / matmuls,
         "experts": experts / matmuls,
-        "attention": attention_flops(p) / peak,
+        "attention": attention_flops_after(p, depth) / peak,
         "weights": reads
         * weight_bytes_read_per_step(step_tokens)
         / (col("bandwidth_gb_s") * _GB * n),
@@ -446,8 +458,10 @@ def prefill_seconds_of(
 
 
 def prefill_part_columns() -> list[pl.Expr]:
-    """The parts of the row's prefill of `prompt_tokens` as the columns PREFILL_PARTS."""
-    return [e.alias(PREFILL_PARTS[k]) for k, e in prefill_parts(col("prompt_tokens")).items()]
+    """The parts of the row's prefill of `prompt_tokens` after `prompt_depth` as the
+    columns PREFILL_PARTS."""
+    parts = prefill_parts(col("prompt_tokens"), col("prompt_depth"))
+    return [e.alias(PREFILL_PARTS[k]) for k, e in parts.items()]
 
 
 def prefill_seconds_from_parts(share: pl.Expr | None = None) -> pl.Expr:
@@ -463,12 +477,16 @@ def prefill_seconds_from_parts(share: pl.Expr | None = None) -> pl.Expr:
 
 
 def prefill_seconds() -> pl.Expr:
-    """Seconds to process a prompt of `prompt_tokens` (one sequence): prefill_parts at the
-    row's fitted shares. Context, KV-cache type and decode batch do not enter: the matrix
-    evaluates this once per model, format and GPU configuration."""
+    """Seconds to process a prompt of `prompt_tokens` after `prompt_depth` cached tokens
+    (one sequence): prefill_parts at the row's fitted shares. Context, KV-cache type and
+    decode batch do not enter: the matrix evaluates this once per model, format and GPU
+    configuration (of a prompt into an empty cache)."""
     p = col("prompt_tokens")
     return prefill_seconds_of(
-        prefill_parts(p), prefill_share(), expert_matmul_share(p), attention_share()
+        prefill_parts(p, col("prompt_depth")),
+        prefill_share(),
+        expert_matmul_share(p),
+        attention_share(),
     )
 
 

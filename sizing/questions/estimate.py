@@ -146,6 +146,9 @@ class Configuration:
     backend: str | None = None
     # llama.cpp's --split-mode over several GPUs (llama_cpp.SPLIT_MODES; None: layer).
     split_mode: str | None = None
+    # Tokens already in the cache when the prompt arrives (a later turn of a conversation):
+    # the prompt's attention reads them too (sizing.formulas.speed.attention_flops_after).
+    prompt_depth: int = 0
 
     @property
     def row_split(self) -> bool:
@@ -324,6 +327,13 @@ def _check_values(m: ModelArch, c: Configuration, d: Device | None) -> None:
         )
     if c.prompt_tokens <= 0:
         raise InvalidConfiguration(f"prompt must be positive, got {c.prompt_tokens}")
+    if c.prompt_depth < 0:
+        raise InvalidConfiguration(f"cached tokens cannot be negative, got {c.prompt_depth}")
+    if c.prompt_depth and c.prompt_depth + c.prompt_tokens > c.context:
+        raise InvalidConfiguration(
+            f"{c.prompt_depth:,} cached and {c.prompt_tokens:,} prompt tokens exceed the "
+            f"context of {c.context:,}: raise --context"
+        )
 
 
 def _validate_extras(m: ModelArch, c: Configuration) -> None:
@@ -387,6 +397,7 @@ def _configuration_row(
         "n_gpus": c.n_gpus,
         "offload_frac": c.offload_frac,
         "prompt_tokens": c.prompt_tokens,
+        "prompt_depth": c.prompt_depth,
         "cpu_moe_expert_share": cpu_moe_expert_share(m, c.n_cpu_moe),
         **{k: extra.get(k, 0.0) for k in EXTRA_GPU_BYTES},
         "rope_scaling": c.rope_scaling,

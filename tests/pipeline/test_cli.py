@@ -135,6 +135,7 @@ def test_prices_does_not_add_up_cards_for_an_engine_that_cannot_split(
         (["--context", "1000000"], "exceeds"),
         (["--gpu", "rtx"], "ambiguous GPU"),
         (["--gpu", "voodoo5"], "unknown GPU"),
+        (["--cached-tokens", "8000", "--prompt-tokens", "1000"], "exceed the context"),
     ],
 )
 def test_bad_input_exits_with_one_line(argv, message):
@@ -145,6 +146,20 @@ def test_bad_input_exits_with_one_line(argv, message):
             args += [k, v]
     with pytest.raises(SystemExit, match=message):
         main(args + argv)
+
+
+def test_a_later_turns_prompt_reads_the_cached_tokens(capsys):
+    """`--cached-tokens`: a 1,024-token prompt after 16,384 cached tokens takes longer to
+    its first token than the same prompt into an empty cache, and says so."""
+    ask = ["estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "rtx_4090"]
+    ask += ["--quant", "Q4_K_M", "--context", "32768", "--prompt-tokens", "1024"]
+    ttft = []
+    for cached in ("0", "16384"):
+        assert main([*ask, "--cached-tokens", cached, "--json"]) == 0
+        ttft.append(json.loads(capsys.readouterr().out)["ttft_ms"])
+    assert ttft[1] > ttft[0]
+    assert main([*ask, "--cached-tokens", "16384"]) == 0
+    assert "1,024 prompt tokens after 16,384 cached" in capsys.readouterr().out
 
 
 def test_config_that_is_not_json(tmp_path):

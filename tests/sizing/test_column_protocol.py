@@ -203,6 +203,7 @@ def test_a_question_and_the_matrix_leave_the_same_inputs_unset():
     shared = {
         "offload_frac": c.offload_frac,
         "prompt_tokens": c.prompt_tokens,
+        "prompt_depth": c.prompt_depth,
         "host_bandwidth_gb_s": c.host_bandwidth_gb_s,
         "rope_scaling": c.rope_scaling,
         "backend": c.backend,

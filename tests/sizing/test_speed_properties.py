@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from sizing.model.config_parser import parse_config
 from sizing.model.model_facts import format_row, model_row
-from sizing.questions.estimate import Configuration, Device, Usage, estimate, estimate_many
+from sizing.questions.estimate import (
+    Configuration,
+    Device,
+    InvalidConfiguration,
+    Usage,
+    estimate,
+    estimate_many,
+)
 from tests.conftest import load_arch
 
 
@@ -55,6 +62,33 @@ def test_monotone(bw, factor, ctx, batch, prompt):
     )
     assert fast.speed.decode_tok_s >= slow.speed.decode_tok_s
     assert slow_longer.speed.ttft_ms >= slow.speed.ttft_ms
+
+
+@settings(max_examples=30, deadline=None)
+@given(prompt=st.integers(1, 8192), cached=st.integers(0, 65536))
+def test_more_cached_tokens_never_shorten_time_to_first_token(prompt, cached):
+    """A prompt after more cached tokens (a later turn) attends to more keys: its time to
+    first token is never shorter; and cached plus prompt tokens must fit the context."""
+    m = parse_config(_dense(32, 4096, 14336), "dense-8b")
+    ctx = 2 * cached + prompt
+    fewer, more = estimate_many(
+        [
+            (
+                m,
+                Configuration("Q4_K_M", ctx, "f16", prompt_tokens=prompt, prompt_depth=d),
+                _gpu(1000),
+                Usage(),
+            )
+            for d in (cached, 2 * cached)
+        ]
+    )
+    assert more.speed.ttft_ms >= fewer.speed.ttft_ms
+    with pytest.raises(InvalidConfiguration, match="exceed the context"):
+        estimate(
+            m,
+            Configuration("Q4_K_M", ctx, "f16", prompt_tokens=prompt, prompt_depth=ctx),
+            _gpu(1000),
+        )
 
 
 @settings(max_examples=30, deadline=None)
@@ -117,6 +151,40 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
     expected = 4 * 64 * 512 * pairs + indexer
     ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
     assert ours == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("model", "keys"),
+    [
+        # Every layer sees every earlier token.
+        ("meta-llama/Llama-3.1-8B-Instruct", lambda t: 32 * 128 * t),
+        # Gemma 3: 5 global layers, 29 sliding ones over the last 1,024 tokens (256 wide).
+        ("google/gemma-3-4b-it", lambda t: 256 * (5 * t + 29 * min(t, 1024))),
+        # Llama 4: 12 global layers, 36 chunked ones seeing their 8,192-token chunk so far.
+        (
+            "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+            lambda t: 128 * (12 * t + 36 * ((t - 1) % 8192 + 1)),
+        ),
+    ],
+)
+def test_prefill_after_cached_tokens_counts_each_query_like_the_reference(model, keys):
+    """A prompt of 2,048 tokens arriving after 16,384 cached ones (a later turn; llama-bench's
+    `pp2048 @ d16384`): sizing.formulas.speed.attention_flops_after against a count of
+    the keys each query at absolute position t sees on each layer, 4 FLOPs per pair, head
+    and dimension; a prompt into an empty cache is attention_flops itself."""
+    from sizing.formulas.speed import attention_flops, attention_flops_after
+
+    arch = load_arch(model)
+    row = model_row(arch) | {"engine": "llama.cpp", "vendor": "NVIDIA", "backend": "CUDA"}
+    p, d = 2048, 16_384
+    expected = 4 * arch.n_heads * sum(keys(t) for t in range(d + 1, d + p + 1))
+    frame = pl.DataFrame([row])
+    ours = frame.select(attention_flops_after(pl.lit(float(p)), pl.lit(float(d)))).item()
+    assert ours == pytest.approx(expected, rel=0.01)
+    empty = frame.select(
+        attention_flops_after(pl.lit(float(p)), pl.lit(0.0)) - attention_flops(pl.lit(float(p)))
+    ).item()
+    assert empty == 0
 
 
 def test_deepseek_v4_decode_reads_only_the_picked_entries():
