@@ -640,19 +640,20 @@ def test_prefill_error_per_backend_on_sources_left_out_of_the_fit(held_out_by_so
 
 
 def test_a_term_one_source_tells_falls_back_to_the_pooled_one(rows):
-    """Prefill's attention share is a backend's own only where its runs at several prompt
-    lengths with flash attention off span two GPUs and two sources (sizing.formulas.calibration.
-    _scaling): without XiongjieDai's, CUDA's are five runs of one llama.cpp thread on one
-    GPU, so that fit gives CUDA llama.cpp's pooled share, rather than no term at all;
-    Metal's span three sources since the December 2026 gathering and carry one of its own."""
-    from sizing.formulas.calibration import _ATTENTION_GROUP, MIN_SOURCES, SOURCE
+    """Prefill's attention share is a backend's own only where its runs at several
+    attention loads (prompt lengths, depths) with flash attention off span two GPUs and two
+    sources (sizing.formulas.calibration._scaling): without XiongjieDai's, CUDA's are five
+    runs of one llama.cpp thread on one GPU, so that fit gives CUDA llama.cpp's pooled
+    share, rather than no term at all; Metal's span three sources since the December 2026
+    gathering and carry one of its own."""
+    from sizing.formulas.calibration import _ATTENTION_GROUP, ATTENTION_LOADS, MIN_SOURCES, SOURCE
 
     assert MIN_SOURCES == 2
     telling = rows.filter(
         pl.col("kind") == "prefill",
         pl.col("engine") == "llama.cpp",
         pl.col("flash_attention").not_(),
-        pl.col("prompt_tokens").n_unique().over(_ATTENTION_GROUP) >= 2,
+        ATTENTION_LOADS.over(_ATTENTION_GROUP) >= 2,
     )
     sources = dict(telling.group_by("backend").agg(SOURCE.n_unique()).iter_rows())
     print(sources)
