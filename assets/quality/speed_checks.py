@@ -85,6 +85,8 @@ SAME_SHAPES = {
     "Qwen/Qwen3.6-27B": "Qwen/Qwen3.6-27B",
     "Qwen/Qwen3.6-35B-A3B": "Qwen/Qwen3.6-35B-A3B",
     "zai-org/GLM-4.7-Flash": "zai-org/GLM-4.7-Flash",
+    "google/gemma-4-26B-A4B": "google/gemma-4-26B-A4B",
+    "google/gemma-4-31B-it": "google/gemma-4-31B-it",
     # DeepSeek's distillations, as Neural Magic's quantized cards benchmark them (bundled).
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",

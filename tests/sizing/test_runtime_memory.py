@@ -111,19 +111,23 @@ def test_vllm_runs_deepseek_v4_with_an_fp8_cache_only():
 def test_prefill_takes_its_backends_share_of_the_peak():
     """Prefill reaches 1 % to 60 % of the tensor peak depending on the backend's kernels:
     each llama.cpp backend has its own share (sizing.engines.llama_cpp.PREFILL_FIT), so
-    a compute-bound prompt on one card is faster on ROCm than on Vulkan by exactly the
-    ratio of their shares, and each figure carries its fit's held-out error; a device
-    without a published FP16 peak has no prefill figure, with the reason."""
+    a compute-bound prompt on one card is faster on ROCm than on Vulkan by the ratio of
+    their shares (a 512-token prompt, whose attention, at each backend's own
+    flash-attention share, is 1-3 % of the time), and each figure carries its fit's
+    held-out error; a device without a published FP16 peak has no prefill figure, with
+    the reason."""
     from sizing.engines import llama_cpp
     from sizing.formulas import speed
 
     m = load_arch("Qwen/Qwen3-8B")
     amd = Device("mi300x_192gb", 192.0, False, "AMD", 5300.0, 1305.0)
-    rocm = estimate(m, Configuration("Q4_K_M", 8192, "f16"), amd)
-    vulkan = estimate(m, Configuration("Q4_K_M", 8192, "f16", backend="Vulkan"), amd)
+    rocm = estimate(m, Configuration("Q4_K_M", 8192, "f16", prompt_tokens=512), amd)
+    vulkan = estimate(
+        m, Configuration("Q4_K_M", 8192, "f16", prompt_tokens=512, backend="Vulkan"), amd
+    )
     share = {b: llama_cpp.PREFILL_FIT[b]["efficiency"] for b in ("ROCm", "Vulkan")}
     assert rocm.speed.prefill_tok_s / vulkan.speed.prefill_tok_s == pytest.approx(
-        share["ROCm"] / share["Vulkan"], rel=1e-4
+        share["ROCm"] / share["Vulkan"], rel=0.01
     )
     assert rocm.speed.prefill_error_band == speed.PREFILL_HELD_OUT_ERROR["llama.cpp|ROCm"]
     apple = estimate(
