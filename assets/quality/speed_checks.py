@@ -458,8 +458,9 @@ def tail_causes(rows: pl.DataFrame) -> pl.DataFrame:
         "several GPUs": pl.col("n_gpus") > 1,
         "Vulkan BF16": (pl.col("backend") == "Vulkan") & (pl.col("fmt") == "BF16"),
         "MoE": pl.col("moe"),
-        # llama.cpp's flash-attention kernels for latent attention took years to cover
-        # every MLA model (GLM-4.7-Flash ran without them: ik_llama.cpp PR #1168).
+        # llama.cpp's CUDA flash attention covers DeepSeek's latent heads (PR #13306,
+        # Ampere and newer) but not every MLA model's (GLM-4.7-Flash ran without it:
+        # ik_llama.cpp PR #1168).
         "MLA attention on llama.cpp": llama & pl.col("is_mla"),
         "GPU from one source": pl.col("source").n_unique().over(*_CLASS, "gpu_id") == 1,
         "HBM class from one source": engines.memory_class().is_not_null()
