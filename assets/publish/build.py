@@ -8,6 +8,7 @@ only its changed parts, reusing the others from its own file (each part sits bet
 that changed a file, and `versions.jsonl` keeps every version's table versions.
 """
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -16,7 +17,7 @@ import os
 import time
 import types
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,15 +154,20 @@ def build_tables(
     models: list[str] | None = None,
 ) -> BuildStats:
     """Read the tables (data.load) and bring `out` up to date with them, the workbench data
-    packed by a process of its own from the start: it reads its own tables, so it needs
-    no wait for the rows the pages show."""
+    packed and the GPU pages' filter rows chosen by processes of their own from the
+    start: each reads its own tables, so neither waits for the rows the pages show (the
+    filter rows are needed by the GPU pages only, which come after the pair pages)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     versions = tables.table_versions(base, storage_options)
     scan = tables.Scanner(versions, base, storage_options, models)
-    with _packer() as pool:
-        packing = pool.submit(workbench.sync, scan, versions, out)
-        site = tables.load(base, storage_options, models, cache_dir=out, versions=versions)
+    with _workers(2) as pool:
+        with _allocator():
+            packing = pool.submit(workbench.sync, scan, versions, out)
+            runs = pool.submit(tables.run_rows, scan)
+        site = tables.load(
+            base, storage_options, models, cache_dir=out, versions=versions, runs=runs
+        )
         return _build(site, out, started, packing)
 
 
@@ -170,20 +176,47 @@ def build(data: SiteData, out: Path) -> BuildStats:
     process of its own meanwhile."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    with _packer() as pool:
-        packing = (
-            pool.submit(workbench.sync, data.scan, data.versions, out)
-            if data.scan is not None
-            else None
-        )
+    with _workers(1) as pool:
+        with _allocator():
+            packing = (
+                pool.submit(workbench.sync, data.scan, data.versions, out)
+                if data.scan is not None
+                else None
+            )
         return _build(data, out, started, packing)
 
 
-def _packer() -> ProcessPoolExecutor:
-    """One process for the workbench data: on a thread beside the rendering, the two took
-    turns at the GIL (a full site: 65 s of packing stretched the rendering's 136 s of
-    work to 202 s). Spawned, not forked: Polars' threads do not survive a fork."""
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+def _workers(n: int) -> ProcessPoolExecutor:
+    """Processes for the work that needs no rendered page: on a thread beside the
+    rendering, the packing and the rendering took turns at the GIL (a full site: 65 s of
+    packing stretched the rendering's 136 s of work to 202 s). Spawned, not forked:
+    Polars' threads do not survive a fork."""
+    return ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+
+
+# Polars' allocator (jemalloc) in the worker processes keeps freed pages for 20 s before
+# giving them back, where Polars sets 0.5 s (its __init__, for memory's sake: polars
+# issue 18088): the packing frees and takes again about a gigabyte per group of models,
+# and faulting those pages in again cost a full site 10-18 s of system time (page faults
+# 7.9 M -> 2.4 M; the packing's peak resident memory 1.9 -> 2.7 GB). Polars appends the
+# variable's value to its own when a process imports it, and the last setting counts.
+ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:20000,muzzy_decay_ms:20000")
+
+
+@contextlib.contextmanager
+def _allocator() -> Iterator[None]:
+    """ALLOCATOR in the environment of the processes a pool starts meanwhile (a
+    ProcessPoolExecutor with spawn starts one at each submit while it has fewer)."""
+    name, value = ALLOCATOR
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def _build(data: SiteData, out: Path, started: float, packing: Future | None) -> BuildStats:

@@ -12,6 +12,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -120,6 +121,53 @@ class Groups(Mapping):
         return key in self._spans
 
 
+class Pending(Mapping):
+    """Groups (as `_grouped` makes them) of a frame another process computes, made on
+    first use; until then `hashes[name]` reads through to them."""
+
+    def __init__(self, frame: Future, hashes: dict, name: str, *keys: str):
+        self._frame, self._hashes, self._name, self._keys = frame, hashes, name, keys
+        self._groups: Groups | None = None
+        hashes[name] = _HashesOf(self)
+
+    def groups(self) -> Groups:
+        if self._groups is None:  # replaces hashes[name] by the groups' own
+            self._groups = _grouped(self._frame.result(), self._hashes, self._name, *self._keys)
+        return self._groups
+
+    def hashes(self) -> dict:
+        self.groups()
+        return self._hashes[self._name]
+
+    def frame_of(self, key) -> pl.DataFrame:
+        return self.groups().frame_of(key)
+
+    def __getitem__(self, key) -> list[dict]:
+        return self.groups()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self.groups())
+
+    def __len__(self) -> int:
+        return len(self.groups())
+
+
+class _HashesOf(Mapping):
+    """A Pending's group hashes, waiting for its frame on first use."""
+
+    def __init__(self, pending: Pending):
+        self._pending = pending
+
+    def __getitem__(self, key) -> str:
+        return self._pending.hashes()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._pending.hashes())
+
+    def __len__(self) -> int:
+        return len(self._pending.hashes())
+
+
 @dataclass
 class SiteData:
     """The tables' versions and the rows grouped the way the pages use them."""
@@ -152,7 +200,7 @@ class SiteData:
     # Per model, the four picks of its headline configuration (hardware_picks).
     picks: dict[str, list[dict]] = field(default_factory=dict)
     # Per GPU, the rows its "what runs on it" filter chooses from (sizing.questions.runs_on).
-    runs: Groups = field(default_factory=lambda: Groups(pl.DataFrame(), {}))
+    runs: Groups | Pending = field(default_factory=lambda: Groups(pl.DataFrame(), {}))
     # The default quality floor (format_quality_tiers.meets_default_floor): its tier name.
     quality_floor: str | None = None
     # A lazy read of a table at the version above (the workbench packs whole tables).
@@ -209,12 +257,13 @@ def load(
     models: list[str] | None = None,
     cache_dir: Path | None = None,
     versions: dict[str, dict] | None = None,
+    runs: Future | None = None,
 ) -> SiteData:
     """Every row the site shows, from each table's current version (pinned, so that the
     versions stamped on the pages are the ones read). `models` limits the site to a
     subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
     fit rows give beside the pages (FIT_CACHE); `versions` (table_versions) saves reading
-    them again."""
+    them again; `runs`, the GPU pages' filter rows (run_rows) being computed elsewhere."""
     opts = dict(storage_options or {})
     versions = versions or table_versions(base, opts)
     scan = Scanner(versions, base, opts, models)
@@ -339,7 +388,10 @@ def load(
         "model_id",
     )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
-    d.runs = _grouped(_runs(scan, tiers), h, "runs", "gpu_id")
+    if runs is None:
+        d.runs = _grouped(run_rows(scan), h, "runs", "gpu_id")
+    else:
+        d.runs = Pending(runs, h, "runs", "gpu_id")
     return d
 
 
@@ -449,10 +501,11 @@ RUN_COLUMNS = (
 )
 
 
-def _runs(scan: Callable[[str], pl.LazyFrame], tiers: pl.DataFrame) -> pl.DataFrame:
+def run_rows(scan: Callable[[str], pl.LazyFrame]) -> pl.DataFrame:
     """Every GPU's rows that run on one GPU at batch 1, reduced to those the filter can
     pick at some context, speed, engine and quality floor (sizing.questions.runs_on.site_rows); a
     group of models at a time (the rule ranks rows within a model), in model order."""
+    tiers = scan("format_quality_tiers").collect()
     fit = scan("fit_matrix")
     # The cost rows the rule can join (one GPU, batch 1), read once for every group.
     cost = (

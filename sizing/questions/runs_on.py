@@ -73,17 +73,6 @@ def candidates(
     )
 
 
-def frontier(rows: pl.LazyFrame, order: str = "_order") -> pl.LazyFrame:
-    """Of each model's ordered rows per GPU, context and engine (`order`: their rank in the
-    rule), those some minimum decode speed would pick: a row later in the order is kept
-    only if it decodes faster than every row before it (the site's filter needs no other)."""
-    speed = pl.col("decode_tok_s").fill_null(-1.0)
-    before = (
-        speed.cum_max().shift(1).over("gpu_id", "model_id", "context", "engine", order_by=order)
-    )
-    return rows.filter(before.is_null() | (speed > before))
-
-
 def runs_on(
     rows: pl.LazyFrame,
     models: pl.LazyFrame,
@@ -113,9 +102,27 @@ def runs_on(
 def site_rows(rows: pl.LazyFrame, tiers: pl.DataFrame, floors: tuple[str, ...]) -> pl.LazyFrame:
     """The rows a page's filter needs to answer as `runs_on` does at any context, minimum
     speed, engine and quality floor of `floors` (`rows`: candidates(); `tiers`: the
-    published format_quality_tiers): the union of each floor's frontier with its
-    `quality_tier`, in the rule's order (the page takes each model's first row that passes
-    its filters). The rule's order is carried as a column: joins do not keep row order."""
-    ranked = with_quality(rows.with_row_index("_order"), tiers)
-    kept = pl.concat([frontier(ranked.filter(at_least(f))) for f in floors]).unique(_KEYS)
-    return kept.sort("gpu_id", "model_id", "context", "_order").drop("_order")
+    published format_quality_tiers), with their `quality_tier`, in the rule's order within
+    each GPU, model and context (the page takes each model's first row that passes its
+    filters). Under a floor, a row is needed when it passes the floor and decodes faster
+    than every passing row before it in its GPU, model, context and engine: a later row
+    is picked by some minimum speed only then. Kept: the rows some floor needs."""
+    ranked = with_quality(rows.with_row_index("_order"), tiers).sort(
+        "gpu_id", "model_id", "context", "_order"
+    )
+    speed = pl.col("decode_tok_s").fill_null(-1.0)
+
+    def needed(floor: str) -> pl.Expr:
+        passes = at_least(floor)
+        # The fastest passing row before this one (-2: none passed yet; null: first row).
+        before = (
+            pl.when(passes)
+            .then(speed)
+            .otherwise(-2.0)
+            .cum_max()
+            .shift(1)
+            .over("gpu_id", "model_id", "context", "engine")
+        )
+        return passes & (before.is_null() | (speed > before))
+
+    return ranked.filter(pl.any_horizontal(needed(f) for f in floors)).drop("_order")

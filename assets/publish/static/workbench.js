@@ -5,7 +5,7 @@
   "use strict";
   var sec = document.getElementById("workbench");
   var $ = function (id) { return document.getElementById(id); };
-  var NULL = -2147483648, MONTH_DAYS = 365.25 / 12;
+  var MONTH_DAYS = 365.25 / 12;
   var D, fit, cost, keys, costKeys, conf, timer;
 
   function bytes(b64) {
@@ -15,15 +15,21 @@
       .arrayBuffer().then(function (buf) { return new Uint8Array(buf); });
   }
 
-  function columns(b, n, names) {
-    var out = {};
+  // Each column: a plane of null flags where `nulls[j]`, then `w[j]` byte planes (least
+  // significant first) of zigzag-coded differences from the row before, summed with
+  // 32-bit wrap-around.
+  function columns(p, b, names) {
+    var out = {}, o = 0, n = p.n;
     names.forEach(function (name, j) {
-      var col = new Array(n), acc = 0, o = j * 4 * n;
+      var col = new Array(n), acc = 0, flags = -1;
+      if (p.nulls[j]) { flags = o; o += n; }
       for (var i = 0; i < n; i++) {
-        acc = (acc + b[o + i] + b[o + n + i] * 256 + b[o + 2 * n + i] * 65536 +
-               b[o + 3 * n + i] * 16777216) | 0;
-        col[i] = acc === NULL ? null : acc;
+        var z = 0;
+        for (var k = p.w[j] - 1; k >= 0; k--) z = z * 256 + b[o + k * n + i];
+        acc = (acc + (z % 2 ? -(z + 1) / 2 : z / 2)) | 0;
+        col[i] = flags >= 0 && b[flags + i] ? null : acc;
       }
+      o += p.w[j] * n;
       out[name] = col;
     });
     return out;
@@ -240,8 +246,8 @@
     var fitBytes = D.fit.n ? bytes(D.fit.b) : Promise.resolve(new Uint8Array(0));
     var costBytes = D.cost.n ? bytes(D.cost.b) : Promise.resolve(new Uint8Array(0));
     Promise.all([fitBytes, costBytes]).then(function (b) {
-      fit = columns(b[0], D.fit.n, ["k"].concat(D.fit_columns));
-      cost = D.cost.n ? columns(b[1], D.cost.n, ["k"].concat(D.cost_columns)) : null;
+      fit = columns(D.fit, b[0], ["k"].concat(D.fit_columns));
+      cost = D.cost.n ? columns(D.cost, b[1], ["k"].concat(D.cost_columns)) : null;
       fitIndex = index(fit.k);
       costIndex = cost ? index(cost.k) : new Map();
       keys = fit.k.map(unkey);
