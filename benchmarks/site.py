@@ -11,16 +11,19 @@ and released in a copy of the warehouse: only cost and cheapest-per-token parts 
 rendered. Prints pages, seconds (each build includes
 reading the tables), pages per second, parts rendered, bytes on disk, the write floor (the
 built files written again as they are, no rendering) and the full build's ratio to it,
-and peak resident memory as JSON and, for the whole site (no `--models`) unless
-`--no-record`, writes the figures to benchmarks/results/site.json (docs/performance.md
+what a pair page loads (its HTML and workbench data, raw and gzip'd), and peak
+resident memory as JSON and, for the whole site (no `--models`) unless `--no-record`,
+writes the figures to benchmarks/results/site.json (docs/performance.md
 and the README render them: `llm-sizing docs`).
 """
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -86,6 +89,29 @@ def _write_floor(site: Path, dest: Path) -> float:
     return round(total, 2)
 
 
+def _loads(site: Path) -> dict:
+    """What a pair page loads of its own: its HTML and its workbench data script, raw
+    and gzip-compressed at gzip's default level (as a server that compresses sends them),
+    medians over every tenth pair page in path order; and the workbench data of the
+    whole site."""
+    pages = sorted((site / "pairs").rglob("*.html"))[::10]
+    html, data = [], []
+    for page in pages:
+        script = site / "static" / "wb" / page.parent.name / f"{page.stem}.js"
+        for sizes, f in ((html, page), (data, script)):
+            content = f.read_bytes()
+            sizes.append((len(content), len(gzip.compress(content, 6))))
+    wb = sum(f.stat().st_size for f in (site / "static" / "wb").rglob("*.js"))
+    return {
+        "pair_pages_sampled": len(pages),
+        "pair_html_kb": round(statistics.median(r for r, _ in html) / 1e3, 1),
+        "pair_html_gzip_kb": round(statistics.median(z for _, z in html) / 1e3, 1),
+        "pair_data_kb": round(statistics.median(r for r, _ in data) / 1e3, 1),
+        "pair_data_gzip_kb": round(statistics.median(z for _, z in data) / 1e3, 1),
+        "workbench_data_mb": round(wb / 1e6),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--warehouse", default=str(ROOT / "warehouse_data"))
@@ -96,6 +122,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out, scratch = Path(tmp) / "site", Path(tmp) / "warehouse"
         full, full_s = _timed(args.warehouse, out, subset)
+        loads = _loads(out)
         floor_s = _write_floor(out, Path(tmp) / "floor")
         shutil.rmtree(Path(tmp) / "floor")
         again, again_s = _timed(args.warehouse, out, subset)
@@ -116,6 +143,7 @@ def main() -> None:
         "price_only_parts_reused": prices.parts_reused,
         "price_only_pages_written": prices.written,
         "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        **loads,
     }
     print(json.dumps(result, indent=2))
     if not args.no_record and subset is None:
@@ -140,6 +168,11 @@ def _record(result: dict) -> None:
         figure(
             "every page, from nothing / writing its files alone", result["full_over_floor"], "x"
         ),
+        figure("workbench data, whole site", result["workbench_data_mb"], "MB"),
+        figure("a pair page's HTML, median", result["pair_html_kb"], "kB"),
+        figure("a pair page's HTML, median, gzip", result["pair_html_gzip_kb"], "kB"),
+        figure("a pair page's workbench data, median", result["pair_data_kb"], "kB"),
+        figure("a pair page's workbench data, median, gzip", result["pair_data_gzip_kb"], "kB"),
         figure("same tables again (build called anyway)", result["unchanged_s"], "s"),
         figure("same tables again: parts rendered", result["unchanged_parts_rendered"], "parts"),
         figure("price-only refresh, every price changed", result["price_only_s"], "s"),

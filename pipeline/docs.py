@@ -608,7 +608,11 @@ def front_performance_block(results: Path = BENCHMARK_RESULTS) -> str:
             f"The site: {site['pages']:,} pages, {site['bytes_on_disk'] / 1e6:,.0f} MB on disk "
             f"({site['bytes_on_disk'] / site['pages'] / 1e3:,.0f} kB a page, its workbench data "
             f"included), built from nothing in {site['full_s']:g} s; the whole offline "
-            f"refresh from nothing (tables, release and site) in {refresh['full_wall_s']:g} s.",
+            f"refresh from nothing (tables, release and site) in {refresh['full_wall_s']:g} s. "
+            f"A pair page loads its HTML ({site['pair_html_kb']:g} kB median, "
+            f"{site['pair_html_gzip_kb']:g} kB gzip'd) and its workbench data "
+            f"({site['pair_data_kb']:g} kB, {site['pair_data_gzip_kb']:g} kB gzip'd; "
+            f"{site['workbench_data_mb']:,} MB for the whole site).",
         ]
     )
 

@@ -28,6 +28,7 @@ import polars as pl
 
 from assets.publish import charts, pages, words, workbench
 from assets.publish import data as tables
+from assets.publish.chunks import CHUNK_ROWS
 from assets.publish.data import SiteData
 from assets.publish.search_index import search_data
 
@@ -161,10 +162,13 @@ def build_tables(
     out.mkdir(parents=True, exist_ok=True)
     versions = tables.table_versions(base, storage_options)
     scan = tables.Scanner(versions, base, storage_options, models)
-    with _workers(2) as pool:
+    # A matrix of one group of models (tests, a few models) chooses its filter rows in
+    # less time than a worker takes to start.
+    apart = scan("fit_matrix").select(pl.len()).collect().item() > CHUNK_ROWS
+    with _workers(2 if apart else 1) as pool:
         with _allocator():
             packing = pool.submit(workbench.sync, scan, versions, out)
-            runs = pool.submit(tables.run_rows, scan)
+            runs = pool.submit(tables.run_rows, scan) if apart else None
         site = tables.load(
             base, storage_options, models, cache_dir=out, versions=versions, runs=runs
         )

@@ -169,7 +169,16 @@ def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(
             },
             {"figure": "pages", "value": 2000, "unit": "pages", "target": "", "met": None},
         ],
-        {"pages": 2000, "bytes_on_disk": 130_000_000, "full_s": 90.5},
+        {
+            "pages": 2000,
+            "bytes_on_disk": 130_000_000,
+            "full_s": 90.5,
+            "pair_html_kb": 40.1,
+            "pair_html_gzip_kb": 9.2,
+            "pair_data_kb": 15.3,
+            "pair_data_gzip_kb": 7.7,
+            "workbench_data_mb": 31,
+        },
     )
     run(
         "cli",
@@ -193,3 +202,5 @@ def test_the_front_page_lists_missed_targets_as_rows_and_met_ones_in_a_sentence(
     assert "Met: one estimate: 0.2 s, target at most 0.3." in block
     assert "2,000 pages, 130 MB on disk (65 kB a page" in block and "in 90.5 s" in block
     assert "refresh from nothing (tables, release and site) in 300.5 s" in block
+    assert "its HTML (40.1 kB median, 9.2 kB gzip'd) and its workbench data" in block
+    assert "(15.3 kB, 7.7 kB gzip'd; 31 MB for the whole site)" in block

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from concurrent.futures import Future
 from pathlib import Path
 
 import polars as pl
@@ -635,3 +636,17 @@ def test_the_readmes_screenshot_is_drawn_from_the_built_site(built, browser, tmp
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width >= 900 and height >= 600, (width, height)
+
+
+def test_filter_rows_chosen_in_another_process_are_those_chosen_here(built):
+    """A full build takes the GPU pages' filter rows from a worker (data.Pending): its
+    groups and their hashes are those load() makes itself, read before or after."""
+    root, _ = built
+    here = data.load(root)
+    rows: Future = Future()
+    rows.set_result(data.run_rows(here.scan))
+    there = data.load(root, runs=rows)
+    assert dict(there.hashes["runs"]) == here.hashes["runs"]  # read first: waits for them
+    assert set(there.runs) == set(here.runs) and len(here.runs) > 0
+    for g in here.runs:
+        assert there.runs.frame_of(g).equals(here.runs.frame_of(g))
