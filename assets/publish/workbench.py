@@ -261,9 +261,10 @@ def _packed(
     repeats the value before it), whose bytes, least significant first, make its
     planes, as many as its largest difference in the pair needs (most columns one to
     three of four), after a plane of null flags where it has nulls. Against four planes
-    of plain differences with a sentinel for null at level 6, this is 10 % fewer bytes
-    at level 5 in half the time; the deflating runs on threads (zlib lets go of the
-    GIL)."""
+    of plain differences with a sentinel for null deflated at level 6, a full site's
+    workbench files came out 3.5 % smaller at level 5 with 45 % less deflating CPU (the
+    Polars work grew by about as much); the deflating runs on threads (zlib lets go of
+    the GIL)."""
     s = pl.col("s")
     first = (s // grid.positions != (s // grid.positions).shift(1)).fill_null(True)
     cols = {"k": s % grid.positions, **{n: pl.col(n) for n in values}}
