@@ -247,7 +247,8 @@ def _zigzag(d: pl.Expr) -> pl.Expr:
 
 def _width(z: pl.Expr) -> pl.Expr:
     """Bytes a zigzag-coded column needs (1 to 4) for its largest value."""
-    return 1 + sum((z > (1 << (8 * b)) - 1).cast(pl.UInt8) for b in (1, 2, 3))
+    over = [(z > (1 << (8 * b)) - 1).cast(pl.UInt8) for b in (1, 2, 3)]
+    return over[0] + over[1] + over[2] + 1
 
 
 def _packed(
