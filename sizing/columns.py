@@ -52,6 +52,7 @@ MODEL: dict[str, pl.DataType] = {
     "n_window_layers": pl.Int64(),
     "attn_head_dim": pl.Float64(),
     "attn_head_dim_full": pl.Float64(),
+    "attn_head_dim_absorbed": pl.Float64(),
     "n_experts": pl.Int64(),
     "n_experts_active": pl.Int64(),
     "is_mla": pl.Boolean(),

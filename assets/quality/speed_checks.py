@@ -275,6 +275,24 @@ def _pipeline_gpus() -> pl.Expr:
     return pl.when(old.fill_null(False)).then(pl.col("n_gpus"))
 
 
+# llama.cpp computed MLA's attention decompressed, as MHA, until PR #12801 (April 2025)
+# cached the latent and absorbed the up-projections (sizing.engines.llama_cpp.mla_absorbed).
+# The gathered MLA runs are of build 4418 or older or of 5997 and newer, so the bound is
+# the last of the first.
+MLA_DECOMPRESSED_BUILD = 4418
+
+
+def _mla_width() -> pl.Expr:
+    """The MLA heads' width a llama.cpp run's build computed: decompressed before MLA was
+    absorbed, else the model's absorbed width."""
+    old = (pl.col("engine") == "llama.cpp") & (_build() <= MLA_DECOMPRESSED_BUILD)
+    return (
+        pl.when(old.fill_null(False))
+        .then(pl.col("attn_head_dim_full"))
+        .otherwise(pl.col("attn_head_dim_absorbed"))
+    )
+
+
 def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame:
     """The comparable measurements with the roofline (every fitted constant at its bare
     value) and the estimate's speed for the same model, format, GPU and test."""
@@ -318,6 +336,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             .then(pl.lit("F16"))
             .otherwise(pl.col("fmt")),
             pipeline_gpus=_pipeline_gpus(),
+            attn_head_dim_absorbed=_mla_width(),
             kv_dtype=pl.when(pl.col("engine") == "llama.cpp")
             .then(pl.lit("f16"))
             .otherwise(pl.lit("auto")),

@@ -61,6 +61,7 @@ TERMS = (
     "decode_comm_seconds",
     "decode_weight_kind",
     "sparse_kernels",
+    "mla_absorbed",
     "prefill_parallelism",
     "dequantized_matmuls",
     "quantized_matmul_tflops",

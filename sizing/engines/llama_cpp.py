@@ -318,6 +318,15 @@ def sparse_kernels() -> pl.Expr:
     return pl.col("backend") == "CUDA"
 
 
+def mla_absorbed() -> pl.Expr:
+    """MLA's attention runs absorbed in prefill as in decode: MQA over the cached latent
+    (src/models/deepseek2.cpp since PR #12801, 2025-04; "MLA with the absorption
+    optimization converts into MQA"), whose products are 544 wide per head for DeepSeek-V3
+    against 160 decompressed (the speed checks give a run of an older build its
+    decompressed width: assets.quality.speed_checks)."""
+    return pl.lit(True)
+
+
 # The most GPUs a layer split's prefill pipeline gains on in today's builds: two. On more,
 # the host's blocking synchronisations between the GPUs' parts (PR #19922's analysis) take
 # what the pipeline gives. PR #19922's baseline (ROCm, 2026) prefills gpt-oss 120B at 0.72x

@@ -603,6 +603,13 @@ def sparse_kernels() -> pl.Expr:
     return pl.lit(True)
 
 
+def mla_absorbed() -> pl.Expr:
+    """MLA's prefill runs decompressed, as MHA over keys and values up-projected from the
+    latent (vllm/v1/attention/backends/mla/common.py: the "compute friendly approach for
+    prefill"); only decode runs absorbed."""
+    return pl.lit(False)
+
+
 def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     return col("n_gpus")
 

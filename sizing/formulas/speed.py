@@ -330,13 +330,20 @@ def causal_pairs(queries: pl.Expr, keys_seen: pl.Expr) -> pl.Expr:
 
 def attention_flops(p: pl.Expr) -> pl.Expr:
     """FLOPs of attention over a prompt of `p` tokens: 2 x (QK width + AV width) = 4 x
-    `attn_head_dim` per query-key pair and head. Full layers see every earlier token,
-    window layers the last `kv_window_tokens`. Sparse layers (DeepSeek-V4's CSA: pooled
-    4:1; DeepSeek Sparse Attention: every token) see the top `index_topk` entries after
-    their indexer scored all of them (all entries where the kernels do not skip the rest:
-    sparse_kernels); DeepSeek-V4's HCA layers see all p / 128 entries."""
+    `attn_head_dim` per query-key pair and head (MLA's as wide as the engine computes
+    them: `attn_head_dim_absorbed` where sizing.engines' mla_absorbed holds). Full layers
+    see every earlier token, window layers the last `kv_window_tokens`. Sparse layers
+    (DeepSeek-V4's CSA: pooled 4:1; DeepSeek Sparse Attention: every token) see the top
+    `index_topk` entries after their indexer scored all of them (all entries where the
+    kernels do not skip the rest: sparse_kernels); DeepSeek-V4's HCA layers see all
+    p / 128 entries."""
     per_pair = 4 * col("n_heads")
-    full = col("n_full_attention_layers") * col("attn_head_dim_full") * causal_pairs(p, p)
+    head_full = (
+        pl.when(engines.term("mla_absorbed"))
+        .then(col("attn_head_dim_absorbed"))
+        .otherwise(col("attn_head_dim_full"))
+    )
+    full = col("n_full_attention_layers") * head_full * causal_pairs(p, p)
     w = col("kv_window_tokens")
     # Chunked layers attend causally within each whole chunk and the last partial one.
     chunked = (p / w).floor() * w * w / 2 + (p % w) * (p % w) / 2
@@ -350,7 +357,7 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
     ratio = col("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
     picked = pl.when(sparse_kernels()).then(col("index_topk")).otherwise(entries)
-    sparse = col("attn_head_dim_full") * (
+    sparse = head_full * (
         col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
         + col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries)
     )

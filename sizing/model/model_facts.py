@@ -158,15 +158,25 @@ def _ffn_active_width(m: ModelArch) -> int:
 
 def _attention_head_dim(m: ModelArch, kind: LayerKind = LayerKind.SLIDING) -> float:
     """Mean of the query-key and value head widths of a layer kind, for attention FLOPs
-    (MLA computes attention over its decompressed heads, not the 576-wide cache entry;
-    Gemma 4's full layers are wider than its sliding ones; DeepSeek-V4's shared K=V head
-    is head_dim wide for both products)."""
+    (MLA's decompressed heads, as vLLM's prefill computes them, llama.cpp's absorbed ones
+    being _absorbed_head_dim's; Gemma 4's full layers are wider than its sliding ones;
+    DeepSeek-V4's shared K=V head is head_dim wide for both products)."""
     if m.compressed is not None:
         return float(m.head_dim)
     if m.mla is not None:
         return (m.mla.qk_nope_dim + m.mla.qk_rope_dim + m.mla.v_head_dim) / 2
     _, hd, hd_v = m.attention_geometry(kind)
     return (hd + hd_v) / 2
+
+
+def _absorbed_head_dim(m: ModelArch) -> float:
+    """The full layers' mean head width where MLA's key and value up-projections are
+    absorbed into the queries and the output (llama.cpp, src/models/deepseek2.cpp: MQA
+    over the cached latent, queries and keys kv_lora_rank + rope wide, values
+    kv_lora_rank wide); the decompressed width (_attention_head_dim) for other models."""
+    if m.mla is None or m.compressed is not None:
+        return _attention_head_dim(m, LayerKind.FULL)
+    return (2 * m.mla.kv_lora_rank + m.mla.qk_rope_dim) / 2
 
 
 # Rows already computed, by model (held, so that its id names no other) and format: a
@@ -235,6 +245,7 @@ def _model_row(m: ModelArch) -> dict[str, Any]:
         "n_window_layers": sum(k in (LayerKind.SLIDING, LayerKind.CHUNKED) for k in m.layer_kinds),
         "attn_head_dim": _attention_head_dim(m),
         "attn_head_dim_full": _attention_head_dim(m, LayerKind.FULL),
+        "attn_head_dim_absorbed": _absorbed_head_dim(m),
         "n_experts": m.moe.n_experts if m.moe else 0,
         "n_experts_active": m.moe.n_active if m.moe else 0,
         "is_mla": m.mla is not None,

@@ -235,6 +235,27 @@ def test_sparse_attention_prefill_counts_each_query_like_the_reference():
     assert ours == pytest.approx(expected, rel=0.01)
 
 
+@pytest.mark.parametrize(("engine", "qk", "v"), [("llama.cpp", 512 + 64, 512), ("vllm", 192, 128)])
+def test_mla_prefill_attention_is_as_wide_as_the_engine_computes_it(engine, qk, v):
+    """DeepSeek-V3 (61 MLA layers, 128 heads; kv_lora_rank 512, rope 64, nope 128, V 128).
+    llama.cpp absorbs the up-projections (src/models/deepseek2.cpp: queries and keys the
+    512-wide latent plus the 64-wide rope part, values the latent: "MLA with the absorption
+    optimization converts into MQA"); vLLM's prefill decompresses (vllm/v1/attention/
+    backends/mla/common.py, the "compute friendly approach" for prefill: 192-wide QK, 128
+    V). 2 FLOPs per pair, head and dimension of each product."""
+    from sizing.formulas.speed import attention_flops
+
+    row = model_row(load_arch("deepseek-ai/DeepSeek-V3")) | {
+        "engine": engine,
+        "vendor": "NVIDIA",
+        "backend": "CUDA",
+    }
+    p = 8192
+    expected = 61 * 128 * 2 * (qk + v) * sum(range(1, p + 1))
+    ours = pl.DataFrame([row]).select(attention_flops(pl.lit(float(p)))).item()
+    assert ours == pytest.approx(expected, rel=0.01)
+
+
 def test_vllm_sparse_decode_reads_the_picked_fp8_entries_at_their_layout_size():
     """Under vLLM's FP8 cache a DeepSeek-V3.2 decode step reads all indexer keys (132 bytes
     each) and the 2048 picked latents at 656 bytes each, per layer."""
