@@ -241,8 +241,9 @@ def _scaled(column: str, scale: int) -> pl.Expr:
 def _zigzag(d: pl.Expr) -> pl.Expr:
     """A difference zigzag-coded as unsigned: 0, -1, 1, -2 ... become 0, 1, 2, 3 ..., so
     that a small difference of either sign has zero high bytes (one beyond 32 bits fails
-    the cast: the page's 32-bit sums could not undo it)."""
-    return pl.when(d >= 0).then(2 * d).otherwise(-2 * d - 1).cast(pl.UInt32)
+    the cast: the page's 32-bit sums could not undo it). By arithmetic, not a
+    when/then: a third of the time."""
+    return ((2 * d).abs() - (d < 0).cast(pl.Int64)).cast(pl.UInt32)
 
 
 def _width(z: pl.Expr) -> pl.Expr:
@@ -267,12 +268,13 @@ def _packed(
     Polars work grew by about as much); the deflating runs on threads (zlib lets go of
     the GIL)."""
     s = pl.col("s")
-    first = (s // grid.positions != (s // grid.positions).shift(1)).fill_null(True)
+    # 1 on a pair's rows after its first, whose values are differences; 0 on its first.
+    later = (pl.col("p").diff() == 0).fill_null(False).cast(pl.Int64)
     cols = {"k": s % grid.positions, **{n: pl.col(n) for n in values}}
 
     def coded(e: pl.Expr) -> pl.Expr:
         e = e.forward_fill().fill_null(0)
-        return _zigzag(pl.when(first).then(e).otherwise(e - e.shift(1)))
+        return _zigzag(e - e.shift(1, fill_value=0) * pl.col("later"))
 
     df = (
         rows.select(
@@ -280,8 +282,10 @@ def _packed(
             *(e.alias(n) for n, e in values.items()),
         )
         .sort("s")
+        .with_columns((s // grid.positions).alias("p"))
+        .with_columns(later.alias("later"))
         .select(
-            (s // grid.positions).alias("p"),
+            "p",
             *(coded(e).alias(n) for n, e in cols.items()),
             *(pl.col(n).is_null().cast(pl.UInt8).alias(f"{n}?") for n in values),
         )
