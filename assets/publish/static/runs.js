@@ -5,6 +5,8 @@
   const root = document.getElementById("runs");
   if (!root) return;
   const data = JSON.parse(document.getElementById("runs-data").textContent);
+  const values = JSON.parse(document.getElementById("runs-values").textContent);
+  data.rows = values.model.map((_, i) => data.columns.map((c) => values[c][i]));
   const col = Object.fromEntries(data.columns.map((c, i) => [c, i]));
   const tiers = data.tiers; // best first
   const $ = (id) => document.getElementById(id);
