@@ -28,7 +28,6 @@ import polars as pl
 
 from assets.publish import charts, pages, words, workbench
 from assets.publish import data as tables
-from assets.publish.chunks import CHUNK_ROWS
 from assets.publish.data import SiteData
 from assets.publish.search_index import search_data
 
@@ -166,23 +165,16 @@ def build_tables(
     models: list[str] | None = None,
 ) -> BuildStats:
     """Read the tables (data.load) and bring `out` up to date with them, the workbench data
-    packed and the GPU pages' filter rows chosen by processes of their own from the
-    start: each reads its own tables, so neither waits for the rows the pages show (the
-    filter rows are needed by the GPU pages only, which come after the pair pages)."""
+    packed by a process of its own from the start: it reads its own tables, so it waits
+    for none of the rows the pages show."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     versions = tables.table_versions(base, storage_options)
     scan = tables.Scanner(versions, base, storage_options, models)
-    # A matrix of one group of models (tests, a few models) chooses its filter rows in
-    # less time than a worker takes to start.
-    apart = scan("fit_matrix").select(pl.len()).collect().item() > CHUNK_ROWS
-    with _workers(2 if apart else 1) as pool:
+    with _workers(1) as pool:
         with _allocator():
             packing = pool.submit(workbench.sync, scan, versions, out)
-            runs = pool.submit(tables.run_rows, scan) if apart else None
-        site = tables.load(
-            base, storage_options, models, cache_dir=out, versions=versions, runs=runs
-        )
+        site = tables.load(base, storage_options, models, cache_dir=out, versions=versions)
         return _build(site, out, started, packing)
 
 
@@ -206,7 +198,16 @@ def _workers(n: int) -> ProcessPoolExecutor:
     rendering, the packing and the rendering took turns at the GIL (a full site: 65 s of
     packing stretched the rendering's 136 s of work to 202 s). Spawned, not forked:
     Polars' threads do not survive a fork."""
-    return ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_yield_cpu
+    )
+
+
+def _yield_cpu() -> None:
+    """A worker's priority below the rendering's: the rendering is one thread and the
+    last to finish, the workers' Polars and zlib threads take whatever core it leaves."""
+    if hasattr(os, "nice"):
+        os.nice(10)
 
 
 # Polars' allocator (jemalloc) in the worker processes keeps freed pages for 20 s before

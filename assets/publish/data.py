@@ -7,12 +7,12 @@ Python rows per page, because per-page queries over the 20 M-row fit matrix woul
 more than the rendering itself.
 """
 
+import functools
 import hashlib
 import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -122,17 +122,17 @@ class Groups(Mapping):
 
 
 class Pending(Mapping):
-    """Groups (as `_grouped` makes them) of a frame another process computes, made on
-    first use; until then `hashes[name]` reads through to them."""
+    """Groups (as `_grouped` makes them) of a frame computed on first use; until then
+    `hashes[name]` reads through to them."""
 
-    def __init__(self, frame: Future, hashes: dict, name: str, *keys: str):
+    def __init__(self, frame: Callable[[], pl.DataFrame], hashes: dict, name: str, *keys: str):
         self._frame, self._hashes, self._name, self._keys = frame, hashes, name, keys
         self._groups: Groups | None = None
         hashes[name] = _HashesOf(self)
 
     def groups(self) -> Groups:
         if self._groups is None:  # replaces hashes[name] by the groups' own
-            self._groups = _grouped(self._frame.result(), self._hashes, self._name, *self._keys)
+            self._groups = _grouped(self._frame(), self._hashes, self._name, *self._keys)
         return self._groups
 
     def hashes(self) -> dict:
@@ -257,13 +257,15 @@ def load(
     models: list[str] | None = None,
     cache_dir: Path | None = None,
     versions: dict[str, dict] | None = None,
-    runs: Future | None = None,
 ) -> SiteData:
     """Every row the site shows, from each table's current version (pinned, so that the
     versions stamped on the pages are the ones read). `models` limits the site to a
     subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
     fit rows give beside the pages (FIT_CACHE); `versions` (table_versions) saves reading
-    them again; `runs`, the GPU pages' filter rows (run_rows) being computed elsewhere."""
+    them again. The GPU pages' filter rows (run_rows) are chosen when the first GPU page
+    needs them: the GPU pages come last, when the rendering has a core to spare (computed
+    by a process of its own from the start, they took it from the workbench's packing,
+    which then finished last)."""
     opts = dict(storage_options or {})
     versions = versions or table_versions(base, opts)
     scan = Scanner(versions, base, opts, models)
@@ -388,10 +390,7 @@ def load(
         "model_id",
     )
     d.picks = _group(scan("hardware_picks").collect(), h, "picks", "model_id")
-    if runs is None:
-        d.runs = _grouped(run_rows(scan), h, "runs", "gpu_id")
-    else:
-        d.runs = Pending(runs, h, "runs", "gpu_id")
+    d.runs = Pending(functools.partial(run_rows, scan), h, "runs", "gpu_id")
     return d
 
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from concurrent.futures import Future
 from pathlib import Path
 
 import polars as pl
@@ -638,15 +637,16 @@ def test_the_readmes_screenshot_is_drawn_from_the_built_site(built, browser, tmp
     assert width >= 900 and height >= 600, (width, height)
 
 
-def test_filter_rows_chosen_in_another_process_are_those_chosen_here(built):
-    """A full build takes the GPU pages' filter rows from a worker (data.Pending): its
-    groups and their hashes are those load() makes itself, read before or after."""
+def test_filter_rows_chosen_on_first_use_are_those_chosen_at_once(built):
+    """The GPU pages' filter rows are chosen when a GPU page first needs them
+    (data.Pending): their groups and hashes are those of the rows chosen at once
+    (run_rows, grouped), whether the hashes or the groups are read first."""
     root, _ = built
-    here = data.load(root)
-    rows: Future = Future()
-    rows.set_result(data.run_rows(here.scan))
-    there = data.load(root, runs=rows)
-    assert dict(there.hashes["runs"]) == here.hashes["runs"]  # read first: waits for them
-    assert set(there.runs) == set(here.runs) and len(here.runs) > 0
-    for g in here.runs:
-        assert there.runs.frame_of(g).equals(here.runs.frame_of(g))
+    hashes_first, groups_first = data.load(root), data.load(root)
+    at_once: dict = {}
+    now = data._grouped(data.run_rows(hashes_first.scan), at_once, "runs", "gpu_id")
+    assert dict(hashes_first.hashes["runs"]) == at_once["runs"]  # waits for the rows
+    assert set(groups_first.runs) == set(now) and len(now) > 0
+    for g in now:
+        assert groups_first.runs.frame_of(g).equals(now.frame_of(g))
+    assert groups_first.hashes["runs"] == at_once["runs"]
