@@ -204,8 +204,9 @@ def _workers(n: int) -> ProcessPoolExecutor:
 
 
 def _yield_cpu() -> None:
-    """A worker's priority below the rendering's: the rendering is one thread and the
-    last to finish, the workers' Polars and zlib threads take whatever core it leaves."""
+    """A worker's priority below the rendering's: the rendering is one thread, the
+    workers' Polars and zlib threads take whatever core it leaves (the rendering had
+    finished last)."""
     if hasattr(os, "nice"):
         os.nice(10)
 
@@ -244,6 +245,8 @@ def _build(data: SiteData, out: Path, started: float, packing: Future | None) ->
     stamp_html: dict[tuple[str, ...], str] = {}
     stamp = env.get_template("macros.html.j2").module.stamp  # type: ignore[attr-defined]
     for page in pages.all_pages(data):
+        if page.kind != "pair" and isinstance(data.runs, tables.Pending):
+            data.runs.start()  # the GPU pages' filter rows, while the model pages render
         hashes = part_hashes(data, page, code)
         shell = _hash(code, page.title, page.kind)
         prev = old.get("pages", {}).get(page.path)

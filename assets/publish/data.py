@@ -13,6 +13,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -128,11 +129,21 @@ class Pending(Mapping):
     def __init__(self, frame: Callable[[], pl.DataFrame], hashes: dict, name: str, *keys: str):
         self._frame, self._hashes, self._name, self._keys = frame, hashes, name, keys
         self._groups: Groups | None = None
+        self._started: Future | None = None
         hashes[name] = _HashesOf(self)
+
+    def start(self) -> None:
+        """Compute the frame on a thread from now (Polars lets go of the GIL while the
+        caller renders pages that do not need it)."""
+        if self._started is None and self._groups is None:
+            pool = ThreadPoolExecutor(max_workers=1)
+            self._started = pool.submit(self._frame)
+            pool.shutdown(wait=False)  # its thread ends with the frame
 
     def groups(self) -> Groups:
         if self._groups is None:  # replaces hashes[name] by the groups' own
-            self._groups = _grouped(self._frame(), self._hashes, self._name, *self._keys)
+            frame = self._started.result() if self._started else self._frame()
+            self._groups = _grouped(frame, self._hashes, self._name, *self._keys)
         return self._groups
 
     def hashes(self) -> dict:
@@ -262,10 +273,10 @@ def load(
     versions stamped on the pages are the ones read). `models` limits the site to a
     subset (tests, benchmarks of a part); `cache_dir` (the site's folder) keeps what the
     fit rows give beside the pages (FIT_CACHE); `versions` (table_versions) saves reading
-    them again. The GPU pages' filter rows (run_rows) are chosen when the first GPU page
-    needs them: the GPU pages come last, when the rendering has a core to spare (computed
-    by a process of its own from the start, they took it from the workbench's packing,
-    which then finished last)."""
+    them again. The GPU pages' filter rows (run_rows) are chosen after the pair pages
+    (Pending: the builder starts them on a thread when the model pages begin; computed
+    by a process of their own from the start, they took a core from the workbench's
+    packing, which then finished last)."""
     opts = dict(storage_options or {})
     versions = versions or table_versions(base, opts)
     scan = Scanner(versions, base, opts, models)

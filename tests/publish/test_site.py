@@ -640,12 +640,16 @@ def test_the_readmes_screenshot_is_drawn_from_the_built_site(built, browser, tmp
 def test_filter_rows_chosen_on_first_use_are_those_chosen_at_once(built):
     """The GPU pages' filter rows are chosen when a GPU page first needs them
     (data.Pending): their groups and hashes are those of the rows chosen at once
-    (run_rows, grouped), whether the hashes or the groups are read first."""
+    (run_rows, grouped), whether the hashes or the groups are read first, and when the
+    builder has started them on a thread beforehand (Pending.start)."""
     root, _ = built
-    hashes_first, groups_first = data.load(root), data.load(root)
+    hashes_first, groups_first, started = data.load(root), data.load(root), data.load(root)
+    assert isinstance(started.runs, data.Pending)
+    started.runs.start()
     at_once: dict = {}
     now = data._grouped(data.run_rows(hashes_first.scan), at_once, "runs", "gpu_id")
     assert dict(hashes_first.hashes["runs"]) == at_once["runs"]  # waits for the rows
+    assert dict(started.hashes["runs"]) == at_once["runs"]
     assert set(groups_first.runs) == set(now) and len(now) > 0
     for g in now:
         assert groups_first.runs.frame_of(g).equals(now.frame_of(g))
