@@ -193,29 +193,18 @@ def pair_scripts(scan: Callable[[str], pl.LazyFrame]) -> Iterator[tuple[tuple[st
         .iter_rows()
     )
     head = _head(grid.dims)
-
-    def group(models: list[str]) -> dict[tuple[str, str], dict]:
-        return _packed(fit.filter(pl.col("model_id").is_in(models)), grid, _fit_values())
-
-    # The next group packed on a thread while this one's scripts are written (Polars and
-    # zlib let go of the GIL): the writing no longer leaves a core idle.
-    groups = model_groups(fit)
-    with ThreadPoolExecutor(max_workers=1) as ahead:
-        coming = [ahead.submit(group, groups[0])] if groups else []
-        for i in range(len(groups)):
-            fits = coming.pop().result()
-            if i + 1 < len(groups):
-                coming.append(ahead.submit(group, groups[i + 1]))
-            for pair, pack in fits.items():
-                m, _ = pair
-                body = {
-                    **head,
-                    "fit": pack,
-                    "cost": costs.pop(pair, _EMPTY),
-                    "rope_scaled": rope.get(m, []),
-                }
-                text = json.dumps(body, separators=(",", ":"))
-                yield pair, f'wbData({text[:-1]},"conf":{conf.get(pair, "{}")}}});\n'
+    for models in model_groups(fit):
+        fits = _packed(fit.filter(pl.col("model_id").is_in(models)), grid, _fit_values())
+        for pair, pack in fits.items():
+            m, _ = pair
+            body = {
+                **head,
+                "fit": pack,
+                "cost": costs.pop(pair, _EMPTY),
+                "rope_scaled": rope.get(m, []),
+            }
+            text = json.dumps(body, separators=(",", ":"))
+            yield pair, f'wbData({text[:-1]},"conf":{conf.get(pair, "{}")}}});\n'
 
 
 _COST_START, _COST_END = ',"cost":{"n":', '},"rope_scaled":'
