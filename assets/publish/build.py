@@ -171,9 +171,7 @@ def build_tables(
     out.mkdir(parents=True, exist_ok=True)
     versions = tables.table_versions(base, storage_options)
     scan = tables.Scanner(versions, base, storage_options, models)
-    with _workers(1) as pool:
-        with _allocator():
-            packing = pool.submit(workbench.sync, scan, versions, out)
+    with _packing(scan, versions, out) as packing:
         site = tables.load(base, storage_options, models, cache_dir=out, versions=versions)
         return _build(site, out, started, packing)
 
@@ -183,24 +181,28 @@ def build(data: SiteData, out: Path) -> BuildStats:
     process of its own meanwhile."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    with _workers(1) as pool:
-        with _allocator():
-            packing = (
-                pool.submit(workbench.sync, data.scan, data.versions, out)
-                if data.scan is not None
-                else None
-            )
+    with _packing(data.scan, data.versions, out) as packing:
         return _build(data, out, started, packing)
 
 
-def _workers(n: int) -> ProcessPoolExecutor:
-    """Processes for the work that needs no rendered page: on a thread beside the
-    rendering, the packing and the rendering took turns at the GIL (a full site: 65 s of
-    packing stretched the rendering's 136 s of work to 202 s). Spawned, not forked:
-    Polars' threads do not survive a fork."""
-    return ProcessPoolExecutor(
-        max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_yield_cpu
-    )
+@contextlib.contextmanager
+def _packing(
+    scan: tables.Scanner | None, versions: dict[str, dict], out: Path
+) -> Iterator[Future | None]:
+    """The workbench data packed (workbench.sync) by a process of its own while the pages
+    render (none without a scan): on a thread beside the rendering, the packing and the
+    rendering took turns at the GIL (a full site: 65 s of packing stretched the
+    rendering's 136 s of work to 202 s). Spawned, not forked: Polars' threads do not
+    survive a fork."""
+    if scan is None:
+        yield None
+        return
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_yield_cpu
+    ) as pool:
+        with _allocator():
+            packing = pool.submit(workbench.sync, scan, versions, out)
+        yield packing
 
 
 def _yield_cpu() -> None:
