@@ -144,6 +144,10 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # The most GPUs of llama.cpp's layer split whose prefill pipelines (null: today's builds',
     # sizing.engines.llama_cpp.PIPELINE_GPUS); the speed checks set it from a run's build.
     "pipeline_gpus": pl.Int64(),
+    # Whether llama.cpp's CUDA build dequantizes quantized weights to FP16 for cuBLAS on
+    # every card (builds before PR #8075; null: today's builds, which do so only on the
+    # cards sizing.engines.llama_cpp.dequantized_matmuls names); the speed checks set it.
+    "dequantizing_build": pl.Boolean(),
     # Whether attention runs flash-attention kernels: the launch commands' llama-server
     # `-fa on`, and vLLM's attention backends; the speed checks' llama-bench runs say.
     "flash_attention": pl.Boolean(),
@@ -165,6 +169,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "backend": None,
     "split_mode": None,
     "pipeline_gpus": None,
+    "dequantizing_build": None,
     "flash_attention": True,
     "prompt_tokens": DEFAULT_PROMPT_TOKENS,
     "prompt_depth": 0,

@@ -234,11 +234,11 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
 
 
 # llama.cpp's CUDA builds before PR #8075 (2024-06-23; sizing.engines.llama_cpp's MMQ
-# rule) dequantized quantized weights to FP16 for cuBLAS at prompt sizes: their prefill is
-# a 16-bit run's. A build is told by its number, printed as "4426e298 (2824)" (a bound,
-# not PR #8075's own build: the gathered builds are 2843 or older, from May 2024, or 4006
-# and newer, from late 2024), or by a version naming an earlier PR ("master before PR
-# #4766", "PR #6017 era").
+# rule) dequantized quantized weights to FP16 for cuBLAS at prompt sizes on every card: a
+# run of one sets the input `dequantizing_build`. A build is told by its number, printed as
+# "4426e298 (2824)" (a bound, not PR #8075's own build: the gathered builds are 2843 or
+# older, from May 2024, or 4006 and newer, from late 2024), or by a version naming an
+# earlier PR ("master before PR #4766", "PR #6017 era").
 MMQ_DEFAULT_BUILD = 3000
 MMQ_DEFAULT_PR = 8075
 
@@ -250,15 +250,11 @@ def _build() -> pl.Expr:
     return version.str.extract(r"\((\d+)\)").cast(pl.Int64, strict=False)
 
 
-def _dequantized_prefill() -> pl.Expr:
-    """A quantized llama.cpp CUDA prefill run of a build that multiplied in FP16."""
+def _dequantizing_build() -> pl.Expr:
+    """A llama.cpp run of a build that dequantized every quantized matmul to FP16."""
     pr = pl.col("engine_version_or_commit").str.extract(r"PR #(\d+)").cast(pl.Int64, strict=False)
     return (
-        (pl.col("kind") == "prefill")
-        & (pl.col("engine") == "llama.cpp")
-        & (pl.col("backend") == "CUDA")
-        & ~pl.col("fmt").is_in(speed.UNQUANTIZED)
-        & ((_build() < MMQ_DEFAULT_BUILD) | (pr < MMQ_DEFAULT_PR))
+        (pl.col("engine") == "llama.cpp") & ((_build() < MMQ_DEFAULT_BUILD) | (pr < MMQ_DEFAULT_PR))
     ).fill_null(False)
 
 
@@ -332,9 +328,8 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
         .join(format_rows, on=["model", "fmt", "engine"])
         .join(gpus, on="gpu_id")
         .with_columns(
-            weight_format=pl.when(_dequantized_prefill())
-            .then(pl.lit("F16"))
-            .otherwise(pl.col("fmt")),
+            weight_format=pl.col("fmt"),
+            dequantizing_build=_dequantizing_build(),
             pipeline_gpus=_pipeline_gpus(),
             attn_head_dim_absorbed=_mla_width(),
             kv_dtype=pl.when(pl.col("engine") == "llama.cpp")

@@ -376,12 +376,17 @@ DP4A_MIN_COMPUTE_CAPABILITY = 6.1
 
 def dequantized_matmuls() -> pl.Expr:
     """Whether quantized weights are dequantized to FP16 for cuBLAS at prompt sizes: on CUDA
-    cards with FP16 tensor cores but no int8 ones (compute capability 7.0, the V100) and on
-    those without __dp4a (below 6.1, the P100), PR #8075's exceptions."""
+    cards with FP16 tensor cores but no int8 ones (compute capability 7.0, the V100), on
+    those without __dp4a (below 6.1, the P100), PR #8075's exceptions, and on every card in
+    a build before it (the input `dequantizing_build`). ggml-cuda's cuBLAS path
+    (ggml_cuda_op_mul_mat_cublas: "convert src0 and src1 to fp16, multiply as fp16")
+    writes each weight matrix to an FP16 buffer before the product, once per micro-batch:
+    memory time besides the product's (sizing.formulas.speed.prefill_parts)."""
     cc = col("compute_capability")
     fp16_only = (cc >= FP16_TENSOR_MIN_COMPUTE_CAPABILITY) & (cc < MMQ_MIN_COMPUTE_CAPABILITY)
     no_dp4a = cc < DP4A_MIN_COMPUTE_CAPABILITY
-    return ((pl.col("backend") == "CUDA") & (fp16_only | no_dp4a)).fill_null(False)
+    old_build = pl.col("dequantizing_build").fill_null(False)
+    return ((pl.col("backend") == "CUDA") & (fp16_only | no_dp4a | old_build)).fill_null(False)
 
 
 def quantized_matmul_tflops() -> pl.Expr:

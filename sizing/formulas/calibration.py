@@ -23,8 +23,10 @@ MIN_SOURCES sources, else taken from the engine's pooled fit, else off (_scaling
 `measured_tok_s`, `roofline_tok_s` (the prediction at efficiency 1, no power cap, no
 overhead and no synchronisation), `sync_seconds` (the GPUs' synchronisation per step:
 vLLM's all-reduces, llama.cpp's row-split gathers), `n_layers`, `n_gpus`, `split_mode`,
-`gpu_id`, `weight_format`, `memory_type`, `tdp_w` and `fp16_dense_tflops`. The decode fit
-takes the synchronisation off each measured step; the row split's own is fitted apart
+`gpu_id`, `weight_format`, `memory_type`, `tdp_w`, `fp16_dense_tflops` and prefill's
+parts (sizing.formulas.speed.PREFILL_PARTS). The decode fit takes the synchronisation off
+each measured step, the prefill fit the weights' dequantization off each measured prompt
+(memory time, which no share of the peak scales); the row split's own is fitted apart
 (row_split_sync_seconds).
 """
 
@@ -42,6 +44,7 @@ from sizing import engines, stats
 from sizing.formulas.speed import (
     DECODE_KIND_FIELDS,
     PREFILL_FIELDS,
+    PREFILL_PARTS,
     matmul_tflops,
     prefill_seconds_from_parts,
     quantized_matmuls,
@@ -372,7 +375,11 @@ def _deviations(data: pl.DataFrame, grid: pl.DataFrame, group: list[str]) -> pl.
     """Per point of `grid` (its columns, the constants searched) and run: |log(measured /
     roofline at those constants)| off its `group`'s median at the same point."""
     keys = grid.columns
-    y = (pl.col("measured_tok_s") * prefill_seconds_from_parts() / pl.col("prompt_tokens")).log()
+    y = (
+        pl.col("measured_tok_s")
+        * prefill_seconds_from_parts(dequantize=False)
+        / pl.col("prompt_tokens")
+    ).log()
     return (
         data.lazy()
         .drop(keys, strict=False)
@@ -431,7 +438,9 @@ def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> p
         prefill_attention_share=of("attention_share"),
         prefill_flash_attention_share=of("flash_attention_share"),
         prefill_expert_tokens=of("expert_tokens"),
-    ).with_columns(roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts())
+    ).with_columns(
+        roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts(dequantize=False)
+    )
 
 
 def _scaling(data: pl.DataFrame) -> dict[str, dict[str, float]]:
@@ -496,6 +505,13 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
     if kind == "decode":
         data = data.filter(~row_split_runs()).with_columns(
             measured_tok_s=1 / (1 / pl.col("measured_tok_s") - pl.col("sync_seconds"))
+        )
+    else:
+        seconds = pl.col("prompt_tokens") / pl.col("measured_tok_s") - pl.col(
+            PREFILL_PARTS["dequantize"]
+        )
+        data = data.with_columns(
+            measured_tok_s=pl.when(seconds > 0).then(pl.col("prompt_tokens") / seconds)
         )
     if data.is_empty():  # nothing to fit on (e.g. every measured GPU left out): no constants
         return {}

@@ -161,6 +161,16 @@ def quantized_matmuls() -> pl.Expr:
     return ~pl.col("weight_format").is_in(UNQUANTIZED) & ~engines.term("dequantized_matmuls")
 
 
+# Bytes of an FP16 element: what a dequantizing engine writes per weight.
+F16_BYTES = 2
+
+
+def dequantized_weights() -> pl.Expr:
+    """Whether the weights' matmuls first dequantize them to 16 bits: a quantized format on
+    an engine that does (sizing.engines.llama_cpp.dequantized_matmuls)."""
+    return ~pl.col("weight_format").is_in(UNQUANTIZED) & engines.term("dequantized_matmuls")
+
+
 def matmul_tflops() -> pl.Expr:
     """The dense peak the weights' matmuls run at: the FP16 tensor peak for 16-bit ones,
     the engine's kernels' rate for quantized ones (sizing.engines.llama_cpp's MMQ)."""
@@ -420,6 +430,7 @@ PREFILL_PARTS = {
     "experts": "prefill_expert_seconds",
     "attention": "prefill_attention_seconds",
     "weights": "prefill_weights_seconds",
+    "dequantize": "prefill_dequantize_seconds",
 }
 
 
@@ -427,11 +438,13 @@ def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
     """Prefill of `p` tokens (one sequence) after `depth` cached ones, at the whole peaks:
     the dense matmuls (2 FLOPs per active parameter outside the embedding and the routed
     experts) and the routed experts' matmuls at the weights' matmul peak (matmul_tflops),
-    attention (attention_flops_after) at the FP16 peak, and the weights' reads.
+    attention (attention_flops_after) at the FP16 peak, the weights' reads, and where the
+    engine dequantizes them first (dequantized_weights) that pass: the quantized weights
+    read and their FP16 copy written, at the bandwidth.
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
     split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
-    llama.cpp re-reads the weights once per micro-batch."""
+    llama.cpp re-reads (and dequantizes) the weights once per micro-batch."""
     n = engines.term("prefill_parallelism", p)
     peak = col("fp16_dense_tflops") * _TFLOPS * n
     matmuls = matmul_tflops() * _TFLOPS * n
@@ -439,13 +452,17 @@ def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
     dense = 2 * (col("params_active") - col("params_embedding")) * p - experts
     reads = engines.term("prefill_weight_reads", p)
     step_tokens = engines.term("prefill_step_tokens", p)
+    bandwidth = col("bandwidth_gb_s") * _GB * n
+    step_bytes = weight_bytes_read_per_step(step_tokens)
     return {
         "dense": dense / matmuls,
         "experts": experts / matmuls,
         "attention": attention_flops_after(p, depth) / peak,
-        "weights": reads
-        * weight_bytes_read_per_step(step_tokens)
-        / (col("bandwidth_gb_s") * _GB * n),
+        "weights": reads * step_bytes / bandwidth,
+        "dequantize": pl.when(dequantized_weights())
+        .then(reads * step_bytes * (1 + F16_BYTES * col("params_total") / engine_weights_bytes()))
+        .otherwise(0.0)
+        / bandwidth,
     }
 
 
@@ -454,13 +471,13 @@ def prefill_seconds_of(
 ) -> pl.Expr:
     """Prefill's seconds from its parts (prefill_parts): the compute at `share` of the
     peak, the experts' and attention's at their own shares of that, or the weights'
-    reads where they take longer. No published dense tensor throughput for the device
-    (or no share): no figure."""
+    reads where they take longer, then the weights' dequantization. No published dense
+    tensor throughput for the device (or no share): no figure."""
     compute = (parts["dense"] + parts["experts"] / experts + parts["attention"] / attention) / share
     return (
         pl.when(compute.is_null())
         .then(None)
-        .otherwise(pl.max_horizontal(compute, parts["weights"]))
+        .otherwise(pl.max_horizontal(compute, parts["weights"]) + parts["dequantize"])
     )
 
 
@@ -471,10 +488,13 @@ def prefill_part_columns() -> list[pl.Expr]:
     return [e.alias(PREFILL_PARTS[k]) for k, e in parts.items()]
 
 
-def prefill_seconds_from_parts(share: pl.Expr | None = None) -> pl.Expr:
+def prefill_seconds_from_parts(share: pl.Expr | None = None, dequantize: bool = True) -> pl.Expr:
     """prefill_seconds on the part columns (prefill_part_columns) at `share` of the peak
-    (default the bare roofline, 1) and the row's expert and attention constants."""
+    (default the bare roofline, 1) and the row's expert and attention constants; without
+    `dequantize`, the compute alone (what the calibration shares out)."""
     parts = {k: pl.col(c) for k, c in PREFILL_PARTS.items()}
+    if not dequantize:
+        parts["dequantize"] = pl.lit(0.0)
     return prefill_seconds_of(
         parts,
         pl.lit(1.0) if share is None else share,
