@@ -27,6 +27,7 @@ from sizing.formulas.memory import (
 )
 from sizing.formulas.offload import host_expert_bytes
 from sizing.model.architecture import HCA_RATIO
+from sizing.model.ggml_types import GGML_TYPES
 
 # Fitted on the decode and prefill measurements (llama-bench 2023-2026; vLLM's
 # benchmark_latency, the Qwen2.5 speed benchmark, silybench's concurrency sweeps and
@@ -161,8 +162,8 @@ def quantized_matmuls() -> pl.Expr:
     return ~pl.col("weight_format").is_in(UNQUANTIZED) & ~engines.term("dequantized_matmuls")
 
 
-# Bytes of an FP16 element: what a dequantizing engine writes per weight.
-F16_BYTES = 2
+# Bytes of an FP16 element (ggml's F16 type): what a dequantizing engine writes per weight.
+F16_BYTES = GGML_TYPES["F16"].block_bytes // GGML_TYPES["F16"].block_elems
 
 
 def dequantized_weights() -> pl.Expr:
