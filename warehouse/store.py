@@ -151,7 +151,7 @@ def publish(
         **commit_info,
         **({FINGERPRINT_KEY: fingerprint} if fingerprint else {}),
     }
-    schema = pl.DataFrame(schema=contract.schema).to_arrow().schema
+    schema = pl.DataFrame(schema=contract.schema).to_arrow(compat_level=_ARROW).schema
     reader = pa.RecordBatchReader.from_batches(schema, stream)
     try:
         # The contract in code is the schema: a release that adds or drops a column
@@ -279,6 +279,11 @@ def _writer_properties(schema: Mapping[str, pl.DataType]) -> WriterProperties:
     )
 
 
+# Arrow as Polars holds it (strings as views): handed to delta-rs without a copy, where the
+# older large-string layout copied every string column of every partition first.
+_ARROW = pl.CompatLevel.newest()
+
+
 def _prefetched(frames: Iterable[pl.DataFrame], depth: int = 1) -> Iterator[pl.DataFrame]:
     """Produce the next partition in a background thread while the current one is being
     written (Polars and delta-rs both release the GIL, so the two overlap on two cores)."""
@@ -349,7 +354,7 @@ def _checked(
             raise ContractViolation(f"{contract.name}: " + "; ".join(problems))
         seen |= partitions
         rows += df.height
-        yield from df.to_arrow().to_batches()
+        yield from df.to_arrow(compat_level=_ARROW).to_batches()
     if rows == 0 and not contract.allow_empty:
         raise ContractViolation(f"{contract.name}: no rows")
     if previous_rows and rows < MIN_ROWS_RATIO * previous_rows and not contract.shrinks_freely:

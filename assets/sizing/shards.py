@@ -19,6 +19,7 @@ import hashlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import dagster as dg
@@ -68,6 +69,9 @@ def code_fingerprint() -> str:
     return hashlib.sha256(code + FITS_FILE.read_bytes() + schemas).hexdigest()
 
 
+# Keyed by the source text: a refresh fingerprints the library in several steps, each of
+# which parsed every module again.
+@lru_cache(maxsize=512)
 def code_of(source: str) -> bytes:
     """A module's syntax tree with its docstrings dropped (comments never reach it)."""
     tree = ast.parse(source)
