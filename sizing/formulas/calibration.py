@@ -25,8 +25,9 @@ overhead and no synchronisation), `sync_seconds` (the GPUs' synchronisation per 
 vLLM's all-reduces, llama.cpp's row-split gathers), `n_layers`, `n_gpus`, `split_mode`,
 `gpu_id`, `weight_format`, `memory_type`, `tdp_w`, `fp16_dense_tflops` and prefill's
 parts (sizing.formulas.speed.PREFILL_PARTS). The decode fit takes the synchronisation off
-each measured step, the prefill fit the weights' dequantization off each measured prompt
-(memory time, which no share of the peak scales); the row split's own is fitted apart
+each measured step, the prefill fit its passes over memory off each measured prompt (the
+weights' dequantization, flash-attention-off scores: sizing.formulas.speed.MEMORY_PASSES,
+which no share of the peak scales); the row split's own is fitted apart
 (row_split_sync_seconds).
 """
 
@@ -43,6 +44,7 @@ import polars as pl
 from sizing import engines, stats
 from sizing.formulas.speed import (
     DECODE_KIND_FIELDS,
+    MEMORY_PASSES,
     PREFILL_FIELDS,
     PREFILL_PARTS,
     matmul_tflops,
@@ -377,7 +379,7 @@ def _deviations(data: pl.DataFrame, grid: pl.DataFrame, group: list[str]) -> pl.
     keys = grid.columns
     y = (
         pl.col("measured_tok_s")
-        * prefill_seconds_from_parts(dequantize=False)
+        * prefill_seconds_from_parts(passes=False)
         / pl.col("prompt_tokens")
     ).log()
     return (
@@ -439,7 +441,7 @@ def _with_scaling(rows: pl.DataFrame, scaling: dict[str, dict[str, float]]) -> p
         prefill_flash_attention_share=of("flash_attention_share"),
         prefill_expert_tokens=of("expert_tokens"),
     ).with_columns(
-        roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts(dequantize=False)
+        roofline_tok_s=pl.col("prompt_tokens") / prefill_seconds_from_parts(passes=False)
     )
 
 
@@ -507,8 +509,8 @@ def fit(rows: pl.DataFrame, kind: str) -> dict[str, dict[str, float]]:
             measured_tok_s=1 / (1 / pl.col("measured_tok_s") - pl.col("sync_seconds"))
         )
     else:
-        seconds = pl.col("prompt_tokens") / pl.col("measured_tok_s") - pl.col(
-            PREFILL_PARTS["dequantize"]
+        seconds = pl.col("prompt_tokens") / pl.col("measured_tok_s") - pl.sum_horizontal(
+            pl.col(PREFILL_PARTS[k]) for k in MEMORY_PASSES
         )
         data = data.with_columns(
             measured_tok_s=pl.when(seconds > 0).then(pl.col("prompt_tokens") / seconds)

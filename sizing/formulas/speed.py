@@ -16,6 +16,8 @@ and checks they agree. The columns read are those sizing.columns names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from sizing import engines
@@ -339,58 +341,76 @@ def causal_pairs(queries: pl.Expr, keys_seen: pl.Expr) -> pl.Expr:
     )
 
 
-def attention_flops(p: pl.Expr) -> pl.Expr:
-    """FLOPs of attention over a prompt of `p` tokens: 2 x (QK width + AV width) = 4 x
-    `attn_head_dim` per query-key pair and head (MLA's as wide as the engine computes
-    them: `attn_head_dim_absorbed` where sizing.engines' mla_absorbed holds). Full layers
-    see every earlier token, window layers the last `kv_window_tokens`. Sparse layers
-    (DeepSeek-V4's CSA: pooled 4:1; DeepSeek Sparse Attention: every token) see the top
-    `index_topk` entries after their indexer scored all of them (all entries where the
-    kernels do not skip the rest: sparse_kernels); DeepSeek-V4's HCA layers see all
-    p / 128 entries."""
-    per_pair = 4 * col("n_heads")
-    head_full = (
-        pl.when(engines.term("mla_absorbed"))
-        .then(col("attn_head_dim_absorbed"))
-        .otherwise(col("attn_head_dim_full"))
-    )
-    full = col("n_full_attention_layers") * head_full * causal_pairs(p, p)
+def _attention_pairs(p: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Query-key pairs per head of a prompt of `p` tokens, summed over the layers of each
+    kind: full layers' (every earlier token), window layers' (the last
+    `kv_window_tokens`; chunked layers within each chunk) and sparse layers' (DeepSeek-V4's
+    CSA, pooled 4:1, and DeepSeek Sparse Attention, every token: the top `index_topk`
+    entries where the kernels skip the rest (sparse_kernels), else all; DeepSeek-V4's HCA
+    layers: all p / 128 entries)."""
+    full = col("n_full_attention_layers") * causal_pairs(p, p)
     w = col("kv_window_tokens")
     # Chunked layers attend causally within each whole chunk and the last partial one.
     chunked = (p / w).floor() * w * w / 2 + (p % w) * (p % w) / 2
-    window = (
-        col("n_window_layers")
-        * col("attn_head_dim")
-        * pl.when(pl.col("window_chunked"))
+    window = col("n_window_layers") * (
+        pl.when(pl.col("window_chunked"))
         .then(chunked)
         .otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
     )
     ratio = col("sparse_ratio").clip(lower_bound=1)
     entries, hca_entries = p / ratio, p / HCA_RATIO
     picked = pl.when(sparse_kernels()).then(col("index_topk")).otherwise(entries)
-    sparse = head_full * (
-        col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
-        + col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries)
+    csa = col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
+    hca = col("n_hca_layers") * HCA_RATIO * causal_pairs(hca_entries, hca_entries)
+    return full, window, csa + hca
+
+
+def attention_flops(p: pl.Expr) -> pl.Expr:
+    """FLOPs of attention over a prompt of `p` tokens: 2 x (QK width + AV width) = 4 x
+    `attn_head_dim` per query-key pair and head (_attention_pairs; MLA's as wide as the
+    engine computes them: `attn_head_dim_absorbed` where sizing.engines' mla_absorbed
+    holds), and the sparse layers' indexer scoring every entry."""
+    head_full = (
+        pl.when(engines.term("mla_absorbed"))
+        .then(col("attn_head_dim_absorbed"))
+        .otherwise(col("attn_head_dim_full"))
     )
+    full, window, sparse = _attention_pairs(p)
+    ratio = col("sparse_ratio").clip(lower_bound=1)
+    entries = p / ratio
     indexer = (
         col("n_indexer_layers")
         * col("index_flops_per_key")
         * ratio
         * causal_pairs(entries, entries)
     )
-    return per_pair * (full + window + sparse) + indexer
+    return (
+        4 * col("n_heads") * (head_full * (full + sparse) + col("attn_head_dim") * window) + indexer
+    )
+
+
+def attention_scores(p: pl.Expr) -> pl.Expr:
+    """Attention scores of a prompt of `p` tokens: one per query-key pair and head
+    (_attention_pairs), the matrix attention without flash-attention kernels writes out."""
+    return col("n_heads") * pl.sum_horizontal(_attention_pairs(p))
+
+
+def _after(of: Callable[[pl.Expr], pl.Expr], p: pl.Expr, depth: pl.Expr) -> pl.Expr:
+    """`of` (attention's FLOPs or scores) for a prompt of `p` tokens that arrives after
+    `depth` tokens already in the cache: a query's keys depend only on its position (every
+    layer kind of _attention_pairs), so it is the first depth + p tokens' less the first
+    depth's."""
+    return pl.when(depth > 0).then(of(depth + p) - of(depth)).otherwise(of(p))
 
 
 def attention_flops_after(p: pl.Expr, depth: pl.Expr) -> pl.Expr:
-    """FLOPs of attention over a prompt of `p` tokens that arrives after `depth` tokens
-    already in the cache: a query's keys depend only on its position (every layer kind of
-    attention_flops), so it is the first depth + p tokens' attention less the first
-    depth's."""
-    return (
-        pl.when(depth > 0)
-        .then(attention_flops(depth + p) - attention_flops(depth))
-        .otherwise(attention_flops(p))
-    )
+    """attention_flops of a prompt of `p` tokens after `depth` cached ones (_after)."""
+    return _after(attention_flops, p, depth)
+
+
+def attention_scores_after(p: pl.Expr, depth: pl.Expr) -> pl.Expr:
+    """attention_scores of a prompt of `p` tokens after `depth` cached ones (_after)."""
+    return _after(attention_scores, p, depth)
 
 
 def expert_matmul_share(p: pl.Expr) -> pl.Expr:
@@ -432,16 +452,28 @@ PREFILL_PARTS = {
     "attention": "prefill_attention_seconds",
     "weights": "prefill_weights_seconds",
     "dequantize": "prefill_dequantize_seconds",
+    "scores": "prefill_scores_seconds",
 }
+# The parts that are passes over memory beside the products, added to their time and not
+# shared out by the efficiencies (the calibration takes them off each measured prompt).
+MEMORY_PASSES = ("dequantize", "scores")
+# Bytes llama.cpp moves per attention score with flash attention off, beside the two
+# products (llm_graph_context::build_attn_mha: kq = mul_mat(k, q) at F32 precision, then
+# soft_max_ext(kq, mask), then mul_mat(v, kq)): the scores written in F32 by the first
+# product (4), read by the softmax with the F16 mask (4 + 2) and written again in F32 (4),
+# then converted to F16 for cuBLAS's second product (read 4, write 2; ggml-cuda converts an
+# F32 src1 to F16 for an F16 src0) and read by it (2).
+SCORE_BYTES = 22
 
 
 def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
     """Prefill of `p` tokens (one sequence) after `depth` cached ones, at the whole peaks:
     the dense matmuls (2 FLOPs per active parameter outside the embedding and the routed
     experts) and the routed experts' matmuls at the weights' matmul peak (matmul_tflops),
-    attention (attention_flops_after) at the FP16 peak, the weights' reads, and where the
+    attention (attention_flops_after) at the FP16 peak, the weights' reads, where the
     engine dequantizes them first (dequantized_weights) that pass: the quantized weights
-    read and their FP16 copy written, at the bandwidth.
+    read and their FP16 copy written, at the bandwidth; and with flash attention off the
+    scores' passes over memory (SCORE_BYTES per attention score), at the bandwidth.
 
     vLLM's tensor parallelism multiplies the compute by its GPU count, llama.cpp's layer
     split by its pipeline's speed-up (sizing.engines.llama_cpp.prefill_parallelism), and
@@ -464,6 +496,10 @@ def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
         .then(reads * step_bytes * (1 + F16_BYTES * col("params_total") / engine_weights_bytes()))
         .otherwise(0.0)
         / bandwidth,
+        "scores": pl.when(pl.col("flash_attention").not_())
+        .then(SCORE_BYTES * attention_scores_after(p, depth))
+        .otherwise(0.0)
+        / bandwidth,
     }
 
 
@@ -472,13 +508,14 @@ def prefill_seconds_of(
 ) -> pl.Expr:
     """Prefill's seconds from its parts (prefill_parts): the compute at `share` of the
     peak, the experts' and attention's at their own shares of that, or the weights'
-    reads where they take longer, then the weights' dequantization. No published dense
-    tensor throughput for the device (or no share): no figure."""
+    reads where they take longer, then the passes over memory (MEMORY_PASSES). No
+    published dense tensor throughput for the device (or no share): no figure."""
     compute = (parts["dense"] + parts["experts"] / experts + parts["attention"] / attention) / share
+    passes = pl.sum_horizontal(parts[k] for k in MEMORY_PASSES)
     return (
         pl.when(compute.is_null())
         .then(None)
-        .otherwise(pl.max_horizontal(compute, parts["weights"]) + parts["dequantize"])
+        .otherwise(pl.max_horizontal(compute, parts["weights"]) + passes)
     )
 
 
@@ -489,13 +526,13 @@ def prefill_part_columns() -> list[pl.Expr]:
     return [e.alias(PREFILL_PARTS[k]) for k, e in parts.items()]
 
 
-def prefill_seconds_from_parts(share: pl.Expr | None = None, dequantize: bool = True) -> pl.Expr:
+def prefill_seconds_from_parts(share: pl.Expr | None = None, passes: bool = True) -> pl.Expr:
     """prefill_seconds on the part columns (prefill_part_columns) at `share` of the peak
     (default the bare roofline, 1) and the row's expert and attention constants; without
-    `dequantize`, the compute alone (what the calibration shares out)."""
+    `passes` (MEMORY_PASSES), the compute alone (what the calibration shares out)."""
     parts = {k: pl.col(c) for k, c in PREFILL_PARTS.items()}
-    if not dequantize:
-        parts["dequantize"] = pl.lit(0.0)
+    if not passes:
+        parts |= {k: pl.lit(0.0) for k in MEMORY_PASSES}
     return prefill_seconds_of(
         parts,
         pl.lit(1.0) if share is None else share,

@@ -154,33 +154,41 @@ def test_deepseek_v4_prefill_attention_counts_each_query_like_the_reference():
 
 
 @pytest.mark.parametrize(
-    ("model", "keys"),
+    ("model", "width", "keys"),
     [
         # Every layer sees every earlier token.
-        ("meta-llama/Llama-3.1-8B-Instruct", lambda t: 32 * 128 * t),
+        ("meta-llama/Llama-3.1-8B-Instruct", 128, lambda t: 32 * t),
         # Gemma 3: 5 global layers, 29 sliding ones over the last 1,024 tokens (256 wide).
-        ("google/gemma-3-4b-it", lambda t: 256 * (5 * t + 29 * min(t, 1024))),
+        ("google/gemma-3-4b-it", 256, lambda t: 5 * t + 29 * min(t, 1024)),
         # Llama 4: 12 global layers, 36 chunked ones seeing their 8,192-token chunk so far.
         (
             "meta-llama/Llama-4-Scout-17B-16E-Instruct",
-            lambda t: 128 * (12 * t + 36 * ((t - 1) % 8192 + 1)),
+            128,
+            lambda t: 12 * t + 36 * ((t - 1) % 8192 + 1),
         ),
     ],
 )
-def test_prefill_after_cached_tokens_counts_each_query_like_the_reference(model, keys):
+def test_prefill_after_cached_tokens_counts_each_query_like_the_reference(model, width, keys):
     """A prompt of 2,048 tokens arriving after 16,384 cached ones (a later turn; llama-bench's
     `pp2048 @ d16384`): sizing.formulas.speed.attention_flops_after against a count of
     the keys each query at absolute position t sees on each layer, 4 FLOPs per pair, head
-    and dimension; a prompt into an empty cache is attention_flops itself."""
-    from sizing.formulas.speed import attention_flops, attention_flops_after
+    and dimension, and attention_scores_after (the scores flash attention off writes out)
+    one per pair and head; a prompt into an empty cache is attention_flops itself."""
+    from sizing.formulas.speed import (
+        attention_flops,
+        attention_flops_after,
+        attention_scores_after,
+    )
 
     arch = load_arch(model)
     row = model_row(arch) | {"engine": "llama.cpp", "vendor": "NVIDIA", "backend": "CUDA"}
     p, d = 2048, 16_384
-    expected = 4 * arch.n_heads * sum(keys(t) for t in range(d + 1, d + p + 1))
+    pairs = sum(keys(t) for t in range(d + 1, d + p + 1))
     frame = pl.DataFrame([row])
     ours = frame.select(attention_flops_after(pl.lit(float(p)), pl.lit(float(d)))).item()
-    assert ours == pytest.approx(expected, rel=0.01)
+    assert ours == pytest.approx(4 * arch.n_heads * width * pairs, rel=0.01)
+    scores = frame.select(attention_scores_after(pl.lit(float(p)), pl.lit(float(d)))).item()
+    assert scores == pytest.approx(arch.n_heads * pairs, rel=0.01)
     empty = frame.select(
         attention_flops_after(pl.lit(float(p)), pl.lit(0.0)) - attention_flops(pl.lit(float(p)))
     ).item()
