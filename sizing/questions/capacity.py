@@ -279,7 +279,6 @@ def plan(
     # One model's rows (the plan command's) cost the streaming engine more to set up than
     # they take to compute; the table's batches of models stream (faster and in half the
     # memory of the in-memory engine).
-    engine = "in-memory" if models.height == 1 else "streaming"
     return plans(rows, profile, offers, gpus, budget_usd, quality, min_quality).collect(
-        engine=engine
+        engine="in-memory" if models.height == 1 else "streaming"
     )
