@@ -459,10 +459,12 @@ PREFILL_PARTS = {
 MEMORY_PASSES = ("dequantize", "scores")
 # Bytes llama.cpp moves per attention score with flash attention off, beside the two
 # products (llm_graph_context::build_attn_mha: kq = mul_mat(k, q) at F32 precision, then
-# soft_max_ext(kq, mask), then mul_mat(v, kq)): the scores written in F32 by the first
-# product (4), read by the softmax with the F16 mask (4 + 2) and written again in F32 (4),
-# then converted to F16 for cuBLAS's second product (read 4, write 2; ggml-cuda converts an
-# F32 src1 to F16 for an F16 src0) and read by it (2).
+# soft_max_ext(kq, kq_mask), then mul_mat(v, kq)): the scores written in F32 by the first
+# product (4), read by the softmax (4) and written again in F32 (4), converted to F16 for
+# cuBLAS's second product (read 4, write 2; ggml-cuda converts an F32 src1 for an F16 src0)
+# and read by it (2): 20; and the F32 mask (one row per query, cast to F16 only for flash
+# attention) read again for each head, 0 to 4 as the cache holds it: 2, the middle. The
+# flash-attention-off runs bear it out (tests/sizing/test_speed_calibration.py).
 SCORE_BYTES = 22
 
 

@@ -884,7 +884,8 @@ def test_a_run_repeated_on_several_servers_counts_once_at_its_median():
 def test_flash_attention_off_prompts_pay_the_scores_passes(held_out_by_source):
     """With flash attention off llama.cpp writes every attention score out and passes over
     the scores four more times beside the two products (sizing.formulas.speed.SCORE_BYTES,
-    22 bytes a score, from llm_graph_context::build_attn_mha and ggml-cuda's cuBLAS path),
+    22 bytes a score, from llm_graph_context::build_attn_mha, ggml-cuda's cuBLAS path and the
+    mask),
     at the memory bandwidth: a share of the time that grows with the prompt and with the
     card's FLOPs per byte. Held out by source, llama.cpp's prompts of 4,096 tokens or more
     (cached ones included) with flash attention off: 204 runs on 22 GPUs, median 17.0 %, p90
