@@ -47,6 +47,7 @@ from sizing.formulas.speed import (
     MEMORY_PASSES,
     PREFILL_FIELDS,
     PREFILL_PARTS,
+    flash_attention_off,
     matmul_tflops,
     prefill_seconds_from_parts,
     quantized_matmuls,
@@ -307,7 +308,7 @@ def _scaling_fit(rows: pl.DataFrame, experts: bool = True) -> dict[str, float]:
     sets = [
         (
             _informative(
-                rows.filter(pl.col("flash_attention").not_()),
+                rows.filter(flash_attention_off()),
                 _ATTENTION_GROUP,
                 ATTENTION_LOADS >= 2,
             ),

@@ -117,12 +117,18 @@ def sparse_kernels() -> pl.Expr:
     return engines.term("sparse_kernels")
 
 
+def sparse_ratio() -> pl.Expr:
+    """Tokens pooled into one entry of a sparse layer (DeepSeek-V4's CSA: 4; DeepSeek
+    Sparse Attention: 1), at least 1."""
+    return col("sparse_ratio").clip(lower_bound=1)
+
+
 def kv_bytes_read_per_step() -> pl.Expr:
     """The KV cache and state a decode step reads: all of it, except that sparse layers
     (DeepSeek-V4's CSA, DeepSeek Sparse Attention) attend to only the `index_topk` entries
     their indexer picks where the kernels skip the rest (the indexer keys themselves are
     read whole)."""
-    pooled = kv_cells_full(col("context"), col("batch")) / col("sparse_ratio").clip(lower_bound=1)
+    pooled = kv_cells_full(col("context"), col("batch")) / sparse_ratio()
     unread = (
         pl.when(sparse_kernels())
         .then((pooled - col("index_topk") * col("batch")).clip(lower_bound=0))
@@ -357,7 +363,7 @@ def _attention_pairs(p: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         .then(chunked)
         .otherwise(causal_pairs(p, pl.min_horizontal(p, w)))
     )
-    ratio = col("sparse_ratio").clip(lower_bound=1)
+    ratio = sparse_ratio()
     entries, hca_entries = p / ratio, p / HCA_RATIO
     picked = pl.when(sparse_kernels()).then(col("index_topk")).otherwise(entries)
     csa = col("n_sparse_layers") * ratio * causal_pairs(entries, picked)
@@ -376,7 +382,7 @@ def attention_flops(p: pl.Expr) -> pl.Expr:
         .otherwise(col("attn_head_dim_full"))
     )
     full, window, sparse = _attention_pairs(p)
-    ratio = col("sparse_ratio").clip(lower_bound=1)
+    ratio = sparse_ratio()
     entries = p / ratio
     indexer = (
         col("n_indexer_layers")
@@ -429,15 +435,20 @@ def expert_matmul_share(p: pl.Expr) -> pl.Expr:
     )
 
 
+def flash_attention_off() -> pl.Expr:
+    """Whether the row's attention runs without flash-attention kernels (null, not stated:
+    as the launch commands, with them)."""
+    return pl.col("flash_attention").not_()
+
+
 def attention_share() -> pl.Expr:
     """The share of the matmuls' rate attention reaches: with flash attention off its
     fitted `prefill_attention_share` (the scores are written out whole and softmaxed in
     F32 between two products over the cache), with flash-attention kernels (the launch
     commands' `-fa on`) its fitted `prefill_flash_attention_share` (a fused kernel of
     its own, tiled over the cache, not the matmuls' GEMM); 1 where the fit has none."""
-    off = pl.col("flash_attention").not_()
     return (
-        pl.when(off)
+        pl.when(flash_attention_off())
         .then(col("prefill_attention_share"))
         .otherwise(col("prefill_flash_attention_share"))
         .fill_null(1.0)
@@ -498,7 +509,7 @@ def prefill_parts(p: pl.Expr, depth: pl.Expr) -> dict[str, pl.Expr]:
         .then(reads * step_bytes * (1 + F16_BYTES * col("params_total") / engine_weights_bytes()))
         .otherwise(0.0)
         / bandwidth,
-        "scores": pl.when(pl.col("flash_attention").not_())
+        "scores": pl.when(flash_attention_off())
         .then(SCORE_BYTES * attention_scores_after(p, depth))
         .otherwise(0.0)
         / bandwidth,
