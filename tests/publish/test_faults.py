@@ -272,26 +272,30 @@ def _enospc(*args, **kwargs):
 def test_a_full_disk_at_any_write_leaves_the_previous_release(tmp_path, monkeypatch):
     base = str(tmp_path)
     fault_run.refresh(base, 1)
-    real = store.write_deltalake
-    for n, target in enumerate(("model_quarantine", "releases"), start=2):
-        for writer in (store, releases):  # a table's commit, the release commit
-            monkeypatch.setattr(
-                writer,
-                "write_deltalake",
-                lambda t, *a, target=target, **k: (
-                    _enospc()
-                    if str(getattr(t, "table_uri", t)).rstrip("/").endswith(target)
-                    else real(t, *a, **k)
-                ),
-            )
+    real_commit, real_release = store._commit, releases.write_deltalake
+    # A table's commit (its data file written, the log entry not), then the release's.
+    faults = (
+        (
+            store,
+            "_commit",
+            lambda uri, *a, **k: (
+                _enospc()
+                if uri.rstrip("/").endswith("model_quarantine")
+                else real_commit(uri, *a, **k)
+            ),
+        ),
+        (releases, "write_deltalake", lambda *a, **k: _enospc()),
+    )
+    for n, (module, name, fault) in enumerate(faults, start=2):
+        monkeypatch.setattr(module, name, fault)
         with pytest.raises(OSError, match="No space left"):
             fault_run.refresh(base, n)
         assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
         assert fault_run.latest_marks(base) == (1, {"run 1"})
-    monkeypatch.setattr(store, "write_deltalake", real)
-    monkeypatch.setattr(releases, "write_deltalake", real)
+    monkeypatch.setattr(store, "_commit", real_commit)
+    monkeypatch.setattr(releases, "write_deltalake", real_release)
 
-    def half_written(self, path, **kwargs):  # the export runs out of space half-way
+    def half_written(self, path, **kwargs):  # a data file runs out of space half-way
         Path(path).write_bytes(b"PAR1 half a file")
         _enospc()
 
@@ -299,6 +303,7 @@ def test_a_full_disk_at_any_write_leaves_the_previous_release(tmp_path, monkeypa
     with pytest.raises(OSError, match="No space left"):
         fault_run.refresh(base, 4)
     assert not list(tmp_path.rglob("*.tmp"))
+    assert not [f for f in tmp_path.rglob("*.parquet") if f.read_bytes() == b"PAR1 half a file"]
     assert _current(base).release_id == 1 and fault_run.marks(base) == {"run 1"}
     monkeypatch.undo()
     assert fault_run.refresh(base, 5)[0].release_id == 2
