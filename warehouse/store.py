@@ -189,9 +189,9 @@ def _write_parquet(
     storage_options: Mapping[str, str],
 ) -> int:
     """Write the stream as one Parquet file with Polars' writer (it encodes the columns in
-    parallel: about 2.5 times delta-rs's rate on the fit matrix), tagged with the Delta
-    version it becomes and its date, so that the file is also the version's export; its
-    size in bytes."""
+    parallel, where delta-rs's writer encodes them one after another: benchmarks/matrix.py's
+    write floor), tagged with the Delta version it becomes and its date, so that the file
+    is also the version's export; its size in bytes."""
 
     def source(*_: object) -> Iterator[pl.DataFrame]:  # projections and filters: none here
         yield from frames
@@ -344,8 +344,7 @@ _ZSTD_LEVEL = 1
 _ROW_GROUP_ROWS = 131_072
 
 
-# Arrow as Polars holds it (strings as views): handed to delta-rs without a copy, where the
-# older large-string layout copied every string column of every partition first.
+# Arrow as Polars holds it (strings as views), the layout the Delta schema is read from.
 _ARROW = pl.CompatLevel.newest()
 
 
