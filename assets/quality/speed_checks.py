@@ -153,6 +153,18 @@ BUILD_REPEAT_REASON = "the same run in another build of its source (the median b
 # sizes GPUs in PC and server hosts); the gatherer's notes name the host.
 SBC_HOST = "Raspberry Pi"
 SBC_HOST_REASON = "a GPU on a Raspberry Pi's one-lane PCIe link: the host is not sized"
+# llama.cpp warns at start-up when the host kernel's automatic NUMA balancing is on
+# ("/proc/sys/kernel/numa_balancing is enabled, this has been observed to impair
+# performance"); the gatherer copies the warning into the run's notes. Like a single-board
+# host, a host in the state its engine warns about is not sized: XiongjieDai's notebooks
+# print it above some tables and not others on the same rigs and builds, and the runs under
+# it include the campaign's outliers (Llama 3 8B F16 measured at a third of the same rig's
+# Q4_K_M, which this build dequantizes to FP16 for the same cuBLAS products).
+NUMA_BALANCING = "NUMA balancing on"
+NUMA_BALANCING_REASON = (
+    "the host's NUMA balancing was on (its llama.cpp output warns it impairs performance): "
+    "the host is not sized"
+)
 # Prefill is checked on prompts of llama.cpp's micro-batch (512 tokens) and more: shorter
 # ones are a few launches per layer, a regime the estimate does not size (its prefill is
 # published at sizing.choices.DEFAULT_PROMPT_TOKENS).
@@ -197,6 +209,8 @@ def measurements(raw: pl.DataFrame, gpu_ids: Mapping[str, str]) -> pl.DataFrame:
         .then(pl.lit("marked anomalous by its source or gatherer"))
         .when(pl.col("notes").fill_null("").str.contains(SBC_HOST))
         .then(pl.lit(SBC_HOST_REASON))
+        .when(pl.col("notes").fill_null("").str.contains(NUMA_BALANCING, literal=True))
+        .then(pl.lit(NUMA_BALANCING_REASON))
         .when(pl.col("kind").is_null())
         .then(pl.lit("not a pp/tg test"))
         .when((pl.col("kind") == "prefill") & (pl.col("split_mode") == llama_cpp.ROW))
