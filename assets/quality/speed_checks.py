@@ -596,9 +596,9 @@ HELD_OUT_BY = {
 
 def _held_out_passes(rows: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The held-out passes (HELD_OUT_BY) side by side, one thread each: their refits are
-    Polars queries, which release the GIL, so two cores take a third off the wall time.
-    They share the sub-fits of the runs each leaves in (calibration.shared_subfits): every
-    thread runs in a copy of the context that holds one cache."""
+    Polars queries, which release the GIL, so on two cores the passes overlap. They share
+    the sub-fits of the runs each leaves in (calibration.shared_subfits): every thread runs
+    in a copy of the context that holds one cache."""
     with calibration.shared_subfits(), ThreadPoolExecutor(len(HELD_OUT_BY)) as pool:
         futures = {
             column: pool.submit(contextvars.copy_context().run, held_out_errors, rows, by)
