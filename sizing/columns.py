@@ -144,6 +144,10 @@ CONFIGURATION: dict[str, pl.DataType] = {
     # The most GPUs of llama.cpp's layer split whose prefill pipelines (null: today's builds',
     # sizing.engines.llama_cpp.PIPELINE_GPUS); the speed checks set it from a run's build.
     "pipeline_gpus": pl.Int64(),
+    # llama.cpp's micro-batch, -ub / n_ubatch (null: its default, sizing.engines.llama_cpp.
+    # UBATCH): the tokens a prompt's step multiplies at once; the speed checks set it from a
+    # run's flags.
+    "ubatch": pl.Int64(),
     # Whether llama.cpp's CUDA build dequantizes quantized weights to FP16 for cuBLAS on
     # every card (builds before PR #8075; null: today's builds, which do so only on the
     # cards sizing.engines.llama_cpp.dequantized_matmuls names); the speed checks set it.
@@ -169,6 +173,7 @@ INPUT_DEFAULTS: dict[str, object] = {
     "backend": None,
     "split_mode": None,
     "pipeline_gpus": None,
+    "ubatch": None,
     "dequantizing_build": None,
     "flash_attention": True,
     "prompt_tokens": DEFAULT_PROMPT_TOKENS,

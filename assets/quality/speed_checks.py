@@ -287,6 +287,18 @@ def _pipeline_gpus() -> pl.Expr:
     return pl.when(old.fill_null(False)).then(pl.col("n_gpus"))
 
 
+# A llama.cpp run's micro-batch where its notes state one (llama-bench's `-ub N` or the
+# `n_ubatch N` it printed): prompt steps of that many tokens (sizing.engines.llama_cpp.
+# micro_batch), not the default's 512.
+_UBATCH = r"(?:-ub|--ubatch-size|n_ubatch)[ =:]+(\d+)"
+
+
+def _ubatch() -> pl.Expr:
+    """A llama.cpp run's stated micro-batch; null (the default) where none is stated."""
+    stated = pl.col("notes").str.extract(_UBATCH, 1).cast(pl.Int64, strict=False)
+    return pl.when(pl.col("engine") == "llama.cpp").then(stated)
+
+
 # llama.cpp computed MLA's attention decompressed, as MHA, until PR #12801 (April 2025)
 # cached the latent and absorbed the up-projections (sizing.engines.llama_cpp.mla_absorbed).
 # The gathered MLA runs are of build 4418 or older or of 5997 and newer, so the bound is
@@ -347,6 +359,7 @@ def predicted(m: pl.DataFrame, arch: Callable[[str], ModelArch]) -> pl.DataFrame
             weight_format=pl.col("fmt"),
             dequantizing_build=_dequantizing_build(),
             pipeline_gpus=_pipeline_gpus(),
+            ubatch=_ubatch(),
             attn_head_dim_absorbed=_mla_width(),
             kv_dtype=pl.when(pl.col("engine") == "llama.cpp")
             .then(pl.lit("f16"))

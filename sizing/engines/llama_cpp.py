@@ -343,12 +343,12 @@ PIPELINE_GPUS = 2
 def prefill_parallelism(p: pl.Expr) -> pl.Expr:
     """The micro-batches of one batch run through the GPUs as a pipeline
     (ggml-org/llama.cpp PR #6017): on up to `pipeline_gpus` GPUs (null: PIPELINE_GPUS), n
-    work on m = ceil(min(p, n_batch) / n_ubatch) micro-batches at once, with the pipeline's
-    fill and drain, n m / (m + n - 1) (a 512-token prompt: 1); on one GPU or more than
-    that, 1. The row split's prefill is not sized (null): on the one public rig (PR #19378)
-    it ran 4 to 6x slower than the layer split."""
+    work on m = ceil(min(p, n_batch) / n_ubatch) micro-batches (micro_batch) at once, with
+    the pipeline's fill and drain, n m / (m + n - 1) (a 512-token prompt: 1); on one GPU or
+    more than that, 1. The row split's prefill is not sized (null): on the one public rig
+    (PR #19378) it ran 4 to 6x slower than the layer split."""
     n = col("n_gpus")
-    m = (pl.min_horizontal(p, BATCH) / UBATCH).ceil()
+    m = (pl.min_horizontal(p, BATCH) / micro_batch()).ceil()
     pipelined = (n > 1) & (n <= col("pipeline_gpus").fill_null(PIPELINE_GPUS))
     gain = pl.when(pipelined).then(n * m / (m + n - 1)).otherwise(1.0)
     return pl.when(row_split()).then(None).otherwise(gain)
@@ -398,13 +398,18 @@ def quantized_matmul_tflops() -> pl.Expr:
     return pl.when(mmq & rate.is_not_null()).then(rate).otherwise(col("fp16_dense_tflops"))
 
 
+def micro_batch() -> pl.Expr:
+    """The tokens of one prompt step: the input `ubatch` (a run's -ub), else UBATCH."""
+    return col("ubatch").fill_null(UBATCH)
+
+
 def prefill_weight_reads(p: pl.Expr) -> pl.Expr:
-    """The weights are read once per micro-batch of UBATCH tokens."""
-    return (p / UBATCH).ceil()
+    """The weights are read once per micro-batch."""
+    return (p / micro_batch()).ceil()
 
 
 def prefill_step_tokens(p: pl.Expr) -> pl.Expr:
-    return pl.min_horizontal(p, UBATCH)
+    return pl.min_horizontal(p, micro_batch())
 
 
 # Launch -----------------------------------------------------------------------------

@@ -404,6 +404,7 @@ def _configuration_row(
         "backend": c.backend,
         "split_mode": c.split_mode,
         "pipeline_gpus": None,  # today's builds
+        "ubatch": None,  # the launch command's default micro-batch
         "dequantizing_build": None,
         # The launch command sets llama-server's `-fa on` (vLLM's are flash kernels).
         "flash_attention": True,
