@@ -164,11 +164,11 @@ def publish(
     data = f"{uri}/{name}"
     try:
         size = _write_parquet(stream, contract.schema, data, version, verified_at, opts)
-    except BaseException as e:
+    except BaseException:
         _remove(data, opts)  # a full disk: no partial file stays behind
         if failed:  # the stream's own error (a contract refused, a slice gone), not Polars'
             raise failed[0] from None
-        raise e
+        raise
     _commit(uri, name, size, rows[0], contract.schema, metadata, opts)
     committed = DeltaTable(uri, storage_options=opts or None).version()
     boundary(f"committed:{table}")
@@ -380,10 +380,12 @@ def _checked(
 ) -> Iterator[pl.DataFrame]:
     """Each frame once its contract holds, counted in `rows`; a violation (or any error of
     the frames' producer) is recorded in `failed` and raised, which stops the write before
-    its commit (the writer wraps what its source raises: publish gives it back)."""
+    its commit (the writer wraps what its source raises: publish gives it back). Not the
+    generator's own close (GeneratorExit, when the writer stops reading on an error of
+    its own), which is no error of the stream."""
     try:
         yield from _checked_frames(contract, frames, verified_at, previous_rows, sort, rows)
-    except BaseException as e:
+    except Exception as e:
         failed.append(e)
         raise
 
