@@ -1,7 +1,10 @@
 """Shared test helpers: configs come from the bundled snapshot, verbatim as published."""
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from assets.catalogs.readers import load_rope_recipes
@@ -87,18 +90,21 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
     } | override
 
 
-# Test files that use one session fixture (tests/publish/conftest.py `built`, the pipeline
-# run on a small snapshot), by the worker scope they share.
+# Test files that share a worker's session fixture, by the worker scope they share: the
+# pipeline run on a small snapshot (tests/publish/conftest.py `built`), and the speed
+# checks' frame the full-snapshot refresh computes (`speed_check_frames`).
 SHARED_WORKER = {
     "tests/publish/test_site.py": "site",
     "tests/publish/test_workbench.py": "site",
+    "tests/pipeline/test_pipeline.py": "full snapshot",
+    "tests/sizing/test_speed_calibration.py": "full snapshot",
 }
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent without it
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` with files that share a fixture's warehouse run on one worker
-    (SHARED_WORKER): pytest-xdist's own file scheduling, its scope widened."""
+    """`--dist loadfile` with files that share a fixture run on one worker (SHARED_WORKER):
+    pytest-xdist's own file scheduling, its scope widened."""
     from xdist.scheduler import LoadFileScheduling
 
     if config.getvalue("dist") != "loadfile":
@@ -138,3 +144,39 @@ def s3_endpoint():
         python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)), f"{url}/moto-api/"
     ):
         yield url
+
+
+@pytest.fixture(scope="session")
+def speed_check_frames() -> list:
+    """The speed checks' frames this worker computed, with their inputs (the catalog folder
+    and every model's architecture): the full-snapshot refresh's (tests/pipeline/
+    test_pipeline.py) is the one `llm-sizing calibrate` computes, which
+    tests/sizing/test_speed_calibration.py reads instead of computing it again."""
+    return []
+
+
+@contextmanager
+def recording_speed_checks(frames: list) -> Iterator[None]:
+    """Within the block, each speed_check_frame the pipeline computes is kept in `frames`
+    with its inputs."""
+    import assets.quality.speed_checks as checks
+
+    compute = checks.speed_check_frame
+
+    def recorded(catalog_dir, arch, known):
+        frame = compute(catalog_dir, arch, known)
+        frames.append((Path(catalog_dir).resolve(), {m: arch(m) for m in known}, frame))
+        return frame
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checks, "speed_check_frame", recorded)
+        yield
+
+
+def recorded_speed_checks(frames: list, catalog_dir: Path, archs: Mapping) -> pl.DataFrame | None:
+    """The frame in `frames` computed from these inputs, if any."""
+    wanted = {m: archs[m] for m in archs}
+    for folder, seen, frame in frames:
+        if folder == Path(catalog_dir).resolve() and seen == wanted:
+            return frame
+    return None

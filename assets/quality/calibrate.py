@@ -27,8 +27,13 @@ SIGNIFICANT, BAND_DECIMALS = 4, 3
 def measured(catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None = None):
     """The speed_checks frame on the bundled snapshot's configs: every measurement, its
     estimate and its held-out errors."""
-    archs = Archs((snapshot or SnapshotResource()).model_configs(), load_rope_recipes(catalog_dir))
+    archs = snapshot_archs(catalog_dir, snapshot)
     return speed_check_frame(catalog_dir, archs.__getitem__, set(archs))
+
+
+def snapshot_archs(catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None = None):
+    """Every config of the snapshot (the bundled one by default) with its RoPE recipe."""
+    return Archs((snapshot or SnapshotResource()).model_configs(), load_rope_recipes(catalog_dir))
 
 
 def calibrated(frame: pl.DataFrame) -> dict:

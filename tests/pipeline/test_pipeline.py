@@ -21,6 +21,7 @@ from assets.resources import (
 )
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS, defs
+from tests.conftest import recording_speed_checks
 from warehouse import store
 from warehouse.tables import CONTRACTS
 
@@ -82,7 +83,7 @@ def test_code_location_loads_with_no_environment(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def warehouse_root(tmp_path_factory):
+def warehouse_root(tmp_path_factory, speed_check_frames):
     root = str(tmp_path_factory.mktemp("warehouse"))
     resources = {
         "snapshot": SnapshotResource(),
@@ -95,7 +96,9 @@ def warehouse_root(tmp_path_factory):
     tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
     # Once: a second run on the same inputs publishing nothing is shown on a small snapshot
     # (test_every_step_run_again_on_the_same_inputs_publishes_nothing).
-    assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
+    # The speed checks' frame is kept for tests/sizing/test_speed_calibration.py (same worker).
+    with recording_speed_checks(speed_check_frames):
+        assert dg.materialize(tables, resources=resources, tags=ALL_SHARDS_TAGS).success
     return root
 
 
