@@ -90,6 +90,14 @@ def small_resources(snapshot: Path, root: str, **override) -> dict:
     } | override
 
 
+def without_site(assets: list) -> list:
+    """The graph's assets but the site (rendered by tests/publish/test_site.py on a few
+    models): for tests whose point is the tables."""
+    import dagster as dg
+
+    return [a for a in assets if a.keys != {dg.AssetKey("site")}]
+
+
 # Test files that share a worker's session fixture, by the worker scope they share: the
 # pipeline run on a small snapshot (tests/publish/conftest.py `built`), and the speed
 # checks' frame the full-snapshot refresh computes (`speed_check_frames`).

@@ -21,7 +21,7 @@ from assets.resources import (
 )
 from assets.sizing.shards import ALL_SHARDS_TAGS
 from pipeline.definitions import ALL_ASSETS, defs
-from tests.conftest import recording_speed_checks
+from tests.conftest import recording_speed_checks, without_site
 from warehouse import store
 from warehouse.tables import CONTRACTS
 
@@ -92,8 +92,7 @@ def warehouse_root(tmp_path_factory, speed_check_frames):
         "price_sources": PriceSourcesResource(),
         "hub": HubResource(),
     }
-    # The site is built by tests/publish/test_site.py on a few models, not here on all of them.
-    tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
+    tables = without_site(ALL_ASSETS)  # the site: not here on all of the models
     # Once: a second run on the same inputs publishing nothing is shown on a small snapshot
     # (test_every_step_run_again_on_the_same_inputs_publishes_nothing).
     # The speed checks' frame is kept for tests/sizing/test_speed_calibration.py (same worker).
