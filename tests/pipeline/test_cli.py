@@ -316,7 +316,7 @@ def small_release(tmp_path_factory):
     from assets.ingest import models
     from assets.sizing.shards import ALL_SHARDS_TAGS
     from pipeline.definitions import ALL_ASSETS
-    from tests.conftest import small_resources, small_snapshot
+    from tests.conftest import small_resources, small_snapshot, without_site
 
     tmp = tmp_path_factory.mktemp("fit")
     root = str(tmp / "warehouse")
@@ -324,7 +324,7 @@ def small_release(tmp_path_factory):
         tmp / "snapshot", ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B")
     )
     resources = small_resources(snapshot, root)
-    tables = [a for a in ALL_ASSETS if a.keys != {dg.AssetKey("site")}]
+    tables = without_site(ALL_ASSETS)
     models.parsed.cache_clear()
     real = models.parse_config
 
