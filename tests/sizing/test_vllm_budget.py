@@ -43,12 +43,23 @@ def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
     )
 
 
-RUNS = _compared()
+@pytest.fixture(scope="module")
+def runs() -> pl.DataFrame:
+    return _compared()
 
 
-HELD_OUT = with_held_out_errors(
-    startup_log_frame(LOGS, CONFIGS, GPUS, gpu_alias_map()), LOGS, CONFIGS, GPUS, gpu_alias_map()
-).filter(pl.col("kv_pool_error").is_not_null())
+@pytest.fixture(scope="module")
+def held_out() -> pl.DataFrame:
+    """Every compared log with its errors held out by model and by source."""
+    return with_held_out_errors(
+        startup_log_frame(LOGS, CONFIGS, GPUS, gpu_alias_map()),
+        LOGS,
+        CONFIGS,
+        GPUS,
+        gpu_alias_map(),
+    ).filter(pl.col("kv_pool_error").is_not_null())
+
+
 # The subsets the issue asks for (sizing.engines.vllm.FORMATS: FP8 and the FP4 formats).
 SUBSETS = {
     "MoE": pl.col("moe"),
@@ -65,34 +76,34 @@ def _stats(errors: pl.Series) -> str:
     )
 
 
-def test_enough_logs_of_several_models_gpus_and_versions():
-    assert RUNS.height >= 30
-    assert RUNS.get_column("model_repo").n_unique() >= 10
-    assert RUNS.get_column("gpu_id").n_unique() >= 2
-    assert set(RUNS.get_column("version")) == {VLLM_V1, VLLM_V1_019, VLLM_V0}
+def test_enough_logs_of_several_models_gpus_and_versions(runs):
+    assert runs.height >= 30
+    assert runs.get_column("model_repo").n_unique() >= 10
+    assert runs.get_column("gpu_id").n_unique() >= 2
+    assert set(runs.get_column("version")) == {VLLM_V1, VLLM_V1_019, VLLM_V0}
 
 
-def test_published_constants_are_the_fit():
-    fitted = fit_budget(RUNS)
+def test_published_constants_are_the_fit(runs):
+    fitted = fit_budget(runs)
     for name, value in fitted.items():
         assert getattr(budget, name) == pytest.approx(value, abs=5e-4), name
 
 
-def test_kv_pool_and_tokens_on_logs_left_out_of_the_fit():
+def test_kv_pool_and_tokens_on_logs_left_out_of_the_fit(held_out):
     """Available KV memory and token capacity on logs left out of the fit: a model's runs
     predicted with the constants fitted on the other models' runs. Issue bound: 10 %
     median and 25 % at the 90th percentile."""
-    kv = HELD_OUT.get_column("kv_pool_error_held_out_by_model").abs()
+    kv = held_out.get_column("kv_pool_error_held_out_by_model").abs()
     # Token capacity as vLLM prints it is blocks x 16 for full-attention models only; for
     # sliding-window and hybrid models it is a derived concurrency x max_model_len.
-    tokens = HELD_OUT.get_column("kv_tokens_error").drop_nulls().abs()
+    tokens = held_out.get_column("kv_tokens_error").drop_nulls().abs()
     print(f"\nvLLM KV pool held out by model, {_stats(kv)}")
     print(f"vLLM KV tokens, full-attention logs, {_stats(tokens)}")
     assert kv.median() <= 0.10 and kv.quantile(0.9) <= 0.25
     assert tokens.len() >= 15 and tokens.median() <= 0.10 and tokens.quantile(0.9) <= 0.25
 
 
-def test_kv_pool_held_out_by_source():
+def test_kv_pool_held_out_by_source(held_out):
     """The headline: each source's runs (a campaign, a repository, one vLLM thread)
     predicted with the constants fitted without that source, overall and on the MoE,
     FP8/FP4 and hybrid subsets. Issue 32's target is 15 % median and 35 % at the 90th
@@ -100,16 +111,16 @@ def test_kv_pool_held_out_by_source():
     at 1024 batched tokens, vllm#27508; Qwen3.6-35B-A3B NVFP4 on an RTX 5090, club-3090;
     Qwen3-235B-A22B-FP8 on 4 H100s, vllm#21348, +47 %: 3.8 GiB a rank more taken than
     estimated, unexplained), so that it cannot get worse unseen."""
-    kv = HELD_OUT.get_column("kv_pool_error_held_out_by_source")
+    kv = held_out.get_column("kv_pool_error_held_out_by_source")
     print(
-        f"\nvLLM KV pool held out by source ({HELD_OUT.get_column('source').n_unique()} "
+        f"\nvLLM KV pool held out by source ({held_out.get_column('source').n_unique()} "
         f"sources), {_stats(kv)}"
     )
     for name, subset in SUBSETS.items():
-        print(f"  {name}: {_stats(HELD_OUT.filter(subset).get_column(kv.name))}")
+        print(f"  {name}: {_stats(held_out.filter(subset).get_column(kv.name))}")
     with pl.Config(tbl_rows=60, tbl_width_chars=170, fmt_str_lengths=30):
         print(
-            HELD_OUT.select(
+            held_out.select(
                 "source",
                 "model_repo",
                 "gpu_id",
@@ -125,12 +136,12 @@ def test_kv_pool_held_out_by_source():
     assert kv.abs().median() <= 0.05 and kv.abs().quantile(0.9) <= 0.25
 
 
-def test_the_profile_batch_follows_max_model_len_in_v0():
+def test_the_profile_batch_follows_max_model_len_in_v0(runs):
     """vllm#10517 (RTX 3090, V0): 3.81 GiB at --max-model-len 20000, 2.89 GiB at 29000:
     without chunked prefill the profile runs max(max_model_len, 2048) tokens, so a longer
     context leaves a smaller cache."""
     thread = pl.col("source") == "vllm-project/vllm/issues/10517"
-    v0 = RUNS.filter(thread & (pl.col("version") == VLLM_V0)).sort("max_model_len")
+    v0 = runs.filter(thread & (pl.col("version") == VLLM_V0)).sort("max_model_len")
     short, long = v0.get_column("kv_pool_gib_estimated")
     assert short - long == pytest.approx(3.81 - 2.89, abs=0.1)
 
