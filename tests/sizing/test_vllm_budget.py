@@ -45,6 +45,7 @@ def _compared(logs: pl.DataFrame = LOGS) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def runs() -> pl.DataFrame:
+    """The logs the estimate reproduces (computed by the worker that runs this file)."""
     return _compared()
 
 
