@@ -154,8 +154,12 @@ def s3_endpoint():
         yield url
 
 
+# A speed checks' frame with its inputs: the catalog folder and each model's architecture.
+SpeedCheckFrames = list[tuple[Path, dict[str, ModelArch], pl.DataFrame]]
+
+
 @pytest.fixture(scope="session")
-def speed_check_frames() -> list:
+def speed_check_frames() -> SpeedCheckFrames:
     """The speed checks' frames this worker computed, with their inputs (the catalog folder
     and every model's architecture): the full-snapshot refresh's (tests/pipeline/
     test_pipeline.py) is the one `llm-sizing calibrate` computes, which
@@ -164,7 +168,7 @@ def speed_check_frames() -> list:
 
 
 @contextmanager
-def recording_speed_checks(frames: list) -> Iterator[None]:
+def recording_speed_checks(frames: SpeedCheckFrames) -> Iterator[None]:
     """Within the block, each speed_check_frame the pipeline computes is kept in `frames`
     with its inputs."""
     import assets.quality.speed_checks as checks
@@ -181,7 +185,9 @@ def recording_speed_checks(frames: list) -> Iterator[None]:
         yield
 
 
-def recorded_speed_checks(frames: list, catalog_dir: Path, archs: Mapping) -> pl.DataFrame | None:
+def recorded_speed_checks(
+    frames: SpeedCheckFrames, catalog_dir: Path, archs: Mapping[str, ModelArch]
+) -> pl.DataFrame | None:
     """The frame in `frames` computed from these inputs, if any."""
     wanted = {m: archs[m] for m in archs}
     for folder, seen, frame in frames:

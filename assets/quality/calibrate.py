@@ -31,7 +31,9 @@ def measured(catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None 
     return speed_check_frame(catalog_dir, archs.__getitem__, set(archs))
 
 
-def snapshot_archs(catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None = None):
+def snapshot_archs(
+    catalog_dir: Path = CATALOG_DIR, snapshot: SnapshotResource | None = None
+) -> Archs:
     """Every config of the snapshot (the bundled one by default) with its RoPE recipe."""
     return Archs((snapshot or SnapshotResource()).model_configs(), load_rope_recipes(catalog_dir))
 

@@ -7,6 +7,7 @@ import sys
 import dagster as dg
 
 from pipeline.definitions import ALL_ASSETS, defs
+from tests.conftest import ROOT
 from warehouse.tables import CONTRACTS
 
 
@@ -50,13 +51,11 @@ def test_code_location_loads_with_no_environment(tmp_path):
     (the project's .env supplies the instance's state folder, as for `dagster dev`)."""
     import os
     import subprocess
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "pipeline.definitions"],
-        cwd=root,
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
