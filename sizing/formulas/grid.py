@@ -28,6 +28,7 @@ from sizing.formulas.rules import (
     allowed,
     effective_max_context,
 )
+from sizing.formulas.shared_terms import stage_plan
 from sizing.formulas.support import support_columns
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
@@ -162,7 +163,11 @@ def configurations(
             .filter(allowed(CONFIGURATION_RULES))
             .pipe(with_input_defaults, later=("rope_scaling",))
             .with_columns(configuration_inputs())
-            .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]())
+            .pipe(
+                stage_plan(
+                    [[*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()]]
+                ).evaluate
+            )
         )
     )
 
@@ -184,25 +189,35 @@ def fit_matrix(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
     return per_engine(lambda engine: _rows(models, configured.filter(pl.col("engine") == engine)))
 
 
+# The row stages, evaluated per context, KV-cache type and batch (after the configuration's).
+ROW_STAGES = ("memory", "speed", "energy")
+
+
 def _rows(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
-    """fit_matrix's rows of one engine's configurations, built in its one_engine block."""
+    """fit_matrix's rows of one engine's configurations, built in its one_engine block,
+    with the row stages' shared terms evaluated once (sizing.formulas.shared_terms)."""
+    joins = [contexts(models), engine_kv_dtypes(), pl.LazyFrame({"batch": BATCHES})]
+    # Memory and speed up to the maximum this row's RoPE scaling allows.
+    per_row = [
+        effective_max_context().alias("max_context"),
+        pl.col("rope_scaling").is_not_null().alias("rope_scaled"),
+    ]
+    cells = kv_cell_bytes_columns()
+    row_columns = {
+        *(c for j in joins for c in j.collect_schema().names()),
+        *(e.meta.output_name() for e in [*per_row, *cells]),
+    } - {"model_id", "engine"}
+    plan = stage_plan([STAGE_COLUMNS[stage]() for stage in ROW_STAGES], row_columns)
     rows = (
-        configured.join(contexts(models), on="model_id")
-        .join(engine_kv_dtypes(), on="engine")
+        configured.with_columns(plan.per_configuration)
+        .join(joins[0], on="model_id")
+        .join(joins[1], on="engine")
         .filter(allowed(ROW_RULES))
-        # Memory and speed up to the maximum this row's RoPE scaling allows.
-        .with_columns(
-            effective_max_context().alias("max_context"),
-            pl.col("rope_scaling").is_not_null().alias("rope_scaled"),
-        )
-        .with_columns(kv_cell_bytes_columns())
-        .join(pl.LazyFrame({"batch": BATCHES}), how="cross")
+        .with_columns(per_row)
+        .with_columns(cells)
+        .join(joins[2], how="cross")
     )
-    return (
-        rows.with_columns(STAGE_COLUMNS["memory"]())
-        .with_columns(STAGE_COLUMNS["speed"]())
-        .with_columns(STAGE_COLUMNS["energy"]())
-    )
+    return plan.evaluate(rows)
 
 
 def fit_tables(
