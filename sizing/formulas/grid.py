@@ -10,7 +10,7 @@ attention heads or the KV heads, or a KV-cache type vLLM refuses for the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -28,7 +28,7 @@ from sizing.formulas.rules import (
     allowed,
     effective_max_context,
 )
-from sizing.formulas.shared_terms import stage_plan
+from sizing.formulas.shared_terms import StagePlan, stage_plan
 from sizing.formulas.support import support_columns
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
@@ -163,11 +163,7 @@ def configurations(
             .filter(allowed(CONFIGURATION_RULES))
             .pipe(with_input_defaults, later=("rope_scaling",))
             .with_columns(configuration_inputs())
-            .pipe(
-                stage_plan(
-                    [[*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]()]]
-                ).evaluate
-            )
+            .with_columns(*configuration_memory_columns(), *STAGE_COLUMNS["prefill"]())
         )
     )
 
@@ -203,11 +199,7 @@ def _rows(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("rope_scaling").is_not_null().alias("rope_scaled"),
     ]
     cells = kv_cell_bytes_columns()
-    row_columns = {
-        *(c for j in joins for c in j.collect_schema().names()),
-        *(e.meta.output_name() for e in [*per_row, *cells]),
-    } - {"model_id", "engine"}
-    plan = stage_plan([STAGE_COLUMNS[stage]() for stage in ROW_STAGES], row_columns)
+    plan = row_plan(joins, [*per_row, *cells], ROW_STAGES)
     rows = (
         configured.with_columns(plan.per_configuration)
         .join(joins[0], on="model_id")
@@ -218,6 +210,17 @@ def _rows(models: pl.LazyFrame, configured: pl.LazyFrame) -> pl.LazyFrame:
         .join(joins[2], how="cross")
     )
     return plan.evaluate(rows)
+
+
+def row_plan(
+    joins: Sequence[pl.LazyFrame], written: Sequence[pl.Expr], stages: Sequence[str]
+) -> StagePlan:
+    """The plan of `stages` (sizing.formulas.shared_terms) on configurations multiplied
+    by `joins` (their columns, but the model and engine they join on, vary per row) and
+    given the columns `written` per row."""
+    row_columns = {c for j in joins for c in j.collect_schema().names()} - {"model_id", "engine"}
+    row_columns |= {e.meta.output_name() for e in written}
+    return stage_plan([STAGE_COLUMNS[stage]() for stage in stages], row_columns)
 
 
 def fit_tables(

@@ -1,4 +1,5 @@
-"""The matrix's stages with their shared terms evaluated once.
+"""Row stages with their shared terms evaluated once (the fit matrix's and the capacity
+plans' rows: sizing.formulas.grid.row_plan).
 
 The formulas are written for one row (sizing.formulas.memory, speed, energy), and Polars
 evaluates them as written: a term that reads only the configuration's columns (the

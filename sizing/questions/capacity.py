@@ -43,7 +43,7 @@ from sizing.engines import FORMATS_BY_ENGINE, VLLM
 from sizing.formulas.cost import DAYS_PER_MONTH, rental
 from sizing.formulas.energy import joules_per_token
 from sizing.formulas.evaluation import STAGE_COLUMNS
-from sizing.formulas.grid import configurations, engine_kv_dtypes
+from sizing.formulas.grid import configurations, engine_kv_dtypes, row_plan
 from sizing.formulas.memory import kv_cell_bytes_columns
 from sizing.formulas.quality import DEFAULT_MIN_QUALITY, at_least, with_quality
 from sizing.formulas.rules import ROW_RULES, allowed, effective_max_context
@@ -103,6 +103,10 @@ def serving_rows(
     """Every configuration (sizing.formulas.grid.configurations' rows, or the estimate's) at each
     KV type the engine offers and each concurrency of `batches`, for requests of
     `prompt_tokens` + `output_tokens`: memory, speed and serving_columns()."""
+    kv_types, concurrency = engine_kv_dtypes(), pl.LazyFrame({"batch": list(batches)})
+    per_row = [effective_max_context().alias("max_context"), pl.lit(False).alias("rope_scaled")]
+    cells = kv_cell_bytes_columns()
+    rows = row_plan([kv_types, concurrency], [*per_row, *cells], ("memory", "speed"))
     return (
         configured.with_columns(
             pl.lit(prompt_tokens).alias("prompt_tokens"),
@@ -111,15 +115,13 @@ def serving_rows(
             pl.lit(None, pl.String).alias("rope_scaling"),
         )
         .with_columns(STAGE_COLUMNS["prefill"]())
-        .join(engine_kv_dtypes(), on="engine")
+        .with_columns(rows.per_configuration)
+        .join(kv_types, on="engine")
         .filter(allowed(ROW_RULES))
-        .with_columns(
-            effective_max_context().alias("max_context"), pl.lit(False).alias("rope_scaled")
-        )
-        .with_columns(kv_cell_bytes_columns())
-        .join(pl.LazyFrame({"batch": list(batches)}), how="cross")
-        .with_columns(STAGE_COLUMNS["memory"]())
-        .with_columns(STAGE_COLUMNS["speed"]())
+        .with_columns(per_row)
+        .with_columns(cells)
+        .join(concurrency, how="cross")
+        .pipe(rows.evaluate)
         .filter(
             (pl.col("verdict") != "exceeds")
             & pl.col("decode_tok_s").is_not_null()
