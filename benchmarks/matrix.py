@@ -51,7 +51,7 @@ from warehouse import store  # noqa: E402
 FLOOR_MODELS_PER_FRAME = 4
 # The write floor holds both tables in memory: above this many rows (about 3 GiB) it is
 # not measured.
-FLOOR_MAX_ROWS = 30_000_000
+FLOOR_MAX_ROWS = 50_000_000
 
 
 def _dimension_tables(n_models: int):

@@ -13,9 +13,9 @@ sizing library's source): an unchanged model is never recomputed, and the publis
 asset can tell a current slice from a stale one.
 """
 
-import ast
 import datetime as dt
 import hashlib
+import types
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,31 +61,38 @@ def fingerprinted_sources() -> list[Path]:
 def code_fingerprint() -> str:
     """The sizing library's code, its fitted constants (sizing/engines/fits.json), this
     module's and the published schemas: any change to a formula, an engine's constant, a
-    refit, the grid or a column's type is a new slice; a comment or
-    docstring edited is not (each module hashed as its syntax tree without docstrings)."""
+    refit, the grid or a column's type is a new slice; a comment, a docstring or a line
+    moved is not (each module hashed as its compiled code: code_of)."""
     sources = fingerprinted_sources()
     schemas = repr([FIT_MATRIX.schema, FIT_CONFIGURATIONS.schema]).encode()
     code = b"".join(code_of(p.read_text()) for p in sources)
     return hashlib.sha256(code + FITS_FILE.read_bytes() + schemas).hexdigest()
 
 
-# Keyed by the source text: a refresh fingerprints the library in several steps, each of
-# which parsed every module again.
+# Keyed by the source text: a refresh fingerprints the library in several steps.
 @lru_cache(maxsize=512)
 def code_of(source: str) -> bytes:
-    """A module's syntax tree with its docstrings dropped (comments never reach it)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree).encode()
+    """A module's compiled code as `python -OO` compiles it (no docstrings, no asserts;
+    comments never reach it), without its line numbers: its functions' and classes'
+    bytecode, names and constants."""
+    return _code_bytes(compile(source, "<sizing>", "exec", dont_inherit=True, optimize=2))
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    names = (code.co_name, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)
+    return b"\0".join([code.co_code, repr(names).encode(), *map(_constant, code.co_consts)])
+
+
+def _constant(value: object) -> bytes:
+    """A constant's bytes, the same in every process (a frozenset's elements sorted: their
+    order follows the string hash seed)."""
+    if isinstance(value, types.CodeType):
+        return _code_bytes(value)
+    if isinstance(value, frozenset):
+        return b"{" + b",".join(sorted(map(_constant, value))) + b"}"
+    if isinstance(value, tuple):
+        return b"(" + b",".join(map(_constant, value)) + b")"
+    return repr(value).encode()
 
 
 # Provenance columns of `models` that no formula reads.

@@ -239,9 +239,9 @@ def test_a_refit_recomputes_the_matrix(tmp_path, monkeypatch):
 
 
 def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
-    """A typo fixed in a comment or docstring of sizing/ recomputes nothing (issue 29: the
-    fingerprint hashed raw source); a constant changed, a renamed name or a string that is
-    not a docstring does."""
+    """A typo fixed in a comment or docstring of sizing/, or a line moved, recomputes nothing
+    (issue 29: the fingerprint hashed raw source); a constant changed, a renamed name or a
+    string that is not a docstring does."""
     from assets.sizing.shards import code_of
     from tests.conftest import ROOT
 
@@ -251,6 +251,7 @@ def test_a_comment_or_docstring_edited_keeps_the_fingerprint():
     assert (
         code_of(source.replace('"""llama.cpp (llama-server)', '"""llama.cpp, llama-server')) == base
     )
+    assert code_of(source.replace("\nUBATCH = 512", "\n\n\nUBATCH = 512")) == base
     assert code_of(source.replace("UBATCH = 512", "UBATCH = 256")) != base
     assert code_of(source.replace('DEFAULT_KV_DTYPE = "f16"', 'DEFAULT_KV_DTYPE = "q8_0"')) != base
 
