@@ -2,6 +2,7 @@
 then published as the fit_matrix and fit_configurations tables."""
 
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import dagster as dg
 import polars as pl
@@ -55,35 +56,34 @@ def fit_matrix_shards(
         current[s.shard].append(s.key)
         if not _staged(stores, s):
             todo.append(s)
-    rows, empty = 0, []
+    stored: list[tuple[int, list[str]]] = []
     # A few models per Polars query (one query per model costs more in planning than in
-    # rows), each model's rows then stored as its own slice.
-    for at in range(0, len(todo), MODELS_PER_QUERY):
-        group = todo[at : at + MODELS_PER_QUERY]
-        tables = dict(
-            zip(
-                SLICED_TABLES,
-                fit_tables(
-                    pl.concat([s.model for s in group]),
-                    pl.concat([s.weights for s in group]),
-                    inputs.gpus,
-                    inputs.matrix_columns,
-                    inputs.configuration_columns,
-                    inputs.support,
-                ),
-                strict=True,
+    # rows); one group's slices are stored while the next group computes (both release
+    # the GIL, so on two cores they overlap), at most one group waiting.
+    with ThreadPoolExecutor(1) as writer:
+        storing: Future[tuple[int, list[str]]] | None = None
+        for at in range(0, len(todo), MODELS_PER_QUERY):
+            group = todo[at : at + MODELS_PER_QUERY]
+            tables = dict(
+                zip(
+                    SLICED_TABLES,
+                    fit_tables(
+                        pl.concat([s.model for s in group]),
+                        pl.concat([s.weights for s in group]),
+                        inputs.gpus,
+                        inputs.matrix_columns,
+                        inputs.configuration_columns,
+                        inputs.support,
+                    ),
+                    strict=True,
+                )
             )
-        )
-        ids = {t: df.get_column("model_id") for t, df in tables.items()}
-        for s in group:
-            # A mask per model: cheaper than partition_by on these frames.
-            parts = {t: df.filter(ids[t] == s.model_id) for t, df in tables.items()}
-            if any(part.is_empty() for part in parts.values()):
-                empty.append(s.model_id)
-                continue
-            for t, part in parts.items():
-                stores[t].put(s.shard, s.key, part)
-            rows += parts["fit_matrix"].height
+            if storing is not None:
+                stored.append(storing.result())
+            storing = writer.submit(_store, stores, group, tables)
+        if storing is not None:
+            stored.append(storing.result())
+    rows, empty = sum(n for n, _ in stored), [m for _, models in stored for m in models]
     computed, reused = len(todo) - len(empty), sum(map(len, current.values())) - len(todo)
     removed = sum(
         staged.keep_only(shard, keys)
@@ -108,6 +108,25 @@ def fit_matrix_shards(
 MODELS_PER_QUERY = 4
 # The tables whose rows the shards compute and fit_matrix publishes.
 SLICED_TABLES = ("fit_matrix", "fit_configurations")
+
+
+def _store(
+    stores: dict[str, SliceStore], group: list[Slice], tables: dict[str, pl.DataFrame]
+) -> tuple[int, list[str]]:
+    """Each model's rows of `tables` stored as its slices; the fit-matrix rows stored and
+    the models that had none."""
+    ids = {t: df.get_column("model_id") for t, df in tables.items()}
+    rows, empty = 0, []
+    for s in group:
+        # A mask per model: cheaper than partition_by on these frames.
+        parts = {t: df.filter(ids[t] == s.model_id) for t, df in tables.items()}
+        if any(part.is_empty() for part in parts.values()):
+            empty.append(s.model_id)
+            continue
+        for t, part in parts.items():
+            stores[t].put(s.shard, s.key, part)
+        rows += parts["fit_matrix"].height
+    return rows, empty
 
 
 def _staged(stores: dict[str, SliceStore], s: Slice) -> bool:
