@@ -2,6 +2,7 @@
 then published as the fit_matrix and fit_configurations tables."""
 
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import dagster as dg
@@ -15,7 +16,7 @@ from assets.sizing.shards import (
     backfill_policy,
     matrix_inputs,
 )
-from sizing.formulas.grid import fit_tables
+from sizing.formulas.grid import configured_frame, matrix_rows
 from warehouse import store
 from warehouse.staging import SliceStore
 
@@ -57,30 +58,30 @@ def fit_matrix_shards(
         if not _staged(stores, s):
             todo.append(s)
     stored: list[tuple[int, list[str]]] = []
-    # A few models per Polars query (one query per model costs more in planning than in
-    # rows); one group's slices are stored while the next group computes (both release
-    # the GIL, so on two cores they overlap), at most one group waiting.
+    # The configurations of many models per query (on a few thousand rows the fixed cost
+    # of their expressions is most of the time), the matrix of a few per query (one per
+    # model costs more in planning than in rows); one group's slices are stored while the
+    # next group computes (both release the GIL, so on two cores they overlap), at most
+    # one group waiting.
     with ThreadPoolExecutor(1) as writer:
         storing: Future[tuple[int, list[str]]] | None = None
-        for at in range(0, len(todo), MODELS_PER_QUERY):
-            group = todo[at : at + MODELS_PER_QUERY]
-            tables = dict(
-                zip(
-                    SLICED_TABLES,
-                    fit_tables(
-                        pl.concat([s.model for s in group]),
-                        pl.concat([s.weights for s in group]),
-                        inputs.gpus,
-                        inputs.matrix_columns,
-                        inputs.configuration_columns,
-                        inputs.support,
-                    ),
-                    strict=True,
-                )
+        for chunk in _groups(todo, MODELS_PER_CONFIGURATION_QUERY):
+            configured = configured_frame(
+                pl.concat([s.model for s in chunk]),
+                pl.concat([s.weights for s in chunk]),
+                inputs.gpus,
+                inputs.support,
             )
-            if storing is not None:
-                stored.append(storing.result())
-            storing = writer.submit(_store, stores, group, tables)
+            for group in _groups(chunk, MODELS_PER_QUERY):
+                models = pl.concat([s.model for s in group])
+                own = configured.filter(pl.col("model_id").is_in(models["model_id"].implode()))
+                tables = {
+                    "fit_matrix": matrix_rows(models, own, inputs.matrix_columns),
+                    "fit_configurations": own.select(inputs.configuration_columns),
+                }
+                if storing is not None:
+                    stored.append(storing.result())
+                storing = writer.submit(_store, stores, group, tables)
         if storing is not None:
             stored.append(storing.result())
     rows, empty = sum(n for n, _ in stored), [m for _, models in stored for m in models]
@@ -104,10 +105,17 @@ def fit_matrix_shards(
     )
 
 
-# Models per query of the shard step (about 0.8 M matrix rows).
+# Models per query of the shard step: of the matrix (about 0.8 M rows), and of their
+# configurations.
 MODELS_PER_QUERY = 4
+MODELS_PER_CONFIGURATION_QUERY = 32
 # The tables whose rows the shards compute and fit_matrix publishes.
 SLICED_TABLES = ("fit_matrix", "fit_configurations")
+
+
+def _groups(slices: list[Slice], size: int) -> Iterator[list[Slice]]:
+    for at in range(0, len(slices), size):
+        yield slices[at : at + size]
 
 
 def _store(

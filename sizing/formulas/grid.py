@@ -233,14 +233,31 @@ def fit_tables(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The fit matrix and its configurations table for a few models, with only the given
     columns (the configurations computed once, then multiplied out)."""
+    configured = configured_frame(models, weights, gpus, support)
+    return matrix_rows(models, configured, matrix_columns), configured.select(configuration_columns)
+
+
+def configured_frame(
+    models: pl.DataFrame,
+    weights: pl.DataFrame,
+    gpus: pl.DataFrame,
+    support: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """configurations() of the models, computed."""
     # A few thousand rows under thousands of expressions: the streaming engine's set-up
     # costs more than the rows do, so the in-memory engine computes them.
-    configured = configurations(
-        models.lazy(), weights.lazy(), gpus.lazy(), support=support
-    ).collect(engine="in-memory")
-    matrix = (
+    return configurations(models.lazy(), weights.lazy(), gpus.lazy(), support=support).collect(
+        engine="in-memory"
+    )
+
+
+def matrix_rows(
+    models: pl.DataFrame, configured: pl.DataFrame, matrix_columns: list[pl.Expr]
+) -> pl.DataFrame:
+    """fit_matrix() of the models' configurations (configured_frame), computed, with only
+    the given columns."""
+    return (
         fit_matrix(models.lazy(), configured.lazy())
         .select(matrix_columns)
         .collect(engine="streaming")
     )
-    return matrix, configured.select(configuration_columns)
