@@ -1,6 +1,6 @@
-"""The matrix with its shared terms evaluated once (sizing.formulas.shared_terms) holds the
-values of its formulas evaluated as written, value for value, and the plan moves what it
-says it moves."""
+"""The matrix and the capacity plans' rows with their shared terms evaluated once
+(sizing.formulas.shared_terms) hold the values of their formulas evaluated as written, bit
+for bit, and the plan moves what it says it moves."""
 
 import polars as pl
 import pytest
@@ -10,6 +10,7 @@ from sizing import columns
 from sizing.formulas import grid, shared_terms
 from sizing.formulas.shared_terms import StagePlan, stage_plan
 from sizing.model.model_facts import format_row, model_row
+from sizing.questions.capacity import serving_rows
 from tests.conftest import load_arch
 
 # Each kind of layer and cache the formulas branch on: dense with GQA, MoE, sliding
@@ -68,6 +69,29 @@ def test_the_matrix_holds_its_formulas_values_exactly(monkeypatch):
         assert not any(c.startswith(shared_terms.PREFIX) for c in ours.columns)
         for c in ours.columns:  # the same operations in the same order: the same bits
             assert ours.get_column(c).equals(theirs.get_column(c), check_names=True), c
+
+
+def test_the_capacity_rows_hold_their_formulas_values_exactly(monkeypatch):
+    """The capacity plans' serving rows (both engines' terms in one frame, one prompt
+    length) share terms as the matrix's do: the same bits as the formulas as written."""
+    archs = [load_arch(repo) for repo in MODELS[:3]]
+    models = pl.DataFrame([model_row(m) for m in archs], schema_overrides=columns.MODEL)
+    weights = pl.DataFrame(
+        [format_row(m, f, gguf=False) for m in archs for f in grid.FORMATS_BY_ENGINE["vllm"]]
+        + [format_row(m, "Q4_K_M", gguf=True) for m in archs]
+    )
+    gpus = load_gpus().filter(pl.col("gpu_id").is_in(GPU_IDS))
+    configured = grid.configurations(models.lazy(), weights.lazy(), gpus.lazy())
+
+    def rows() -> pl.DataFrame:
+        return serving_rows(configured, 2048, 256, (1, 8, 64)).collect().sort(KEYS)
+
+    shared = rows()
+    monkeypatch.setattr(grid, "stage_plan", _as_written)
+    written = rows()
+    assert shared.height > 1_000 and shared.columns == written.columns
+    for c in shared.columns:
+        assert shared.get_column(c).equals(written.get_column(c), check_names=True), c
 
 
 def test_a_term_of_the_configuration_moves_to_the_configurations():
