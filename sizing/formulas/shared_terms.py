@@ -205,12 +205,11 @@ def _stage_plan(
     planned = []
     counter = itertools.count()
     for stage in stages:
-        exprs = [pl.Expr.deserialize(io.StringIO(s), format="json") for s in stage]
         trees: list[object] = _Parsed(stage).trees
         if row_columns is not None:
             names = _configuration_terms(trees, varying, moved, per_configuration)
             trees = [_replaced(t, names, set()) for t in trees]
-            varying |= {e.meta.output_name() for e in exprs}
+            varying |= {_expr(json.loads(s)).meta.output_name() for s in stage}
         planned.append(_common_terms(_Parsed(json.dumps(t) for t in trees), counter))
     return StagePlan(per_configuration, planned)
 
