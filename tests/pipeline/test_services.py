@@ -2,6 +2,7 @@
 127.0.0.1 and stopped by process id."""
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import boto3
@@ -82,9 +83,16 @@ def test_webserver_serves_the_asset_graph(tmp_path):
         "dagster_webserver", "-m", "pipeline.definitions", "-h", "127.0.0.1", "-p", str(port)
     )
     url = f"http://127.0.0.1:{port}"
+    query = "{ assetNodes { assetKey { path } groupName hasAssetChecks isMaterializable } }"
     with process(argv, f"{url}/server_info", seconds=90, env=env):
-        query = "{ assetNodes { assetKey { path } groupName hasAssetChecks isMaterializable } }"
-        nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
+        # The server answers before its code location has loaded (in a process of its own):
+        # until then the graph is empty, for seconds on a loaded machine.
+        deadline = time.monotonic() + 90
+        while True:
+            nodes = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
+            if nodes["data"]["assetNodes"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes["data"]["assetNodes"]}
     assert {"gpus", "models", "weights", "fit_matrix_shards", "fit_matrix", "coverage"} <= set(
         by_key
