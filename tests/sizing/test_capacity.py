@@ -212,6 +212,26 @@ def test_readme_plan_matches_a_hand_calculation_from_the_fit_tables():
     assert HOURS_PER_MONTH == pytest.approx(730.5)
 
 
+def test_a_few_models_plan_alike_in_memory_and_streaming(monkeypatch):
+    """A plan of a few models (the in-memory engine's, capacity.IN_MEMORY_MODELS) equals,
+    bit for bit, the streaming engine's plan of the same rows (the table's batches)."""
+    from sizing.questions import capacity
+
+    repos = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-30B-A3B"]
+    pairs = [("vllm", f) for f in FORMATS_BY_ENGINE["vllm"]] + [("llama.cpp", "Q4_K_M")]
+    frames = [_frames(r, pairs) for r in repos]
+    models, weights = (pl.concat([f[i] for f in frames]) for i in (0, 1))
+    gpus = GPUS.filter(pl.col("gpu_id").is_in(OFFERS["gpu_id"].to_list()))
+
+    def planned() -> pl.DataFrame:
+        return plan(models, weights, gpus, README_PROFILE, OFFERS, frames[0][2], batches=(1, 16))
+
+    assert models.height <= capacity.IN_MEMORY_MODELS
+    in_memory = planned()
+    monkeypatch.setattr(capacity, "IN_MEMORY_MODELS", 0)
+    assert in_memory.height and in_memory.equals(planned())
+
+
 def test_plan_command_prints_a_table_without_dagster():
     """`llm-sizing plan` on the README's example answers with a table, and like
     `estimate` it does not import Dagster."""
