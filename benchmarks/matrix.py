@@ -8,17 +8,21 @@ snapshot's models; above the number of bundled models, models are synthetic copi
 the real configs under new ids. The `models` and `weights` tables are published first,
 then one Dagster run materializes every model shard (`fit_matrix_shards`: compute into
 the staging slices) and `fit_matrix` (contract checks, one Delta commit, the
-latest-Parquet export); its wall time is what the rows per second are measured on.
+latest-Parquet export); its wall time is what the rows per second are measured on. Up to
+REPEAT_MAX_MODELS models, the run and the write floor are repeated REPEATS times (each
+into a new warehouse) and the medians reported, every repeat's figures beside them.
 Prints one JSON line per run and a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +53,11 @@ from warehouse import store  # noqa: E402
 # Models per frame when the write floor streams the tables back (the shards' slices hold
 # a few models each).
 FLOOR_MODELS_PER_FRAME = 4
+# Runs of at most this many models are repeated, each into a new warehouse, and their
+# medians reported: a run of a few seconds varies by a fifth from one to the next here
+# (the write floor of 10 models measured 0.68-0.98 s on one day).
+REPEAT_MAX_MODELS = 100
+REPEATS = 3
 # The write floor holds both tables in memory (100 models, 43 M rows: a 6.4 GiB process
 # on 2026-12-07): above this many rows it is not measured.
 FLOOR_MAX_ROWS = 50_000_000
@@ -100,26 +109,26 @@ def _step_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
 def run(n_models: int) -> dict:
     archs, models, weights = _dimension_tables(n_models)
     today = dt.date.today()
-    with tempfile.TemporaryDirectory() as tmp:
-        resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=tmp)}
-        store.publish("models", models, verified_at=today, commit_info={}, base=tmp)
-        store.publish("weights", weights, verified_at=today, commit_info={}, base=tmp)
-        assert dg.materialize([gpus_asset, engine_support], resources=resources).success
-        start = time.perf_counter()
-        result = dg.materialize(
-            [fit_matrix_shards, fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS
-        )
-        wall = time.perf_counter() - start
-        assert result.success
-        rows = store.row_count("fit_matrix", base=tmp)
-        disk = _du(Path(tmp) / "delta" / "fit_matrix")
+    repeats = REPEATS if n_models <= REPEAT_MAX_MODELS else 1
+    with contextlib.ExitStack() as stack:
+        bases = [stack.enter_context(tempfile.TemporaryDirectory()) for _ in range(repeats)]
+        timed = [_materialized(base, models, weights, today) for base in bases]
+        rows = store.row_count("fit_matrix", base=bases[0])
+        disk = _du(Path(bases[0]) / "delta" / "fit_matrix")
+        # The steps' own peak: before the write floor, which holds both tables in memory.
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        floor_s = _write_floor(tmp, today) if rows <= FLOOR_MAX_ROWS else None
-    steps = _step_seconds(result)
+        floors = [_write_floor(b, today) for b in bases] if rows <= FLOOR_MAX_ROWS else []
+    wall = statistics.median(w for w, _ in timed)
+    steps = {k: round(statistics.median(s[k] for _, s in timed), 2) for k in timed[0][1]}
+    floor_s = statistics.median(floors) if floors else None
     matrix_s = steps["fit_matrix_shards"] + steps["fit_matrix"]
     return {
         "models": n_models,
         "rows": rows,
+        "repeats": [
+            {"wall_s": round(w, 2), "steps_s": s, "write_floor_s": f and round(f, 2)}
+            for (w, s), f in zip(timed, floors or [None] * repeats, strict=True)
+        ],
         "wall_s": round(wall, 2),
         "rows_per_s": round(rows / wall),
         "steps_s": steps,
@@ -129,6 +138,24 @@ def run(n_models: int) -> dict:
         "peak_rss_gib": round(peak, 2),
         "single_estimate_rows_per_s": round(_single_estimate_rate(archs, load_gpus()), 1),
     }
+
+
+def _materialized(
+    base: str, models: pl.DataFrame, weights: pl.DataFrame, today: dt.date
+) -> tuple[float, dict[str, float]]:
+    """One Dagster run of the matrix steps into a new warehouse at `base`: its wall time
+    and its steps' times."""
+    resources = {"catalog": CatalogResource(), "warehouse": WarehouseResource(root=base)}
+    store.publish("models", models, verified_at=today, commit_info={}, base=base)
+    store.publish("weights", weights, verified_at=today, commit_info={}, base=base)
+    assert dg.materialize([gpus_asset, engine_support], resources=resources).success
+    start = time.perf_counter()
+    result = dg.materialize(
+        [fit_matrix_shards, fit_matrix], resources=resources, tags=ALL_SHARDS_TAGS
+    )
+    wall = time.perf_counter() - start
+    assert result.success
+    return wall, _step_seconds(result)
 
 
 def _write_floor(base: str, today: dt.date) -> float:
