@@ -291,7 +291,10 @@ def _build(data: SiteData, out: Path, started: float, packing: Future | None) ->
         static_written += packing.result()
     changed = bool(written or removed or static_written)
     version = old.get("site_version", -1) + (1 if changed or not old else 0)
-    if changed or not old:
+    # New table versions of the same rows (a code change that republished them) change no
+    # file: the build is still recorded as made of them (made_of), or every later refresh
+    # would find the site behind its release and run every step again.
+    if changed or not old or old.get("tables") != data.versions:
         manifest = {
             "site_version": version,
             "tables": data.versions,
@@ -302,9 +305,10 @@ def _build(data: SiteData, out: Path, started: float, packing: Future | None) ->
         _write(out / MANIFEST, json.dumps(manifest, sort_keys=True))
         head = {k: manifest[k] for k in ("site_version", "tables", "code", "built_at")}
         _write(out / HEAD, json.dumps(head | {"pages": sorted(entries)}, sort_keys=True))
-        line = json.dumps({k: manifest[k] for k in ("site_version", "built_at", "tables")})
-        earlier = (out / VERSIONS).read_text() if (out / VERSIONS).exists() else ""
-        _write(out / VERSIONS, earlier + line + "\n")  # replaced, not appended to
+        if changed or not old:
+            line = json.dumps({k: manifest[k] for k in ("site_version", "built_at", "tables")})
+            earlier = (out / VERSIONS).read_text() if (out / VERSIONS).exists() else ""
+            _write(out / VERSIONS, earlier + line + "\n")  # replaced, not appended to
     return BuildStats(
         len(entries),
         written,

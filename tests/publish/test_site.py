@@ -401,6 +401,37 @@ def test_the_asset_skips_a_build_only_while_every_table_keeps_its_version(built)
     assert build.current(site, moved) is None
 
 
+def test_new_versions_of_the_same_rows_are_recorded_without_a_new_site_version(built, tmp_path):
+    """A release of new versions whose rows are the same (a code change republished them)
+    renders nothing and keeps the site version, and the build is recorded as made of the
+    new versions: the next refresh finds the site current (pipeline.stale), not behind."""
+    root, site = built
+    copy, out = tmp_path / "warehouse", tmp_path / "site"
+    shutil.copytree(root, copy)
+    shutil.copytree(site, out)
+    before = build.build(data.load(str(copy)), out)
+    df = latest(str(copy), "cost_basis")
+    republished = store.publish(
+        "cost_basis",
+        df,
+        verified_at=df["verified_at"].max(),
+        commit_info={"dagster_run_id": "code-run"},
+        base=str(copy),
+        fingerprint="the same rows from new code",
+    )
+    started = dt.datetime.now(dt.UTC)
+    releases.publish_release(
+        {"cost_basis": republished.version}, run_id="code-run", started_at=started, base=str(copy)
+    )
+    versions = data.table_versions(str(copy))
+    assert versions["cost_basis"]["version"] == republished.version > 0
+    assert build.current(out, versions) is None  # behind the release, before the build
+    after = build.build(data.load(str(copy), cache_dir=out), out)
+    assert after.written == 0 and after.site_version == before.site_version
+    assert build.made_of(out, versions) is not None
+    assert build.current(out, versions) is not None
+
+
 def _cell(html: str, element_id: str) -> str:
     return re.search(
         rf'id="{element_id}"[^>]*>(.*?)</(?:td|code|ul|span|strong)>', html, re.S
