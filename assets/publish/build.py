@@ -363,12 +363,14 @@ def head(out: Path) -> dict:
 
 def _files(out: Path) -> set[str]:
     """Every file under `out`, as a path relative to it (one directory listing a folder:
-    a stat a page took 0.4 s for the full site)."""
-    return {
-        os.path.relpath(os.path.join(folder, name), out)
-        for folder, _, names in os.walk(out)
-        for name in names
-    }
+    a stat a page took 0.4 s for the full site; the relative path computed a folder, not
+    a file: per file it took 0.25 s of an unchanged refresh's 2.6 s)."""
+    found: set[str] = set()
+    for folder, _, names in os.walk(out):
+        relative = os.path.relpath(folder, out)
+        prefix = "" if relative == os.curdir else relative + os.sep
+        found.update(prefix + name for name in names)
+    return found
 
 
 def _read_manifest(out: Path) -> dict:
