@@ -54,7 +54,6 @@ class TableContract:
             return problems
         # Distinct key hashes first; equal hashes are then counted exactly, so a hash
         # collision cannot refuse a table.
-        keys = pl.struct(self.keys)
         # A frame in memory is counted in place (the in-memory engine counts the distinct
         # hashes in 40 % less CPU time); a scanned export streams.
         engine: Literal["in-memory", "streaming"] = (
@@ -77,7 +76,8 @@ class TableContract:
         if rows == 0 and not allow_empty:
             return ["no rows"]
         if rows and counts["|distinct"] != rows:
-            dupes = lf.select(keys.is_duplicated().sum()).collect(engine=engine).item()
+            exact = pl.struct(self.keys).is_duplicated().sum()
+            dupes = lf.select(exact).collect(engine=engine).item()
             if dupes:
                 problems.append(f"{dupes} rows share a key {self.keys}")
         problems += [
